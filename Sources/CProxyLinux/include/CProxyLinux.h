@@ -1,0 +1,35 @@
+// Linux interfaces that Swift's Glibc module does not export.
+// No _GNU_SOURCE here: it conflicts with the Glibc module, so the few GNU
+// functions are declared by hand with their documented prototypes.
+#ifndef CPROXYLINUX_H
+#define CPROXYLINUX_H
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <signal.h>
+#include <stdint.h>
+
+// accept4(2) is a GNU extension hidden without _GNU_SOURCE.
+int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+
+// SOCK_NONBLOCK / SOCK_CLOEXEC are enum members in glibc's headers that Swift
+// imports awkwardly; re-export them as plain ints.
+static const int CProxyLinux_SOCK_NONBLOCK = SOCK_NONBLOCK;
+static const int CProxyLinux_SOCK_CLOEXEC = SOCK_CLOEXEC;
+static const uint32_t CProxyLinux_EPOLLIN = EPOLLIN;
+static const uint32_t CProxyLinux_EPOLLOUT = EPOLLOUT;
+static const uint32_t CProxyLinux_EPOLLERR = EPOLLERR;
+static const uint32_t CProxyLinux_EPOLLHUP = EPOLLHUP;
+static const uint32_t CProxyLinux_EPOLLRDHUP = EPOLLRDHUP;
+
+// errno is a macro over a thread-local; a function is the portable way to read it.
+int CProxyLinux_errno(void);
+
+// pthread_sigmask on the calling thread's signal mask, with a set built from a list.
+int CProxyLinux_block_signals(const int *signals, int count);
+// Waits for one of the given signals (sigwait(3)); returns the signal number.
+int CProxyLinux_wait_signals(const int *signals, int count);
+
+#endif
