@@ -1,0 +1,99 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One JSON line per request. Each loop formats into its own buffer (no locks on the request
+/// path) and writes the batch once per loop iteration. Only the path is logged, never the
+/// query: `/_oauth_callback` carries codes and verifiers in its query string.
+public final class AccessLog: @unchecked Sendable {
+    let fd: Int32
+    // buffers[i] belongs to loop i.
+    private var buffers: [ByteBuffer]
+
+    public init(fd: Int32, loops: Int) {
+        self.fd = fd
+        buffers = Array(repeating: ByteBuffer(), count: loops)
+    }
+
+    /// Opens `stdout`, `stderr` or a file path (appending).
+    public static func open(_ destination: String, loops: Int) -> AccessLog?? {
+        switch destination {
+        case "off": return .some(nil)
+        case "stdout", "-": return AccessLog(fd: 1, loops: loops)
+        case "stderr": return AccessLog(fd: 2, loops: loops)
+        default:
+            let fd = Glibc.open(destination, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            return fd < 0 ? nil : AccessLog(fd: fd, loops: loops)
+        }
+    }
+
+    func write(_ r: AccessRecord, hasHead: Bool, loop: EventLoop) {
+        let i = loop.index
+        var out = buffers[i]
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        out.append("{\"time\":\"")
+        Clock.appendISO(&out, seconds: Int(ts.tv_sec), millis: Int(ts.tv_nsec / 1_000_000))
+        out.append("\",\"type\":\"access\",\"remote\":\"")
+        r.request.peer.write(to: &out)
+        if hasHead {
+            let c = r.request.connection
+            let bytes = c.headBytes
+            out.append("\",\"method\":\"")
+            out.append(bytes.baseAddress! + c.head.methodRange.start, count: c.head.methodRange.count)
+            out.append("\",\"path\":\"")
+            let p = r.request.pathRange
+            appendEscaped(&out, bytes.baseAddress! + p.start, p.count == 0 ? 0 : p.count)
+            if p.count == 0 { out.append(byte: 0x2F) }
+        } else {
+            out.append("\",\"method\":\"\",\"path\":\"")
+        }
+        out.append("\",\"status\":")
+        out.append(decimal: UInt64(r.status))
+        out.append(",\"upstream_status\":")
+        out.append(decimal: UInt64(r.upstreamStatus))
+        out.append(",\"bytes_in\":")
+        out.append(decimal: r.bytesIn)
+        out.append(",\"bytes_out\":")
+        out.append(decimal: r.bytesOut)
+        out.append(",\"duration_ms\":")
+        appendMillis(&out, r.durationNanos)
+        out.append(",\"upstream_ms\":")
+        appendMillis(&out, r.upstreamNanos)
+        out.append("}\n")
+        buffers[i] = out
+    }
+
+    /// Writes loop `i`'s pending lines.
+    func flush(loopIndex i: Int) {
+        var out = buffers[i]
+        if out.isEmpty { return }
+        while !out.isEmpty {
+            let n = Glibc.write(fd, out.base! + out.reader, out.readable)
+            if n <= 0 { break }
+            out.moveReader(n)
+        }
+        out.clear()
+        if out.capacity > 1 << 20 { out.free() }
+        buffers[i] = out
+    }
+
+    private func appendEscaped(_ out: inout ByteBuffer, _ p: UnsafeRawPointer, _ n: Int) {
+        // Targets are visible ASCII (the parser refuses the rest); only `"` and `\` need escaping.
+        for i in 0..<n {
+            let b = p.load(fromByteOffset: i, as: UInt8.self)
+            if b == 0x22 || b == 0x5C { out.append(byte: 0x5C) }
+            out.append(byte: b)
+        }
+    }
+
+    private func appendMillis(_ out: inout ByteBuffer, _ nanos: UInt64) {
+        let micros = nanos / 1000
+        out.append(decimal: micros / 1000)
+        out.append(byte: 0x2E)
+        let frac = micros % 1000
+        out.append(byte: UInt8(0x30 + frac / 100))
+        out.append(byte: UInt8(0x30 + frac / 10 % 10))
+        out.append(byte: UInt8(0x30 + frac % 10))
+    }
+}

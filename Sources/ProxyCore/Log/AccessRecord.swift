@@ -1,0 +1,12 @@
+/// What happened to one request, for the access log and the `logging` phase.
+public struct AccessRecord {
+    public let request: RequestView
+    /// The status sent to the client (0 if none was sent: the client or upstream went away first).
+    public let status: Int
+    /// The upstream's status, or 0 when the request was not proxied.
+    public let upstreamStatus: Int
+    public let bytesIn: UInt64
+    public let bytesOut: UInt64
+    public let durationNanos: UInt64
+    public let upstreamNanos: UInt64
+}

@@ -1,0 +1,100 @@
+/// Moves one message body from a source buffer to a destination buffer as bytes arrive,
+/// re-framing it on the way: a chunked body is decoded and re-encoded canonically (so
+/// extensions, odd spacing and trailers never cross the proxy), a sized body is copied.
+struct BodyReader {
+    enum Mode {
+        case none
+        case length(remaining: UInt64)
+        case chunked(ChunkedDecoder)
+        case untilClose
+    }
+
+    enum Step: Equatable {
+        /// All available bytes were used; the body continues.
+        case more
+        /// The body ended (bytes after it in the source belong to the next message).
+        case done
+        case error(HTTPParseError)
+    }
+
+    var mode: Mode = .none
+    /// Body bytes seen so far (decoded size for chunked).
+    var total: UInt64 = 0
+
+    init() {}
+    init(contentLength: UInt64) { mode = contentLength == 0 ? .none : .length(remaining: contentLength) }
+    init(chunked: Void) { mode = .chunked(ChunkedDecoder()) }
+    init(untilClose: Void) { mode = .untilClose }
+
+    var isFinished: Bool { if case .none = mode { return true } else { return false } }
+
+    /// Transfers what is available in `source` to `destination`. `chunkedOut` re-encodes as
+    /// chunked (otherwise the bare bytes are written: sized bodies, or HTTP/1.0 clients).
+    mutating func transfer(from source: inout ByteBuffer, to destination: inout ByteBuffer, chunkedOut: Bool) -> Step {
+        switch mode {
+        case .none:
+            return .done
+        case .length(let remaining):
+            let n = min(UInt64(source.readable), remaining)
+            if n > 0 {
+                destination.append(source.base! + source.reader, count: Int(n))
+                source.reader += Int(n)
+                total += n
+            }
+            if n == remaining { mode = .none; return .done }
+            mode = .length(remaining: remaining - n)
+            return .more
+        case .untilClose:
+            let n = source.readable
+            if n > 0 {
+                destination.append(source.base! + source.reader, count: n)
+                source.reader += n
+                total += UInt64(n)
+            }
+            return .more
+        case .chunked(var decoder):
+            defer { if case .chunked = mode { mode = .chunked(decoder) } }
+            while true {
+                let bytes = UnsafeRawBufferPointer(start: source.base.map { $0 + source.reader }, count: source.readable)
+                let (event, consumed) = decoder.decode(bytes, from: 0)
+                switch event {
+                case .data(let range):
+                    if chunkedOut {
+                        destination.append(hex: UInt64(range.count))
+                        destination.append("\r\n")
+                        destination.append(bytes.baseAddress! + range.start, count: range.count)
+                        destination.append("\r\n")
+                    } else {
+                        destination.append(bytes.baseAddress! + range.start, count: range.count)
+                    }
+                    total += UInt64(range.count)
+                    source.reader += consumed
+                case .needMore:
+                    source.reader += consumed
+                    return .more
+                case .end:
+                    source.reader += consumed
+                    if chunkedOut { destination.append("0\r\n\r\n") }
+                    mode = .none
+                    return .done
+                case .error(let e):
+                    mode = .none
+                    return .error(e)
+                }
+            }
+        }
+    }
+}
+
+/// Where the current response stands.
+struct ResponseState {
+    /// The response head has been written to the client.
+    var started = false
+    var status = 0
+    var body = BodyReader()
+    /// How the body is framed towards the client.
+    var chunkedToClient = false
+    /// The upstream connection can be reused once the response ends.
+    var upstreamKeepAlive = false
+    var head = ResponseHead()
+}

@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Responses the proxy writes itself: phase answers and errors.
+extension ClientConnection {
+    /// An error the proxy produced: short text body, always `Connection: close` — after a refused
+    /// or failed request we cannot trust where the next request would start.
+    func respondError(_ status: Int, _ reason: String) {
+        closeAfterResponse = true
+        if status >= 500 {
+            listener.log.warn("request failed", ["status": "\(status)", "reason": reason])
+        } else {
+            listener.log.info("request refused", ["status": "\(status)", "reason": reason])
+        }
+        respondLocal(Response(status: status, text: "\(status) \(HTTPStatus.reason(status)): \(reason)\n"))
+    }
+
+    func respondLocal(_ r: Response) {
+        if response.started {
+            // Part of a response is already out: the only honest signal left is to cut the connection.
+            abort(reason: "error after response started")
+            return
+        }
+        // A body we have not read would be taken for the next request: close after answering.
+        if !requestBodyDone { closeAfterResponse = true }
+        if listener.isDraining(loop) { closeAfterResponse = true }
+        state = .respondingLocally
+        var edits = HeaderEdits()
+        if headLength > 0 { listener.phases.responseFilter(RequestView(self), status: r.status, &edits) }
+        output.append("HTTP/1.1 ")
+        output.append(decimal: UInt64(r.status))
+        output.append(byte: 0x20)
+        output.append(string: HTTPStatus.reason(r.status))
+        output.append("\r\n")
+        for (name, value) in r.headers where !edits.remove.contains(where: { $0.lowercased() == name.lowercased() }) {
+            appendField(name, value)
+        }
+        for (name, value) in edits.add { appendField(name, value) }
+        output.append("Content-Length: ")
+        output.append(decimal: UInt64(r.body.count))
+        output.append("\r\n")
+        if closeAfterResponse {
+            output.append("Connection: close\r\n")
+        } else if head.version == .http10 {
+            output.append("Connection: keep-alive\r\n")
+        }
+        output.append("\r\n")
+        if head.method != .head {
+            r.body.withUnsafeBytes { output.append($0) }
+        }
+        statusSent = r.status
+        response.started = true
+        finishRequest()
+    }
+
+    private func appendField(_ name: String, _ value: String) {
+        output.append(string: name)
+        output.append(": ")
+        output.append(string: value)
+        output.append("\r\n")
+    }
+
+    func logAccess() {
+        let now = loop.now
+        let record = AccessRecord(
+            request: RequestView(self), status: statusSent, upstreamStatus: response.status,
+            bytesIn: bytesIn, bytesOut: bytesOut + UInt64(output.readable),
+            durationNanos: now - requestStart,
+            upstreamNanos: upstreamStart == 0 ? 0 : (upstreamEnd == 0 ? now : upstreamEnd) - upstreamStart)
+        if headLength > 0 { listener.phases.logging(record) }
+        listener.accessLog?.write(record, hasHead: headLength > 0, loop: loop)
+    }
+}
+
+enum HTTPStatus {
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 100: return "Continue"
+        case 101: return "Switching Protocols"
+        case 200: return "OK"
+        case 201: return "Created"
+        case 204: return "No Content"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 409: return "Conflict"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 417: return "Expectation Failed"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
+        default: return "Status"
+        }
+    }
+}

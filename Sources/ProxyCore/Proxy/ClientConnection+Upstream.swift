@@ -1,0 +1,416 @@
+/// The proxied path: building the upstream request, streaming the body, relaying the response.
+extension ClientConnection {
+    func proceedUpstream(rewrite: UpstreamRewrite?) {
+        guard config.upstream != nil else {
+            respondLocal(Response(status: 404, text: "404 Not Found\n"))
+            return
+        }
+        state = .proxying
+        if !requestBodyDone { setDeadline(.body, config.timeouts.clientBody) }
+        buildUpstreamHead(rewrite)
+        connectUpstream(fresh: false)
+        if state == .proxying { flush() }
+    }
+
+    private func connectUpstream(fresh: Bool) {
+        let pool = listener.pool(loop)
+        let up: UpstreamConnection
+        if !fresh, let pooled = pool.take() {
+            up = pooled
+        } else {
+            do {
+                up = try UpstreamConnection.connect(pool: pool, loop: loop, timeouts: config.timeouts)
+            } catch {
+                respondError(502, "upstream unreachable (\(error))")
+                return
+            }
+        }
+        up.attach(self)
+        upstream = up
+        if upstreamStart == 0 { upstreamStart = loop.now }
+        up.output.append(upstreamHead.readableBytes)
+        if !requestBodyDone { pumpRequestBody() }
+        if state == .proxying { up.flushIfConnected() }
+    }
+
+    private func buildUpstreamHead(_ rewrite: UpstreamRewrite?) {
+        var edits = rewrite?.edits ?? HeaderEdits()
+        listener.phases.upstreamRequestFilter(RequestView(self), &edits)
+        let buffer = headBytes
+        let bytes = buffer.baseAddress!
+        let trusted = listener.isTrusted(peer)
+        var out = upstreamHead
+        out.clear()
+        out.append(bytes + head.methodRange.start, count: head.methodRange.count)
+        out.append(byte: 0x20)
+        if let target = rewrite?.target {
+            out.append(string: target)
+        } else {
+            // Absolute-form without a path (`http://host` or `http://host?q`) means "/".
+            if head.path.count == 0 || bytes.load(fromByteOffset: head.path.start, as: UInt8.self) == 0x3F {
+                out.append(byte: 0x2F)
+            }
+            out.append(bytes + head.path.start, count: head.path.count)
+        }
+        out.append(" HTTP/1.1\r\n")
+        // Host is preserved; for an absolute-form target its authority is the host (RFC 9112 §3.2.2).
+        var hostValue: ByteRange? = head.authority
+        if hostValue == nil, let i = head.hostIndex { hostValue = head.headers[i].value }
+        if let h = hostValue {
+            out.append("Host: ")
+            out.append(bytes + h.start, count: h.count)
+            out.append("\r\n")
+        } else {
+            // HTTP/1.0 clients may omit Host; HTTP/1.1 (our upstream side) requires one.
+            out.append("Host: ")
+            out.append(string: listener.upstreamHost)
+            out.append("\r\n")
+        }
+        var forwardedFor: [ByteRange] = []
+        var sawProto = false, sawHost = false
+        for field in head.headers {
+            let kind = HeaderKind.of(buffer, field.name)
+            switch kind {
+            case .hopByHop, .transferEncoding, .contentLength, .host:
+                continue
+            case .expect:
+                // Forwarded, not answered by us (RFC 9110 §10.1.1): the upstream may refuse
+                // the body with a final status before the client sends it.
+                if !(head.expectContinue && !requestBodyDone && head.version == .http11) { continue }
+            case .upgrade:
+                if !head.upgrade { continue }
+            case .xForwardedFor:
+                if trusted { forwardedFor.append(field.value) }
+                continue
+            case .xForwardedProto:
+                if !trusted || sawProto { continue }
+                sawProto = true
+            case .xForwardedHost:
+                if !trusted || sawHost { continue }
+                sawHost = true
+            case .other:
+                if !head.connectionTokens.isEmpty && isNamedIn(head.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
+            }
+            if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
+            out.append(bytes + field.name.start, count: field.name.count)
+            out.append(": ")
+            out.append(bytes + field.value.start, count: field.value.count)
+            out.append("\r\n")
+        }
+        out.append("X-Forwarded-For: ")
+        for v in forwardedFor where v.count > 0 {
+            out.append(bytes + v.start, count: v.count)
+            out.append(", ")
+        }
+        peer.write(to: &out)
+        out.append("\r\n")
+        if !sawProto {
+            out.append(listener.tls ? "X-Forwarded-Proto: https\r\n" as StaticString : "X-Forwarded-Proto: http\r\n")
+        }
+        if !sawHost, let h = hostValue {
+            out.append("X-Forwarded-Host: ")
+            out.append(bytes + h.start, count: h.count)
+            out.append("\r\n")
+        }
+        switch head.framing {
+        case .contentLength(let n):
+            out.append("Content-Length: ")
+            out.append(decimal: n)
+            out.append("\r\n")
+        case .chunked:
+            out.append("Transfer-Encoding: chunked\r\n")
+        case .none, .untilClose:
+            break
+        }
+        if head.upgrade { out.append("Connection: upgrade\r\n") }
+        for (name, value) in edits.add {
+            out.append(string: name)
+            out.append(": ")
+            out.append(string: value)
+            out.append("\r\n")
+        }
+        out.append("\r\n")
+        upstreamHead = out
+    }
+
+    /// Streams request body bytes from `input` to the upstream.
+    func pumpRequestBody() {
+        guard !requestBodyDone, let up = upstream else { return }
+        let chunked = head.framing == .chunked
+        let step = requestBody.transfer(from: &input, to: &up.output, chunkedOut: chunked)
+        requestBodyBytes = requestBody.total
+        if config.maxBodySize > 0 && requestBodyBytes > config.maxBodySize {
+            upstreamFailure(413, "request body larger than \(config.maxBodySize) bytes")
+            return
+        }
+        switch step {
+        case .more:
+            break
+        case .done:
+            requestBodyDone = true
+            setDeadline(.none, 0)
+        case .error(let e):
+            requestBodyDone = true
+            upstreamFailure(e.status, e.reason)
+            return
+        }
+        up.flushIfConnected()
+        if state == .proxying { want(read: wantsInput, write: !output.isEmpty) }
+    }
+
+    // MARK: Upstream events
+
+    /// The upstream took our buffered bytes: resume reading the request body.
+    func upstreamDrained() {
+        if state == .proxying || state == .tunnel { want(read: wantsInput, write: !output.isEmpty) }
+    }
+
+    /// New bytes in `upstream.input`.
+    func upstreamReadable() {
+        guard let up = upstream else { return }
+        if state == .tunnel {
+            output.append(up.input.readableBytes)
+            up.input.clear()
+            flush()
+            if output.readable >= ClientConnection.highWater { up.pauseReading() }
+            return
+        }
+        while !response.started || response.status < 200 {
+            let result = listener.responseParser.parseHead(up.input.readableBytes, requestMethod: head.method, into: &response.head)
+            switch result {
+            case .incomplete:
+                return
+            case .error(let e):
+                upstreamFailure(502, "invalid upstream response: \(e.reason)")
+                return
+            case .complete(let length):
+                let status = response.head.status
+                if status == 101 {
+                    guard head.upgrade else {
+                        upstreamFailure(502, "upstream switched protocols without an upgrade request")
+                        return
+                    }
+                    writeResponseHead(up, length: length)
+                    up.input.reader += length
+                    enterTunnel(up)
+                    return
+                }
+                if status < 200 {
+                    // Interim responses go to HTTP/1.1 clients (RFC 9110 §15.2); HTTP/1.0 ones
+                    // cannot take them.
+                    if head.version == .http11 { writeInterim(up, length: length) }
+                    up.input.reader += length
+                    continue
+                }
+                writeResponseHead(up, length: length)
+                up.input.reader += length
+            }
+        }
+        let step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
+        switch step {
+        case .more:
+            flush()
+            if state == .proxying && output.readable >= ClientConnection.highWater { up.pauseReading() }
+        case .done:
+            responseComplete()
+        case .error(let e):
+            listener.log.warn("upstream response body invalid", ["reason": e.reason])
+            abort(reason: "invalid upstream body")
+        }
+    }
+
+    private func writeResponseHead(_ up: UpstreamConnection, length: Int) {
+        let r = response.head
+        let buffer = up.input.readableBytes
+        let bytes = buffer.baseAddress!
+        response.status = r.status
+        var sendLength: UInt64? = nil
+        switch r.framing {
+        case .none:
+            response.body = BodyReader()
+        case .contentLength(let n):
+            response.body = BodyReader(contentLength: n)
+            sendLength = n
+        case .chunked:
+            response.body = BodyReader(chunked: ())
+            if head.version == .http11 { response.chunkedToClient = true } else { closeAfterResponse = true }
+        case .untilClose:
+            response.body = BodyReader(untilClose: ())
+            closeAfterResponse = true
+        }
+        response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
+        var edits = HeaderEdits()
+        listener.phases.responseFilter(RequestView(self), status: r.status, &edits)
+        output.append("HTTP/1.1 ")
+        output.append(decimal: UInt64(r.status))
+        output.append(byte: 0x20)
+        if r.reason.count > 0 {
+            output.append(bytes + r.reason.start, count: r.reason.count)
+        } else {
+            output.append(string: HTTPStatus.reason(r.status))
+        }
+        output.append("\r\n")
+        let switching = r.status == 101
+        for field in r.headers {
+            switch HeaderKind.of(buffer, field.name) {
+            case .hopByHop, .transferEncoding: continue
+            case .upgrade: if !switching { continue }
+            case .contentLength: if sendLength != nil { continue }
+            default:
+                if !r.connectionTokens.isEmpty && isNamedIn(r.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
+            }
+            if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
+            output.append(bytes + field.name.start, count: field.name.count)
+            output.append(": ")
+            output.append(bytes + field.value.start, count: field.value.count)
+            output.append("\r\n")
+        }
+        for (name, value) in edits.add {
+            output.append(string: name)
+            output.append(": ")
+            output.append(string: value)
+            output.append("\r\n")
+        }
+        if let n = sendLength {
+            output.append("Content-Length: ")
+            output.append(decimal: n)
+            output.append("\r\n")
+        }
+        if response.chunkedToClient { output.append("Transfer-Encoding: chunked\r\n") }
+        if switching {
+            output.append("Connection: upgrade\r\n")
+        } else if closeAfterResponse || listener.isDraining(loop) {
+            closeAfterResponse = true
+            output.append("Connection: close\r\n")
+        } else if head.version == .http10 {
+            output.append("Connection: keep-alive\r\n")
+        }
+        output.append("\r\n")
+        statusSent = r.status
+        response.started = true
+    }
+
+    private func writeInterim(_ up: UpstreamConnection, length: Int) {
+        let r = response.head
+        let buffer = up.input.readableBytes
+        let bytes = buffer.baseAddress!
+        output.append("HTTP/1.1 ")
+        output.append(decimal: UInt64(r.status))
+        output.append(byte: 0x20)
+        output.append(string: HTTPStatus.reason(r.status))
+        output.append("\r\n")
+        for field in r.headers {
+            switch HeaderKind.of(buffer, field.name) {
+            case .hopByHop, .transferEncoding, .contentLength, .upgrade: continue
+            default: break
+            }
+            output.append(bytes + field.name.start, count: field.name.count)
+            output.append(": ")
+            output.append(bytes + field.value.start, count: field.value.count)
+            output.append("\r\n")
+        }
+        output.append("\r\n")
+        flush()
+    }
+
+    private func responseComplete() {
+        upstreamEnd = loop.now
+        if let up = upstream {
+            upstream = nil
+            if response.upstreamKeepAlive && requestBodyDone && up.input.isEmpty {
+                listener.pool(loop).put(up)
+            } else {
+                up.abort()
+            }
+        }
+        finishRequest()
+    }
+
+    /// The upstream closed (EOF) or failed.
+    func upstreamClosed(failed: Bool, reason: String) {
+        guard let up = upstream else { return }
+        if state == .tunnel {
+            upstream = nil
+            up.abort()
+            state = .lingering
+            flush()
+            return
+        }
+        if !response.started {
+            // A pooled connection the upstream had already closed: safe to try once more,
+            // on a fresh connection, if the request is idempotent and nothing reached the app.
+            if up.reused && !up.receivedAny && !retried && head.method.isIdempotent && requestBodyBytes == 0 {
+                retried = true
+                upstream = nil
+                up.abort()
+                listener.log.debug("retrying on a fresh upstream connection", [:])
+                connectUpstream(fresh: true)
+                return
+            }
+            upstreamFailure(502, failed ? "upstream failed: \(reason)" : "upstream closed without a response")
+            return
+        }
+        if case .untilClose = response.body.mode {
+            response.body = BodyReader()
+            response.upstreamKeepAlive = false
+            responseComplete()
+            return
+        }
+        listener.log.warn("upstream closed mid-response", ["status": "\(response.status)"])
+        abort(reason: "upstream closed mid-response")
+    }
+
+    func upstreamTimedOut(connecting: Bool) {
+        if connecting {
+            upstreamFailure(504, "upstream connect timed out")
+        } else if response.started {
+            listener.log.warn("upstream stalled mid-response", ["status": "\(response.status)"])
+            abort(reason: "upstream timeout")
+        } else {
+            upstreamFailure(504, "upstream response timed out")
+        }
+    }
+
+    /// Gives up on the upstream; the client gets `status` if nothing was sent yet, else a cut connection.
+    func upstreamFailure(_ status: Int, _ reason: String) {
+        upstream?.abort()
+        upstream = nil
+        upstreamEnd = loop.now
+        if response.started {
+            abort(reason: "upstream failure after response start")
+        } else {
+            respondError(status, reason)
+        }
+    }
+
+    // MARK: Tunnel (after 101 Switching Protocols)
+
+    private func enterTunnel(_ up: UpstreamConnection) {
+        state = .tunnel
+        closeAfterResponse = true
+        requestBodyDone = true
+        setDeadline(.none, 0)
+        up.enterTunnel()
+        // Bytes the client sent after its upgrade request belong to the new protocol.
+        if !input.isEmpty { pumpTunnelFromClient() }
+        upstreamReadable()
+        want(read: wantsInput, write: !output.isEmpty)
+    }
+
+    func pumpTunnelFromClient() {
+        guard let up = upstream else { return }
+        up.output.append(input.readableBytes)
+        input.reader = input.writer
+        up.flushIfConnected()
+        want(read: wantsInput, write: !output.isEmpty)
+    }
+
+    func tunnelClientClosed() {
+        guard let up = upstream else { close(); return }
+        // The client's half-close is expected here; stop watching for it.
+        watchHangup = false
+        // Pass the client's end-of-stream on once its last bytes are out.
+        up.shutdownAfterFlush()
+        want(read: false, write: !output.isEmpty)
+    }
+}

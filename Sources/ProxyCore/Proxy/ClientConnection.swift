@@ -1,0 +1,418 @@
+import CProxyLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One accepted client connection and the request it is currently serving.
+///
+/// Requests on a connection are handled one at a time: a pipelined request waits in `input`
+/// until the one before it has been answered. The current request's head is copied to `head`'s
+/// own small buffer (`headStore`) so that body bytes can stream through `input` while phases
+/// and the access log still read the head in place.
+final class ClientConnection: Channel {
+    enum State {
+        /// Waiting for (more of) a request head.
+        case readingHead
+        /// A phase is working on a deferred decision.
+        case deferred
+        /// The request is being proxied.
+        case proxying
+        /// Writing a response the proxy produced itself.
+        case respondingLocally
+        /// After a 101: bytes are copied both ways.
+        case tunnel
+        /// Output flushed, write side shut: reading and discarding until the peer closes,
+        /// so that unread input does not turn our close into a reset that eats the response.
+        case lingering
+        case closed
+    }
+
+    enum Deadline { case none, header, body, keepAlive, send, linger }
+
+    let listener: ListenerContext
+    let peer: PeerAddress
+    var state: State = .readingHead
+    var deadlineKind: Deadline = .none
+
+    var input = ByteBuffer()
+    var output = ByteBuffer()
+    var head = RequestHead()
+    /// The current request's head bytes (`head`'s ranges point here).
+    var headStore = ByteBuffer()
+    var headLength = 0
+    /// The request body still to be read from the client.
+    var requestBody = BodyReader()
+    var requestBodyDone = true
+    var requestBodyBytes: UInt64 = 0
+    /// The connection ends after the current response.
+    var closeAfterResponse = false
+    /// Close right after the last write instead of lingering (hostile or stalled clients).
+    var skipLinger = false
+
+    var upstream: UpstreamConnection?
+    /// The upstream request head, kept so a request that met a stale pooled connection can be resent.
+    var upstreamHead = ByteBuffer()
+    var retried = false
+    var response = ResponseState()
+    var deferredToken: UInt64 = 0
+
+    // Access-log bookkeeping for the current request.
+    var requestStart: UInt64 = 0
+    var upstreamStart: UInt64 = 0
+    var upstreamEnd: UInt64 = 0
+    var bytesIn: UInt64 = 0
+    var bytesOut: UInt64 = 0
+    var statusSent = 0
+    var inRequest = false
+
+    /// Bytes buffered towards a slow reader before we stop reading from the other side.
+    static let highWater = 256 * 1024
+
+    init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress) {
+        self.listener = listener
+        self.peer = peer
+        super.init(fd: fd, loop: loop)
+        watchHangup = true
+    }
+
+    deinit {
+        input.free()
+        output.free()
+        upstreamHead.free()
+        headStore.free()
+    }
+
+    var config: ProxyConfig { listener.config }
+
+    /// The bytes of the current request head.
+    var headBytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: headStore.base, count: headLength)
+    }
+
+    func start() {
+        setDeadline(.keepAlive, config.timeouts.clientHeader)
+        do {
+            try loop.register(self, EventLoop.readable)
+        } catch {
+            Glibc.close(fd)
+            state = .closed
+            return
+        }
+        listener.connectionOpened(loop)
+    }
+
+    @inline(__always)
+    func setDeadline(_ kind: Deadline, _ after: UInt64) {
+        deadlineKind = kind
+        deadline = kind == .none ? 0 : loop.now + after
+    }
+
+    // MARK: Events
+
+    override func onEvent(_ events: UInt32) {
+        if events & (CProxyLinux_EPOLLERR) != 0 {
+            abort(reason: "client socket error")
+            return
+        }
+        if events & EventLoop.writable != 0 {
+            flush()
+            if state == .closed { return }
+        }
+        if events & CProxyLinux_EPOLLIN != 0 && interest & CProxyLinux_EPOLLIN != 0 {
+            readable()
+        } else if events & (CProxyLinux_EPOLLRDHUP | CProxyLinux_EPOLLHUP) != 0 && state != .closed {
+            // The client shut its side while we were not reading (waiting on the upstream,
+            // or stopped by backpressure): it is gone; abort whatever is in flight.
+            if state == .lingering { finishClose(); return }
+            abort(reason: "client closed")
+        }
+    }
+
+    private func readable() {
+        switch state {
+        case .lingering:
+            discardInput()
+            return
+        case .closed:
+            return
+        default:
+            break
+        }
+        input.reserveWritable(16 * 1024)
+        let result: IOResult
+        do {
+            result = try Socket.read(fd, into: input.writePointer, count: input.writable)
+        } catch {
+            abort(reason: "client read failed")
+            return
+        }
+        guard case .done(let n) = result else { return }
+        if n == 0 {
+            clientEOF()
+            return
+        }
+        input.writer += n
+        bytesIn += UInt64(n)
+        switch state {
+        case .readingHead:
+            processInput()
+        case .proxying where !requestBodyDone:
+            setDeadline(.body, config.timeouts.clientBody)
+            pumpRequestBody()
+        case .tunnel:
+            pumpTunnelFromClient()
+        default:
+            // Pipelined bytes arrive while a request is in flight: keep them, stop reading
+            // once the buffer is large enough (backpressure on a pipelining client).
+            if input.readable > 64 * 1024 { want(read: false, write: !output.isEmpty) }
+        }
+    }
+
+    private func clientEOF() {
+        switch state {
+        case .readingHead where !inRequest && input.isEmpty:
+            close()
+        case .tunnel:
+            tunnelClientClosed()
+        default:
+            abort(reason: "client closed")
+        }
+    }
+
+    override func onTimeout() {
+        switch deadlineKind {
+        case .header:
+            // A slow or stalled head (slowloris): tell the client, then close without the
+            // courtesy of lingering — a client that trickles bytes would keep us waiting.
+            skipLinger = true
+            respondError(408, "request head not received in time")
+        case .body:
+            if response.started { abort(reason: "client body timeout") } else {
+                upstream?.abort()
+                upstream = nil
+                respondError(408, "request body stalled")
+            }
+        case .keepAlive, .linger, .send:
+            if state == .proxying || state == .tunnel { abort(reason: "client send timeout") } else { close() }
+        case .none:
+            break
+        }
+    }
+
+    override func onDrain() {
+        closeAfterResponse = true
+        if state == .readingHead && !inRequest && input.isEmpty { close() }
+    }
+
+    // MARK: Requests
+
+    /// Parses and starts the next request in `input`, if a complete head is there.
+    func processInput() {
+        guard state == .readingHead, !input.isEmpty else { return }
+        if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
+        let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
+        switch result {
+        case .incomplete:
+            want(read: true, write: !output.isEmpty)
+        case .error(let error):
+            beginRequest(headLength: 0)
+            respondError(error.status, error.reason)
+        case .complete(let length):
+            beginRequest(headLength: length)
+            dispatch()
+        }
+    }
+
+    private func beginRequest(headLength: Int) {
+        inRequest = true
+        self.headLength = headLength
+        headStore.clear()
+        headStore.append(input.base! + input.reader, count: headLength)
+        requestStart = loop.now
+        upstreamStart = 0
+        upstreamEnd = 0
+        bytesIn = UInt64(input.readable)
+        bytesOut = 0
+        statusSent = 0
+        retried = false
+        response = ResponseState()
+        requestBodyBytes = 0
+        input.reader += headLength
+        setDeadline(.none, 0)
+    }
+
+    private func dispatch() {
+        if listener.isDraining(loop) { closeAfterResponse = true }
+        if !head.keepAlive { closeAfterResponse = true }
+        switch head.framing {
+        case .none: requestBody = BodyReader(); requestBodyDone = true
+        case .contentLength(let n):
+            if config.maxBodySize > 0 && n > config.maxBodySize {
+                respondError(413, "request body larger than \(config.maxBodySize) bytes")
+                return
+            }
+            requestBody = BodyReader(contentLength: n)
+            requestBodyDone = n == 0
+        case .chunked:
+            requestBody = BodyReader(chunked: ())
+            requestBodyDone = false
+        case .untilClose:
+            respondError(400, "request body without length")
+            return
+        }
+        if head.method == .connect {
+            respondError(501, "CONNECT is not supported")
+            return
+        }
+        let decision = listener.phases.requestFilter(RequestView(self))
+        switch decision {
+        case .continue:
+            proceedUpstream(rewrite: nil)
+        case .respond(let r):
+            respondLocal(r)
+        case .deferred(let start):
+            state = .deferred
+            deferredToken &+= 1
+            let token = deferredToken
+            want(read: false, write: !output.isEmpty)
+            // The sink may outlive this connection; it reaches us only through the loop and
+            // only if the connection is still waiting for that very decision.
+            let box = WeakConnection(self)
+            let sink = ResponseSink(loop: loop) { outcome in
+                box.deliver(token: token, outcome)
+            }
+            start(sink)
+        }
+    }
+
+    func deferredOutcome(token: UInt64, _ outcome: DeferredOutcome) {
+        guard state == .deferred, token == deferredToken else { return }
+        switch outcome {
+        case .respond(let r): respondLocal(r)
+        case .proceed(let rewrite): proceedUpstream(rewrite: rewrite)
+        }
+    }
+
+    /// The request is finished (response fully written to `output`): log, then either close
+    /// or go back to reading the next request.
+    func finishRequest() {
+        logAccess()
+        inRequest = false
+        upstream = nil
+        if !requestBodyDone { closeAfterResponse = true }
+        if closeAfterResponse {
+            state = .lingering
+            deadlineKind = .none
+            flush()
+            return
+        }
+        state = .readingHead
+        if input.isEmpty { input.clear() }
+        headLength = 0
+        setDeadline(.keepAlive, config.timeouts.keepAlive)
+        want(read: true, write: !output.isEmpty)
+        if !input.isEmpty { processInput() }
+        if state == .readingHead && input.isEmpty && output.isEmpty {
+            // Idle keep-alive connections hold no buffers: the memory goes back until the next request.
+            input.free()
+            output.free()
+            headStore.free()
+            upstreamHead.free()
+        }
+    }
+
+    // MARK: Output
+
+    /// Writes as much of `output` as the socket takes; arranges for the rest.
+    func flush() {
+        while !output.isEmpty {
+            let r: IOResult
+            do {
+                r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
+            } catch {
+                abort(reason: "client write failed")
+                return
+            }
+            guard case .done(let n) = r else { break }
+            output.moveReader(n)
+            bytesOut += UInt64(n)
+        }
+        if output.isEmpty {
+            output.clear()
+            if state == .lingering { startLinger(); return }
+            want(read: wantsInput, write: false)
+            if deadlineKind == .send { setDeadline(.none, 0) }
+            upstream?.resumeReading()
+        } else {
+            want(read: wantsInput && output.readable < ClientConnection.highWater, write: true)
+            if deadlineKind == .none || deadlineKind == .send { setDeadline(.send, config.timeouts.clientSend) }
+        }
+    }
+
+    /// Whether we want read readiness now.
+    var wantsInput: Bool {
+        switch state {
+        case .readingHead: return true
+        case .proxying: return !requestBodyDone && (upstream?.output.readable ?? 0) < ClientConnection.highWater
+        case .tunnel: return (upstream?.output.readable ?? 0) < ClientConnection.highWater
+        case .lingering: return true
+        case .deferred, .respondingLocally, .closed: return false
+        }
+    }
+
+    // MARK: Closing
+
+    private func startLinger() {
+        if skipLinger { finishClose(); return }
+        shutdown(fd, Int32(SHUT_WR))
+        setDeadline(.linger, Timeouts.second)
+        want(read: true, write: false)
+        discardInput()
+    }
+
+    private func discardInput() {
+        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        for _ in 0..<16 {
+            let r = withUnsafeMutableBytes(of: &scratch) { raw in
+                try? Socket.read(fd, into: raw.baseAddress!, count: raw.count)
+            }
+            switch r {
+            case .done(let n)?: if n == 0 { finishClose(); return }
+            case .wouldBlock?: return
+            case nil: finishClose(); return
+            }
+        }
+    }
+
+    private func finishClose() {
+        guard state != .closed else { return }
+        state = .closed
+        deadline = 0
+        loop.close(self)
+        listener.connectionClosed(loop)
+    }
+
+    /// Closes now (nothing in flight, or nothing worth saving).
+    func close() {
+        guard state != .closed else { return }
+        if inRequest { logAccess() ; inRequest = false }
+        upstream?.abort()
+        upstream = nil
+        finishClose()
+    }
+
+    /// The client or the connection failed mid-request: drop everything, tell the upstream.
+    func abort(reason: StaticString) {
+        close()
+    }
+}
+
+/// A weak, Sendable route from a deferred decision back to its connection, via the loop.
+final class WeakConnection: @unchecked Sendable {
+    // Only dereferenced on the connection's loop (ResponseSink hops there first).
+    weak var connection: ClientConnection?
+    init(_ connection: ClientConnection) { self.connection = connection }
+    func deliver(token: UInt64, _ outcome: DeferredOutcome) {
+        connection?.deferredOutcome(token: token, outcome)
+    }
+}

@@ -1,0 +1,116 @@
+import Synchronization
+
+/// What every connection of one listener shares: configuration, phases, parsers, logs, and
+/// per-loop state (upstream pool, draining flag, connection count).
+///
+/// `@unchecked Sendable`: the immutable parts are shared by all loops; `perLoop[i]` is only
+/// ever touched by loop `i`.
+final class ListenerContext: @unchecked Sendable {
+    let spec: ListenerSpec
+    let config: ProxyConfig
+    let phases: any HTTPPhases
+    let requestParser: RequestParser
+    let responseParser: ResponseParser
+    let log: Logger
+    let accessLog: AccessLog?
+    let tls = false
+    /// The `Host` sent upstream when the client sent none (HTTP/1.0).
+    let upstreamHost: String
+    private var perLoop: [PerLoop]
+
+    final class PerLoop {
+        var pool: UpstreamPool?
+        var draining = false
+        var connections = 0
+        var acceptors: [Acceptor] = []
+    }
+
+    init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?) {
+        self.spec = spec
+        config = spec.config
+        phases = spec.phases
+        requestParser = RequestParser(limits: spec.config.limits)
+        responseParser = ResponseParser(limits: spec.config.limits)
+        self.log = log
+        switch spec.config.upstream?.address {
+        case .ipv4(let h, let p)?: upstreamHost = "\(h):\(p)"
+        case .ipv6(let h, let p)?: upstreamHost = "[\(h)]:\(p)"
+        default: upstreamHost = "localhost"
+        }
+        self.accessLog = spec.accessLogged ? accessLog : nil
+        perLoop = (0..<loops).map { _ in PerLoop() }
+        if let target = spec.config.upstream {
+            for p in perLoop { p.pool = UpstreamPool(target: target, capacity: spec.config.upstreamPoolSize) }
+        }
+    }
+
+    @inline(__always) func state(_ loop: EventLoop) -> PerLoop { perLoop[loop.index] }
+
+    @inline(__always) func pool(_ loop: EventLoop) -> UpstreamPool { perLoop[loop.index].pool! }
+
+    func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
+
+    func isTrusted(_ peer: PeerAddress) -> Bool {
+        if config.trustedProxies.isEmpty { return false }
+        return config.trustedProxies.contains { $0.contains(peer) }
+    }
+
+    func connectionOpened(_ loop: EventLoop) { perLoop[loop.index].connections += 1 }
+
+    func connectionClosed(_ loop: EventLoop) {
+        let s = perLoop[loop.index]
+        s.connections -= 1
+        if s.draining && s.connections == 0 { onLoopIdle?(loop) }
+    }
+
+    /// Set by the server: called when a draining loop has no connections left on this listener.
+    var onLoopIdle: ((EventLoop) -> Void)?
+}
+
+/// A listener to start: where, with which configuration and which phases.
+public struct ListenerSpec: Sendable {
+    public var name: String
+    public var address: SocketAddress
+    public var config: ProxyConfig
+    public var phases: any HTTPPhases
+    /// Whether requests on this listener go to the access log (health probes on the internal
+    /// listener would drown the lines operators look for).
+    public var accessLogged: Bool
+
+    public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true) {
+        self.name = name
+        self.address = address
+        self.config = config
+        self.phases = phases
+        self.accessLogged = accessLogged
+    }
+}
+
+/// A listening socket on one loop.
+final class Acceptor: Channel {
+    let context: ListenerContext
+
+    init(fd: Int32, loop: EventLoop, context: ListenerContext) {
+        self.context = context
+        super.init(fd: fd, loop: loop)
+    }
+
+    override func onEvent(_ events: UInt32) {
+        // Bounded so one busy listener cannot starve the loop's established connections.
+        for _ in 0..<64 {
+            var peer = PeerAddress()
+            let fd: Int32?
+            do {
+                fd = try Socket.accept(self.fd, peer: &peer)
+            } catch {
+                // EMFILE and friends: log and try again on the next readiness.
+                context.log.error("accept failed", ["error": "\(error)"])
+                return
+            }
+            guard let fd else { return }
+            if !peer.isUnix { Socket.setNoDelay(fd) }
+            let connection = ClientConnection(fd: fd, loop: loop, listener: context, peer: peer)
+            connection.start()
+        }
+    }
+}

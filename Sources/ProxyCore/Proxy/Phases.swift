@@ -1,0 +1,96 @@
+/// The seam between the engine and whatever decides about requests (the OAuth layer, the
+/// internal endpoints). In the spirit of Pingora's `ProxyHttp`: one protocol, a default for
+/// every phase, decisions returned as enums. All phases run on the connection's event loop
+/// and must not block it; slow work returns `.deferred` and answers through the sink.
+public protocol HTTPPhases: Sendable {
+    /// Before anything is sent upstream. May answer directly.
+    func requestFilter(_ request: borrowing RequestView) -> RequestDecision
+    /// Edits to the head sent upstream (runs after the engine's own hop-by-hop and X-Forwarded-* work).
+    func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits)
+    /// Edits to the response head sent to the client.
+    func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits)
+    /// Once per request, after the response is done (or the connection failed).
+    func logging(_ record: borrowing AccessRecord)
+}
+
+extension HTTPPhases {
+    public func requestFilter(_ request: borrowing RequestView) -> RequestDecision { .continue }
+    public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {}
+    public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {}
+    public func logging(_ record: borrowing AccessRecord) {}
+}
+
+/// What `requestFilter` decided.
+public enum RequestDecision: Sendable {
+    /// Proxy the request upstream.
+    case `continue`
+    /// Answer now without contacting the upstream.
+    case respond(Response)
+    /// Answer later: the engine calls the closure once with a sink; the filter keeps the sink,
+    /// does its slow work anywhere, and completes it exactly once from any thread.
+    case deferred(@Sendable (ResponseSink) -> Void)
+}
+
+/// A complete response produced by a phase (not the proxied path: small bodies only).
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String,
+                headers: [(name: String, value: String)] = []) {
+        self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: Array(text.utf8))
+    }
+}
+
+/// Header changes a phase asks for. Names compare case-insensitively.
+public struct HeaderEdits: Sendable {
+    public var remove: [String] = []
+    public var add: [(name: String, value: String)] = []
+    public init() {}
+    public var isEmpty: Bool { remove.isEmpty && add.isEmpty }
+}
+
+/// How a deferred request continues upstream: optionally with another target (path and query)
+/// and with header edits. Used by the relay hand-off, which forwards the app's own callback.
+public struct UpstreamRewrite: Sendable {
+    public var target: String?
+    public var edits: HeaderEdits
+    public init(target: String? = nil, edits: HeaderEdits = HeaderEdits()) {
+        self.target = target
+        self.edits = edits
+    }
+}
+
+/// The completion handle of a deferred request. Thread-safe; the first completion wins and
+/// later ones are ignored. If the client has gone, completing it does nothing.
+public final class ResponseSink: Sendable {
+    private let loop: EventLoop
+    private let complete: @Sendable (DeferredOutcome) -> Void
+
+    init(loop: EventLoop, complete: @escaping @Sendable (DeferredOutcome) -> Void) {
+        self.loop = loop
+        self.complete = complete
+    }
+
+    public func respond(_ response: Response) {
+        let complete = self.complete
+        loop.execute { complete(.respond(response)) }
+    }
+
+    public func proceed(_ rewrite: UpstreamRewrite = UpstreamRewrite()) {
+        let complete = self.complete
+        loop.execute { complete(.proceed(rewrite)) }
+    }
+}
+
+enum DeferredOutcome: Sendable {
+    case respond(Response)
+    case proceed(UpstreamRewrite)
+}

@@ -1,0 +1,102 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything the engine needs to run, with the defaults a newcomer gets.
+/// Durations are nanoseconds; sizes are bytes.
+public struct ProxyConfig: Sendable {
+    /// Where requests that pass the phases go. `nil` for listeners that only answer locally.
+    public var upstream: UpstreamTarget? = nil
+    public var limits = HTTPLimits()
+    /// Largest request body accepted (413 beyond). 0 = no limit.
+    public var maxBodySize: UInt64 = 100 * 1024 * 1024
+    public var timeouts = Timeouts()
+    /// Peers whose X-Forwarded-* headers are extended rather than replaced.
+    public var trustedProxies: [CIDR] = []
+    /// Most idle upstream connections kept per loop.
+    public var upstreamPoolSize = 128
+
+    public init() {}
+}
+
+public struct Timeouts: Sendable {
+    public static let second: UInt64 = 1_000_000_000
+    /// From the first byte of a request (or connection open) until its head is complete → 408.
+    public var clientHeader: UInt64 = 10 * second
+    /// Longest gap between two reads of a request body → 408.
+    public var clientBody: UInt64 = 60 * second
+    /// An idle keep-alive client connection is closed after this.
+    public var keepAlive: UInt64 = 75 * second
+    /// Connecting to the upstream → 504.
+    public var upstreamConnect: UInt64 = 5 * second
+    /// Waiting for the upstream's response head, or between two reads of its body → 504 / abort.
+    public var upstreamResponse: UInt64 = 60 * second
+    /// Idle pooled upstream connections are closed after this (below common upstream keep-alive limits).
+    public var upstreamIdle: UInt64 = 15 * second
+    /// Writing to a client that does not read (a response stuck in our buffer).
+    public var clientSend: UInt64 = 60 * second
+    /// On shutdown, how long in-flight requests may take before the process exits anyway.
+    public var drain: UInt64 = 30 * second
+    public init() {}
+}
+
+/// The upstream: where its connections go and the `Host`-independent facts about it.
+public struct UpstreamTarget: Sendable, Equatable {
+    public var address: SocketAddress
+
+    /// Parses `http://HOST:PORT` or `unix:/path`.
+    public static func parse(_ text: String) -> UpstreamTarget? {
+        if text.hasPrefix("unix:") {
+            return SocketAddress.parse(text).map { UpstreamTarget(address: $0) }
+        }
+        guard text.lowercased().hasPrefix("http://") else { return nil }
+        var rest = Substring(text.dropFirst(7))
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        if rest.isEmpty || rest.hasPrefix(":") { return nil }
+        if !rest.contains(":") { rest += ":80" }
+        return SocketAddress.parse(String(rest)).map { UpstreamTarget(address: $0) }
+    }
+}
+
+/// An address range such as `10.0.0.0/8` or `::1/128`.
+public struct CIDR: Sendable, Equatable {
+    let prefix: [UInt8]
+    let bits: Int
+    let isV4: Bool
+
+    public static func parse(_ text: String) -> CIDR? {
+        let parts = text.split(separator: "/", maxSplits: 1)
+        let host = String(parts[0])
+        if let bytes = parseIP(host, family: AF_INET, size: 4) {
+            let bits = parts.count == 2 ? Int(parts[1]) : 32
+            guard let bits, (0...32).contains(bits) else { return nil }
+            return CIDR(prefix: bytes, bits: bits, isV4: true)
+        }
+        if let bytes = parseIP(host, family: AF_INET6, size: 16) {
+            let bits = parts.count == 2 ? Int(parts[1]) : 128
+            guard let bits, (0...128).contains(bits) else { return nil }
+            return CIDR(prefix: bytes, bits: bits, isV4: false)
+        }
+        return nil
+    }
+
+    func contains(_ peer: PeerAddress) -> Bool {
+        guard !peer.isUnix, peer.isV4 == isV4 else { return false }
+        let octets = peer.octets()
+        var remaining = bits
+        var i = 0
+        while remaining > 0 {
+            let mask: UInt8 = remaining >= 8 ? 0xFF : ~(0xFF >> UInt8(remaining))
+            if octets[i] & mask != prefix[i] & mask { return false }
+            remaining -= 8
+            i += 1
+        }
+        return true
+    }
+}
+
+private func parseIP(_ text: String, family: Int32, size: Int) -> [UInt8]? {
+    var storage = in6_addr()
+    guard inet_pton(family, text, &storage) == 1 else { return nil }
+    return withUnsafeBytes(of: &storage) { Array($0.prefix(size)) }
+}

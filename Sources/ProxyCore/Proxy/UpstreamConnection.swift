@@ -1,0 +1,221 @@
+import CProxyLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One connection to the upstream. While it serves a request it reports to its client
+/// connection; between requests it waits in its loop's pool, watched for a close by the upstream.
+final class UpstreamConnection: Channel {
+    enum State { case connecting, active, idle, tunnel, closed }
+
+    var state: State = .connecting
+    unowned(unsafe) var client: ClientConnection?
+    unowned(unsafe) let pool: UpstreamPool
+    var input = ByteBuffer()
+    var output = ByteBuffer()
+    let timeouts: Timeouts
+    /// Taken from the pool (a connection the upstream may have closed meanwhile).
+    var reused = false
+    /// Any response byte arrived for the current request.
+    var receivedAny = false
+    var paused = false
+    var shutdownPending = false
+
+    init(fd: Int32, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
+        self.pool = pool
+        self.timeouts = timeouts
+        super.init(fd: fd, loop: loop)
+    }
+
+    deinit {
+        input.free()
+        output.free()
+    }
+
+    static func connect(pool: UpstreamPool, loop: EventLoop, timeouts: Timeouts) throws(SystemError) -> UpstreamConnection {
+        let fd = try Socket.startConnect(pool.target.address)
+        let up = UpstreamConnection(fd: fd, loop: loop, pool: pool, timeouts: timeouts)
+        do {
+            try loop.register(up, EventLoop.writable)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        up.deadline = loop.now + timeouts.upstreamConnect
+        return up
+    }
+
+    /// Called when handed to a client for a new request.
+    func attach(_ client: ClientConnection) {
+        self.client = client
+        receivedAny = false
+        paused = false
+    }
+
+    override func onEvent(_ events: UInt32) {
+        switch state {
+        case .connecting:
+            let err = Socket.pendingError(fd)
+            if err != 0 || events & CProxyLinux_EPOLLERR != 0 {
+                fail(SystemError(call: "connect", errno: err == 0 ? ECONNREFUSED : err).description)
+                return
+            }
+            state = .active
+            deadline = loop.now + timeouts.upstreamResponse
+            flush()
+        case .idle:
+            // Any readiness on an idle connection is a close (or stray bytes we cannot use).
+            pool.remove(self)
+            abort()
+        case .active, .tunnel:
+            if events & EventLoop.writable != 0 { flush() }
+            if state == .closed { return }
+            if events & (CProxyLinux_EPOLLIN | CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR | CProxyLinux_EPOLLRDHUP) != 0,
+               interest & CProxyLinux_EPOLLIN != 0 || events & (CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR) != 0 {
+                read()
+            }
+        case .closed:
+            break
+        }
+    }
+
+    private func read() {
+        input.reserveWritable(16 * 1024)
+        let r: IOResult
+        do {
+            r = try Socket.read(fd, into: input.writePointer, count: input.writable)
+        } catch {
+            fail(error.description)
+            return
+        }
+        guard case .done(let n) = r else { return }
+        if n == 0 {
+            client?.upstreamClosed(failed: false, reason: "closed")
+            return
+        }
+        input.writer += n
+        receivedAny = true
+        deadline = state == .tunnel ? 0 : loop.now + timeouts.upstreamResponse
+        client?.upstreamReadable()
+    }
+
+    private func fail(_ reason: String) {
+        client?.upstreamClosed(failed: true, reason: reason)
+    }
+
+    func flushIfConnected() {
+        if state == .active || state == .tunnel { flush() }
+    }
+
+    func flush() {
+        while !output.isEmpty {
+            let r: IOResult
+            do {
+                r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
+            } catch {
+                fail(error.description)
+                return
+            }
+            guard case .done(let n) = r else { break }
+            output.moveReader(n)
+            if state != .tunnel { deadline = loop.now + timeouts.upstreamResponse }
+        }
+        if output.isEmpty {
+            output.clear()
+            if shutdownPending { shutdown(fd, Int32(SHUT_WR)); shutdownPending = false }
+            want(read: !paused, write: false)
+            client?.upstreamDrained()
+        } else {
+            want(read: !paused, write: true)
+        }
+    }
+
+    func pauseReading() {
+        paused = true
+        want(read: false, write: !output.isEmpty)
+    }
+
+    func resumeReading() {
+        guard paused, state == .active || state == .tunnel else { return }
+        paused = false
+        want(read: true, write: !output.isEmpty)
+        // Bytes may already wait in our buffer from before the pause.
+        if !input.isEmpty { client?.upstreamReadable() }
+    }
+
+    func enterTunnel() {
+        state = .tunnel
+        deadline = 0
+    }
+
+    func shutdownAfterFlush() {
+        if output.isEmpty { shutdown(fd, Int32(SHUT_WR)) } else { shutdownPending = true }
+    }
+
+    override func onTimeout() {
+        switch state {
+        case .connecting: client?.upstreamTimedOut(connecting: true)
+        case .active: client?.upstreamTimedOut(connecting: false)
+        case .idle:
+            pool.remove(self)
+            abort()
+        case .tunnel, .closed: break
+        }
+    }
+
+    /// Parks the connection in the pool.
+    func park() {
+        state = .idle
+        client = nil
+        reused = true
+        paused = false
+        input.clear()
+        output.clear()
+        deadline = loop.now + timeouts.upstreamIdle
+        want(read: true, write: false)
+    }
+
+    /// Closes without reuse; the client (if any) is not told.
+    func abort() {
+        guard state != .closed else { return }
+        state = .closed
+        client = nil
+        deadline = 0
+        loop.close(self)
+    }
+}
+
+/// Idle upstream connections of one loop: a stack, so the most recently used (warmest) goes first.
+final class UpstreamPool {
+    let target: UpstreamTarget
+    let capacity: Int
+    private var idle: [UpstreamConnection] = []
+
+    init(target: UpstreamTarget, capacity: Int) {
+        self.target = target
+        self.capacity = capacity
+        idle.reserveCapacity(capacity)
+    }
+
+    func take() -> UpstreamConnection? {
+        guard let up = idle.popLast() else { return nil }
+        up.state = .active
+        up.deadline = 0
+        return up
+    }
+
+    func put(_ up: UpstreamConnection) {
+        guard idle.count < capacity, up.output.isEmpty else { up.abort(); return }
+        up.park()
+        idle.append(up)
+    }
+
+    func remove(_ up: UpstreamConnection) {
+        if let i = idle.firstIndex(where: { $0 === up }) { idle.remove(at: i) }
+    }
+
+    func closeAll() {
+        for up in idle { up.abort() }
+        idle.removeAll()
+    }
+}

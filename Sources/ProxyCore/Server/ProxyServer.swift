@@ -1,0 +1,137 @@
+import CProxyLinux
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the listeners on N event-loop threads.
+///
+/// Every TCP listener is bound once per loop with SO_REUSEPORT, so the kernel spreads new
+/// connections across loops and a connection lives on one loop (one thread) for its life.
+public final class ProxyServer: Sendable {
+    private let loops: [EventLoop]
+    private let contexts: [ListenerContext]
+    private let log: Logger
+    private let accessLog: AccessLog?
+    private let running = Atomic<Int>(0)
+    private let threads = Mutex<[pthread_t]>([])
+
+    public init(listeners: [ListenerSpec], loopCount: Int, log: Logger, accessLog: AccessLog?) throws(SystemError) {
+        var loops: [EventLoop] = []
+        for i in 0..<max(1, loopCount) { loops.append(try EventLoop(index: i)) }
+        self.loops = loops
+        self.log = log
+        self.accessLog = accessLog
+        contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog) }
+    }
+
+    /// Binds every listener (errors surface here, before anything runs) and starts the loops.
+    public func start() throws(SystemError) {
+        // SIGPIPE would kill the process on a write to a closed peer; sends use MSG_NOSIGNAL too.
+        signal(SIGPIPE, SIG_IGN)
+        var fdsPerLoop: [[(Int32, ListenerContext)]] = Array(repeating: [], count: loops.count)
+        var opened: [Int32] = []
+        do {
+            for context in contexts {
+                if case .unix = context.spec.address {
+                    // One socket; only loop 0 accepts on it.
+                    let fd = try Socket.makeListener(context.spec.address, reusePort: false)
+                    opened.append(fd)
+                    fdsPerLoop[0].append((fd, context))
+                } else {
+                    for i in 0..<loops.count {
+                        let fd = try Socket.makeListener(context.spec.address, reusePort: true)
+                        opened.append(fd)
+                        fdsPerLoop[i].append((fd, context))
+                    }
+                }
+            }
+        } catch {
+            for fd in opened { close(fd) }
+            throw error
+        }
+        for context in contexts {
+            context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) }
+        }
+        running.store(loops.count, ordering: .sequentiallyConsistent)
+        for (i, loop) in loops.enumerated() {
+            let listeners = fdsPerLoop[i].map { ListenerFD(fd: $0.0, context: $0.1) }
+            let accessLog = self.accessLog
+            let log = self.log
+            let box = ThreadBox { [self] in
+                for l in listeners {
+                    let acceptor = Acceptor(fd: l.fd, loop: loop, context: l.context)
+                    do {
+                        try loop.register(acceptor, EventLoop.readable)
+                    } catch {
+                        log.error("cannot register listener", ["error": "\(error)"])
+                    }
+                    l.context.state(loop).acceptors.append(acceptor)
+                }
+                if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
+                loop.run()
+                for context in self.contexts { context.state(loop).pool?.closeAll() }
+                accessLog?.flush(loopIndex: loop.index)
+                self.running.subtract(1, ordering: .sequentiallyConsistent)
+            }
+            var tid = pthread_t()
+            let arg = Unmanaged.passRetained(box).toOpaque()
+            let rc = pthread_create(&tid, nil, { raw in
+                let box = Unmanaged<ThreadBox>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, arg)
+            if rc != 0 { throw SystemError(call: "pthread_create", errno: rc) }
+            threads.withLock { $0.append(tid) }
+        }
+    }
+
+    public var loopCount: Int { loops.count }
+
+    /// Stops accepting, lets in-flight requests finish (idle keep-alive connections are closed,
+    /// busy ones get `Connection: close`), and returns when all loops are done or `timeout` passed.
+    /// Returns whether everything drained in time.
+    @discardableResult
+    public func shutdown(timeout: UInt64) -> Bool {
+        for loop in loops {
+            loop.execute { [self] in
+                for context in contexts {
+                    let s = context.state(loop)
+                    s.draining = true
+                    // Accept what is already queued first: closing a listener resets queued connections.
+                    for a in s.acceptors {
+                        a.onEvent(CProxyLinux_EPOLLIN)
+                        loop.close(a)
+                    }
+                    s.acceptors.removeAll()
+                    s.pool?.closeAll()
+                }
+                loop.forEachChannel { $0.onDrain() }
+                checkDrained(loop)
+            }
+        }
+        let deadline = EventLoop.monotonicNow() + timeout
+        while running.load(ordering: .sequentiallyConsistent) > 0 {
+            if EventLoop.monotonicNow() >= deadline { return false }
+            usleep(5_000)
+        }
+        let tids = threads.withLock { $0 }
+        for tid in tids { pthread_join(tid, nil) }
+        return true
+    }
+
+    private func checkDrained(_ loop: EventLoop) {
+        let busy = contexts.reduce(0) { $0 + $1.state(loop).connections }
+        if busy == 0 && contexts.allSatisfy({ $0.state(loop).draining }) { loop.stop() }
+    }
+}
+
+private struct ListenerFD: @unchecked Sendable {
+    let fd: Int32
+    let context: ListenerContext
+}
+
+private final class ThreadBox: @unchecked Sendable {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+}

@@ -1,0 +1,86 @@
+import CProxyLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Socket set-up and the few non-blocking calls the loops make. All errno handling goes through `syscall`.
+enum Socket {
+    static func makeListener(_ address: SocketAddress, backlog: Int32 = 4096, reusePort: Bool) throws(SystemError) -> Int32 {
+        let fd = try syscallValue("socket") {
+            socket(address.family, Int32(SOCK_STREAM.rawValue) | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
+        }
+        var ok = false
+        defer { if !ok { close(fd) } }
+        var one: Int32 = 1
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        if case .unix(let path) = address {
+            // A stale socket file from a previous run would make bind fail with EADDRINUSE.
+            if !reusePort { unlink(path) }
+        } else {
+            try syscallValue("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, size) }
+            if reusePort {
+                try syscallValue("setsockopt(SO_REUSEPORT)") { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size) }
+            }
+        }
+        let bound = address.withSockAddr { bind(fd, $0, $1) }
+        if bound != 0 { throw SystemError(call: "bind(\(address))", errno: lastErrno()) }
+        try syscallValue("listen") { listen(fd, backlog) }
+        ok = true
+        return fd
+    }
+
+    /// Starts a non-blocking connect. Returns the fd; completion is signalled by writability.
+    static func startConnect(_ address: SocketAddress) throws(SystemError) -> Int32 {
+        let fd = try syscallValue("socket") {
+            socket(address.family, Int32(SOCK_STREAM.rawValue) | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
+        }
+        let r = address.withSockAddr { connect(fd, $0, $1) }
+        if r != 0 {
+            let e = lastErrno()
+            if e != EINPROGRESS && e != EINTR {
+                close(fd)
+                throw SystemError(call: "connect(\(address))", errno: e)
+            }
+        }
+        if address.family != AF_UNIX { setNoDelay(fd) }
+        return fd
+    }
+
+    /// The pending error of a socket whose non-blocking connect finished (0 = connected).
+    static func pendingError(_ fd: Int32) -> Int32 {
+        var err: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 { return lastErrno() }
+        return err
+    }
+
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Accepts one connection; `nil` when the queue is empty.
+    static func accept(_ listener: Int32, peer: inout PeerAddress) throws(SystemError) -> Int32? {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let r = try withUnsafeMutablePointer(to: &storage) { ptr throws(SystemError) -> IOResult in
+            try ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(SystemError) -> IOResult in
+                try syscall("accept4") { Int(CProxyLinux_accept4(listener, sa, &len, CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC)) }
+            }
+        }
+        guard case .done(let fd) = r else { return nil }
+        peer = withUnsafeBytes(of: &storage) { PeerAddress(storage: $0.baseAddress!) }
+        return Int32(fd)
+    }
+
+    @inline(__always)
+    static func read(_ fd: Int32, into pointer: UnsafeMutableRawPointer, count: Int) throws(SystemError) -> IOResult {
+        try syscall("read") { Glibc.read(fd, pointer, count) }
+    }
+
+    @inline(__always)
+    static func write(_ fd: Int32, from pointer: UnsafeRawPointer, count: Int) throws(SystemError) -> IOResult {
+        // MSG_NOSIGNAL as well as the process-wide SIG_IGN: a closed peer must never kill us.
+        try syscall("send") { Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL)) }
+    }
+}

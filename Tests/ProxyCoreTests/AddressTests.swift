@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import ProxyCore
+
+@Suite struct AddressTests {
+    @Test(arguments: [
+        ("127.0.0.1:8080", "127.0.0.1:8080"),
+        ("localhost:80", "127.0.0.1:80"),
+        (":9000", "0.0.0.0:9000"),
+        ("[::1]:443", "[::1]:443"),
+        ("unix:/run/app.sock", "unix:/run/app.sock"),
+    ])
+    func validAddressesParse(text: String, expected: String) {
+        #expect(SocketAddress.parse(text)?.description == expected)
+    }
+
+    @Test(arguments: ["", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1]", "[zz]:80", "unix:", "1.2.3:80"])
+    func invalidAddressesAreRefused(text: String) {
+        #expect(SocketAddress.parse(text) == nil)
+    }
+
+    @Test(arguments: [
+        ("http://127.0.0.1:3000", "127.0.0.1:3000"),
+        ("http://127.0.0.1", "127.0.0.1:80"),
+        ("HTTP://127.0.0.1:3000/", "127.0.0.1:3000"),
+        ("unix:/tmp/app.sock", "unix:/tmp/app.sock"),
+    ])
+    func upstreamTargetsParse(text: String, expected: String) {
+        #expect(UpstreamTarget.parse(text)?.address.description == expected)
+    }
+
+    @Test(arguments: ["https://127.0.0.1:443", "ftp://x", "127.0.0.1:3000", "http://"])
+    func unsupportedUpstreamsAreRefused(text: String) {
+        #expect(UpstreamTarget.parse(text) == nil)
+    }
+
+    private func peer(_ text: String) -> PeerAddress {
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { raw in
+            if text.contains(":") {
+                let sin6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                _ = inet_pton(AF_INET6, text, &sin6.pointee.sin6_addr)
+            } else {
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                _ = inet_pton(AF_INET, text, &sin.pointee.sin_addr)
+            }
+        }
+        return withUnsafeBytes(of: &storage) { PeerAddress(storage: $0.baseAddress!) }
+    }
+
+    @Test(arguments: [
+        ("10.0.0.0/8", "10.1.2.3", true),
+        ("10.0.0.0/8", "11.0.0.1", false),
+        ("192.168.1.0/25", "192.168.1.127", true),
+        ("192.168.1.0/25", "192.168.1.128", false),
+        ("127.0.0.1", "127.0.0.1", true),
+        ("127.0.0.1", "127.0.0.2", false),
+        ("0.0.0.0/0", "8.8.8.8", true),
+        ("::1/128", "::1", true),
+        ("fd00::/8", "fd12:3456::1", true),
+        ("fd00::/8", "fe80::1", false),
+        ("127.0.0.0/8", "::ffff:127.0.0.9", true),
+        ("::1/128", "127.0.0.1", false),
+    ])
+    func trustedRangesMatchPeers(cidr: String, address: String, matches: Bool) throws {
+        let range = try #require(CIDR.parse(cidr))
+        #expect(range.contains(peer(address)) == matches)
+    }
+
+    @Test func peersPrintAsForwardedForValues() {
+        #expect(peer("203.0.113.7").text == "203.0.113.7")
+        #expect(peer("::ffff:10.0.0.1").text == "10.0.0.1")
+        #expect(peer("2001:db8::1").text == "2001:db8::1")
+    }
+
+    @Test(arguments: ["10.0.0.0/33", "::/129", "nonsense", "10.0.0.0/x"])
+    func invalidRangesAreRefused(text: String) {
+        #expect(CIDR.parse(text) == nil)
+    }
+}
