@@ -1,0 +1,51 @@
+// OpenSSL 3 headers plus typed wrappers for what Swift cannot import:
+// function-like macros and composite constants. Every symbol is prefixed COpenSSL_.
+#ifndef COPENSSL_SHIM_H
+#define COPENSSL_SHIM_H
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/pem.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
+#include <openssl/kdf.h>
+
+// OPENSSL_free is a macro.
+static inline void COpenSSL_free(void *p) { OPENSSL_free(p); }
+
+// EVP_PKEY_PUBLIC_KEY / EVP_PKEY_KEYPAIR are composite macros (OR of other macros).
+static const int COpenSSL_EVP_PKEY_PUBLIC_KEY = EVP_PKEY_PUBLIC_KEY;
+static const int COpenSSL_EVP_PKEY_KEYPAIR = EVP_PKEY_KEYPAIR;
+
+// OSSL_PARAM and OSSL_PARAM_BLD keep the *key name pointer* until the params are consumed;
+// Swift imports these string macros as String, whose C pointer is a temporary. These return
+// pointers to the literals' static storage instead.
+static inline const char *COpenSSL_PARAM_RSA_N(void) { return OSSL_PKEY_PARAM_RSA_N; }
+static inline const char *COpenSSL_PARAM_RSA_E(void) { return OSSL_PKEY_PARAM_RSA_E; }
+static inline const char *COpenSSL_PARAM_GROUP_NAME(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
+static inline const char *COpenSSL_PARAM_PUB_KEY(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
+
+// Sets the digest of an EVP_MAC_CTX (HMAC): building an OSSL_PARAM array from Swift would
+// need the key and value C strings to outlive the array; here both are static literals or
+// the caller's string, alive for the whole call.
+static inline int COpenSSL_EVP_MAC_CTX_set_digest(EVP_MAC_CTX *ctx, const char *digest) {
+    OSSL_PARAM params[2];
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest, 0);
+    params[1] = OSSL_PARAM_construct_end();
+    return EVP_MAC_CTX_set_params(ctx, params);
+}
+
+// EVP_PKEY_Q_keygen is variadic: one typed wrapper per key kind.
+static inline EVP_PKEY *COpenSSL_EVP_PKEY_Q_keygen_RSA(size_t bits) {
+    return EVP_PKEY_Q_keygen(NULL, NULL, "RSA", bits);
+}
+static inline EVP_PKEY *COpenSSL_EVP_PKEY_Q_keygen_EC(const char *curve) {
+    return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve);
+}
+#endif
