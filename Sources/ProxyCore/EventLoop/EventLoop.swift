@@ -93,6 +93,16 @@ public final class EventLoop: @unchecked Sendable {
         channel.interest = events
     }
 
+    /// Unregisters the channel without closing its fd (the fd belongs to someone else).
+    func unregister(_ channel: Channel) {
+        let fd = Int(channel.fd)
+        guard fd < channels.count, channels[fd] === channel else { return }
+        channels[fd] = nil
+        channelCount -= 1
+        var ev = epoll_event()
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, channel.fd, &ev)
+    }
+
     /// Unregisters and closes the channel's fd.
     func close(_ channel: Channel) {
         let fd = Int(channel.fd)

@@ -15,6 +15,8 @@ public struct RequestView {
     public var methodName: String { string(connection.head.methodRange) }
     public var version: HTTPVersion { connection.head.version }
     public var peer: PeerAddress { connection.peer }
+    /// The loop this request runs on: slow work started from a phase is driven by it.
+    public var eventLoop: EventLoop { connection.loop }
 
     /// The path without the query.
     public var path: String {

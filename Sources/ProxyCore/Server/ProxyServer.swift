@@ -14,7 +14,7 @@ public final class ProxyServer: Sendable {
     private let log: Logger
     private let accessLog: AccessLog?
     private let running = Atomic<Int>(0)
-    private let threads = Mutex<[pthread_t]>([])
+    private let threads = Mutex<[EventLoopThread]>([])
 
     public init(listeners: [ListenerSpec], loopCount: Int, log: Logger, accessLog: AccessLog?) throws(SystemError) {
         var loops: [EventLoop] = []
@@ -54,11 +54,13 @@ public final class ProxyServer: Sendable {
             context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) }
         }
         running.store(loops.count, ordering: .sequentiallyConsistent)
+        var started: [EventLoopThread] = []
         for (i, loop) in loops.enumerated() {
             let listeners = fdsPerLoop[i].map { ListenerFD(fd: $0.0, context: $0.1) }
             let accessLog = self.accessLog
             let log = self.log
-            let box = ThreadBox { [self] in
+            let contexts = self.contexts
+            let thread = try EventLoopThread(loop: loop, setup: { loop in
                 for l in listeners {
                     let acceptor = Acceptor(fd: l.fd, loop: loop, context: l.context)
                     do {
@@ -69,21 +71,14 @@ public final class ProxyServer: Sendable {
                     l.context.state(loop).acceptors.append(acceptor)
                 }
                 if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
-                loop.run()
-                for context in self.contexts { context.state(loop).pool?.closeAll() }
+            }, teardown: { [self] loop in
+                for context in contexts { context.state(loop).pool?.closeAll() }
                 accessLog?.flush(loopIndex: loop.index)
                 self.running.subtract(1, ordering: .sequentiallyConsistent)
-            }
-            var tid = pthread_t()
-            let arg = Unmanaged.passRetained(box).toOpaque()
-            let rc = pthread_create(&tid, nil, { raw in
-                let box = Unmanaged<ThreadBox>.fromOpaque(raw!).takeRetainedValue()
-                box.body()
-                return nil
-            }, arg)
-            if rc != 0 { throw SystemError(call: "pthread_create", errno: rc) }
-            threads.withLock { $0.append(tid) }
+            })
+            started.append(thread)
         }
+        threads.withLock { $0 = started }
     }
 
     public var loopCount: Int { loops.count }
@@ -115,8 +110,7 @@ public final class ProxyServer: Sendable {
             if EventLoop.monotonicNow() >= deadline { return false }
             usleep(5_000)
         }
-        let tids = threads.withLock { $0 }
-        for tid in tids { pthread_join(tid, nil) }
+        for thread in threads.withLock({ $0 }) { thread.join() }
         return true
     }
 
@@ -129,9 +123,4 @@ public final class ProxyServer: Sendable {
 private struct ListenerFD: @unchecked Sendable {
     let fd: Int32
     let context: ListenerContext
-}
-
-private final class ThreadBox: @unchecked Sendable {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
 }

@@ -1,0 +1,77 @@
+import CProxyLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What other modules may do with a loop: watch a file descriptor they own (libcurl's and
+/// hiredis's sockets), run timers, find out which loop they are on. Everything here must be
+/// called on the loop's own thread, except `execute` (in EventLoop.swift).
+extension EventLoop {
+    /// Watches `fd` (which the caller keeps owning and closes itself, after `cancel()`).
+    public func watch(fd: Int32, readable: Bool, writable: Bool,
+                      _ handler: @escaping (_ readable: Bool, _ writable: Bool) -> Void) throws(SystemError) -> FDWatch {
+        let w = FDWatch(fd: fd, loop: self, handler: handler)
+        var events: UInt32 = 0
+        if readable { events |= EventLoop.readable }
+        if writable { events |= EventLoop.writable }
+        try w.register(events)
+        return w
+    }
+
+    /// Runs `task` on this loop after `nanoseconds`; the returned handle can cancel it.
+    @discardableResult
+    public func scheduleTimer(after nanoseconds: UInt64, _ task: @escaping () -> Void) -> TimerHandle {
+        let handle = TimerHandle()
+        schedule(after: nanoseconds) {
+            if !handle.cancelled { task() }
+        }
+        return handle
+    }
+
+    /// Monotonic nanoseconds as of this loop iteration (cheap: no system call).
+    public var nowNanoseconds: UInt64 { now }
+}
+
+/// A caller-owned file descriptor watched by a loop.
+public final class FDWatch {
+    private let channel: WatchChannel
+    private var cancelled = false
+
+    init(fd: Int32, loop: EventLoop, handler: @escaping (Bool, Bool) -> Void) {
+        channel = WatchChannel(fd: fd, loop: loop, handler: handler)
+    }
+
+    func register(_ events: UInt32) throws(SystemError) { try channel.loop.register(channel, events) }
+
+    public func update(readable: Bool, writable: Bool) {
+        guard !cancelled else { return }
+        channel.want(read: readable, write: writable)
+    }
+
+    /// Stops watching. The fd stays open: its owner closes it.
+    public func cancel() {
+        guard !cancelled else { return }
+        cancelled = true
+        channel.loop.unregister(channel)
+    }
+}
+
+final class WatchChannel: Channel {
+    private let handler: (Bool, Bool) -> Void
+
+    init(fd: Int32, loop: EventLoop, handler: @escaping (Bool, Bool) -> Void) {
+        self.handler = handler
+        super.init(fd: fd, loop: loop)
+    }
+
+    override func onEvent(_ events: UInt32) {
+        let failed = events & (CProxyLinux_EPOLLERR | CProxyLinux_EPOLLHUP) != 0
+        // Errors and hang-ups are reported as readable: the owner's next read will see them.
+        handler(events & CProxyLinux_EPOLLIN != 0 || failed, events & CProxyLinux_EPOLLOUT != 0)
+    }
+}
+
+public final class TimerHandle {
+    fileprivate(set) var cancelled = false
+    public func cancel() { cancelled = true }
+}
