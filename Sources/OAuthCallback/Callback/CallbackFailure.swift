@@ -1,0 +1,45 @@
+/// Why a callback did not produce a verified identity. What the user sees (`userMessage`)
+/// is kept apart from what the operator logs (`logDetail`); neither ever holds a code,
+/// verifier, token or secret.
+public struct CallbackFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Source: String, Sendable {
+        /// The request itself is wrong (bad parameters, unknown client, replay, error= from the app).
+        case client
+        /// The identity provider refused, failed, or returned something that did not verify.
+        case idp
+        /// Our side (store unreachable, misconfiguration).
+        case `internal`
+    }
+
+    public var source: Source
+    /// A short machine-readable reason, e.g. `invalid_request`, `unknown_client`, `replayed_code`,
+    /// `access_denied`, `exchange_failed`, `invalid_id_token`, `idp_unavailable`, `store_unavailable`.
+    /// In relay/params mode it is what the app's callback receives as `error=`.
+    public var code: String
+    /// What the person in front of the WebView is told.
+    public var userMessage: String
+    /// What the operator's log line says.
+    public var logDetail: String
+    /// Whether trying again later may help (IdP or store outage).
+    public var retryable: Bool
+
+    public init(_ source: Source, code: String, userMessage: String, logDetail: String, retryable: Bool = false) {
+        self.source = source
+        self.code = code
+        self.userMessage = userMessage
+        self.logDetail = logDetail
+        self.retryable = retryable
+    }
+
+    /// The HTTP status of the proxy's own error page: 400 for the client's mistakes, 502 when
+    /// the IdP failed us, 503 when something of ours is unavailable.
+    public var status: Int {
+        switch source {
+        case .client: return 400
+        case .idp: return 502
+        case .internal: return retryable ? 503 : 500
+        }
+    }
+
+    public var description: String { "\(source.rawValue)/\(code): \(logDetail)" }
+}

@@ -1,0 +1,74 @@
+import ProxyCore
+
+/// Everything a provider needs to redeem one native authorization code. Built by the callback
+/// pipeline only after the contract was parsed and the client pinned from configuration.
+public struct ExchangeRequest: Sendable {
+    public var provider: ProviderSettings
+    public var platform: String
+    /// The configured native client (never the URL's claim).
+    public var client: NativeClient
+    public var code: String
+    public var codeVerifier: String?
+    /// The nonce the id_token must carry, when one is known.
+    public var expectedNonce: String?
+
+    public init(provider: ProviderSettings, platform: String, client: NativeClient, code: String,
+                codeVerifier: String?, expectedNonce: String? = nil) {
+        self.provider = provider
+        self.platform = platform
+        self.client = client
+        self.code = code
+        self.codeVerifier = codeVerifier
+        self.expectedNonce = expectedNonce
+    }
+}
+
+/// The token endpoint's answer.
+public struct TokenResponse: Sendable {
+    public var accessToken: String
+    public var tokenType: String
+    public var idToken: String?
+    public var refreshToken: String?
+    public var expiresIn: Int64?
+    public var scope: String?
+    /// The body exactly as the provider sent it (the relay endpoint may answer with it).
+    public var raw: [UInt8]
+
+    public init(accessToken: String, tokenType: String = "Bearer", idToken: String? = nil, refreshToken: String? = nil,
+                expiresIn: Int64? = nil, scope: String? = nil, raw: [UInt8] = []) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.idToken = idToken
+        self.refreshToken = refreshToken
+        self.expiresIn = expiresIn
+        self.scope = scope
+        self.raw = raw
+    }
+}
+
+/// A sign-in the proxy has verified.
+public struct VerifiedIdentity: Sendable {
+    public var provider: String
+    public var subject: String
+    public var email: String?
+    public var emailVerified: Bool?
+    public var name: String?
+    public var tokens: TokenResponse
+
+    public init(provider: String, subject: String, email: String? = nil, emailVerified: Bool? = nil,
+                name: String? = nil, tokens: TokenResponse) {
+        self.provider = provider
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+        self.tokens = tokens
+    }
+}
+
+/// One provider kind (Google, Facebook, Apple, generic OIDC): exchanges a native code and
+/// verifies the identity. Must not block: `completion` runs on `loop` exactly once.
+public protocol IdentityProvider: Sendable {
+    func redeem(_ request: ExchangeRequest, on loop: EventLoop,
+                _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void)
+}
