@@ -15,13 +15,22 @@ let package = Package(
         // OpenSSL 3 (libssl-dev): hashes, MAC, AES-GCM, RSA/ECDSA verification, TLS.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
+        // libcurl (libcurl4-openssl-dev): the outbound HTTPS client for identity-provider calls.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libyaml (libyaml-dev): the configuration file (YAML, and JSON as its subset).
+        .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
+                       providers: [.apt(["libyaml-dev"])]),
         // The engine: event loops, HTTP/1.1 codec, proxying. Knows nothing of OAuth.
         .target(name: "ProxyCore", dependencies: ["CProxyLinux"]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
-        .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL"]),
-        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "CProxyLinux"]),
+        .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl"]),
+        // The configuration file: reading, validation (every problem at once), secrets.
+        .target(name: "ProxyConfiguration", dependencies: ["ProxyCore", "OAuthCallback", "CYAML"]),
+        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"]),
+        .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
     ],
     swiftLanguageModes: [.v6]
 )

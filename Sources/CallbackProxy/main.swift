@@ -1,3 +1,4 @@
+import ProxyConfiguration
 import ProxyCore
 #if canImport(Glibc)
 import Glibc
@@ -10,55 +11,64 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-// Thin on purpose: parse flags, start the server, wait for a signal, drain.
-let parsed: (Options.Command, Options)
+// Thin on purpose: parse flags, load and validate the configuration, start, wait for a signal.
+let options: Options
 do {
-    parsed = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
     fail(error.message)
 }
-let (command, options) = parsed
-switch command {
+switch options.command {
 case .help:
     print(Options.usage)
     exit(0)
 case .version:
     print("callback-proxy \(Options.version)")
     exit(0)
+case .check:
+    exit(Check.run(options))
 case .run:
     break
 }
 
 let started = EventLoop.monotonicNow()
-let log = Logger(level: options.logLevel, format: options.logFormat)
-guard let accessLog = AccessLog.open(options.accessLog, loops: options.loops) else {
-    fail("--access-log: cannot open '\(options.accessLog)'")
+let config: AppConfig
+switch Check.load(options) {
+case .success(let c): config = c
+case .failure(let problems):
+    for p in problems.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
+    exit(2)
 }
-var listeners = options.listen.map {
-    ListenerSpec(name: "public", address: $0, config: options.proxy, phases: PassThrough())
+let loops = config.loops ?? Options.cores()
+let log = Logger(level: config.logLevel, format: config.logFormat)
+guard let accessLog = AccessLog.open(config.accessLog, loops: loops) else {
+    fail("access log: cannot open '\(config.accessLog)'")
 }
-if let internalAddress = options.internalListen {
-    var internalConfig = options.proxy
+var listeners = config.listen.map {
+    ListenerSpec(name: "public", address: $0, config: config.proxy, phases: PassThrough())
+}
+if let internalAddress = config.internalListen {
+    var internalConfig = config.proxy
     internalConfig.upstream = nil
     listeners.append(ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
-                                   phases: InternalEndpoints(), accessLogged: false))
+                                  phases: InternalEndpoints(), accessLogged: false))
 }
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()
 let server: ProxyServer
 do {
-    server = try ProxyServer(listeners: listeners, loopCount: options.loops, log: log, accessLog: accessLog)
+    server = try ProxyServer(listeners: listeners, loopCount: loops, log: log, accessLog: accessLog)
     try server.start()
 } catch {
     fail("cannot start: \(error)")
 }
 let readyMillis = Double((EventLoop.monotonicNow() - started) / 1000) / 1000
 log.info("ready", [
-    "listen": options.listen.map(\.description).joined(separator: ","),
-    "internal": options.internalListen?.description ?? "off",
-    "upstream": options.upstream!.address.description,
-    "loops": "\(options.loops)",
+    "listen": config.listen.map(\.description).joined(separator: ","),
+    "internal": config.internalListen?.description ?? "off",
+    "upstream": config.upstream!.address.description,
+    "loops": "\(loops)",
     "startup_ms": "\(readyMillis)",
 ])
 
@@ -69,7 +79,7 @@ while true {
         continue
     }
     log.info("shutting down", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
-    let drained = server.shutdown(timeout: options.proxy.timeouts.drain)
+    let drained = server.shutdown(timeout: config.proxy.timeouts.drain)
     if !drained { log.warn("drain timeout reached; exiting with requests still in flight", [:]) }
     log.info("stopped", [:])
     exit(0)

@@ -1,0 +1,37 @@
+import ProxyConfiguration
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Loading and validating the configuration: the same code serves `check` and start-up, so a
+/// file that passes `check` starts.
+enum Check {
+    static func load(_ options: Options) -> Result<AppConfig, ConfigProblems> {
+        var base = AppConfig()
+        if let path = options.configPath {
+            switch ConfigLoader().load(path: path) {
+            case .success(let c): base = c
+            case .failure(let p): return .failure(p)
+            }
+        }
+        let config = options.resolve(base)
+        if config.upstream == nil {
+            return .failure(ConfigProblems([ConfigProblem(path: "upstream", line: nil,
+                message: "is required (in the file, or --upstream http://127.0.0.1:3000)")]))
+        }
+        return .success(config)
+    }
+
+    /// `callback-proxy check --config FILE`: every problem on its own line, exit 0 or 1.
+    static func run(_ options: Options) -> Int32 {
+        switch load(options) {
+        case .success(let c):
+            print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!.address))")
+            return 0
+        case .failure(let problems):
+            for p in problems.items { print("\(options.configPath ?? ""): \(p)") }
+            print("\(problems.items.count) problem(s)")
+            return 1
+        }
+    }
+}

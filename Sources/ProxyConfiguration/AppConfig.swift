@@ -1,0 +1,53 @@
+import OAuthCallback
+import ProxyCore
+
+/// Everything `callback-proxy` runs with: the engine's settings and the OAuth layer's.
+/// Built from embedded defaults, then the configuration file, then command-line flags.
+public struct AppConfig: Sendable {
+    public var listen: [SocketAddress] = [.ipv4(host: "127.0.0.1", port: 8080)]
+    /// The internal listener (/healthz, later the relay token endpoint and /metrics). nil = off.
+    public var internalListen: SocketAddress? = .ipv4(host: "127.0.0.1", port: 8081)
+    public var upstream: UpstreamTarget? = nil
+    /// Event-loop threads; nil = one per core.
+    public var loops: Int? = nil
+    /// Limits, timeouts, trusted proxies.
+    public var proxy = ProxyConfig()
+    public var accessLog = "stdout"
+    public var logLevel: Logger.Level = .info
+    public var logFormat: Logger.Format = .json
+    public var store: StoreSetting = .memory
+    public var oauth = OAuthSettings()
+
+    public init() {}
+}
+
+public enum StoreSetting: Sendable, Equatable {
+    /// In-process (one instance only).
+    case memory
+    /// `redis://[user:password@]host:port/db` (shared by several instances).
+    case redis(url: String)
+}
+
+/// One thing wrong with a configuration, at its key path (`providers.google.native.ios.client_id`).
+public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
+    public let path: String
+    public let line: Int?
+    public let message: String
+
+    public init(path: String, line: Int?, message: String) {
+        self.path = path
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        let at = line.map { " (line \($0))" } ?? ""
+        return "\(path.isEmpty ? "<root>" : path)\(at): \(message)"
+    }
+}
+
+/// All problems found in one configuration.
+public struct ConfigProblems: Error, Sendable {
+    public var items: [ConfigProblem]
+    public init(_ items: [ConfigProblem]) { self.items = items }
+}

@@ -1,0 +1,187 @@
+import OAuthCallback
+import ProxyCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns a configuration file into an `AppConfig`, reporting *every* problem with its key path.
+///
+/// Every key is listed here with its type; defaults live on the structs (`AppConfig`,
+/// `ProxyConfig`, `Timeouts`, `OAuthSettings`). Secrets are never accepted inline: they come
+/// from `…_env` (an environment variable) or `…_file` (read once, here).
+public struct ConfigLoader {
+    public var environment: [String: String]
+    public var readFile: (String) -> String?
+
+    public init(environment: [String: String] = ConfigLoader.processEnvironment(),
+                readFile: @escaping (String) -> String? = ConfigLoader.readTextFile) {
+        self.environment = environment
+        self.readFile = readFile
+    }
+
+    public func load(path: String) -> Result<AppConfig, ConfigProblems> {
+        guard let text = readFile(path) else {
+            return .failure(ConfigProblems([ConfigProblem(path: "", line: nil, message: "cannot read '\(path)'")]))
+        }
+        return load(text: text)
+    }
+
+    public func load(text: String) -> Result<AppConfig, ConfigProblems> {
+        let root: ConfigNode
+        do {
+            root = try YAMLReader.read(text)
+        } catch {
+            return .failure(ConfigProblems([ConfigProblem(path: "", line: error.line, message: error.message)]))
+        }
+        let problems = ProblemList()
+        var config = AppConfig()
+        let top = MappingReader(root, path: "", problems: problems)
+        readEngine(top, into: &config)
+        if let oauth = top.mapping("oauth") { readOAuth(oauth, into: &config.oauth) }
+        if let providers = top.mapping("providers") { readProviders(providers, into: &config.oauth) }
+        top.finish()
+        return problems.items.isEmpty ? .success(config) : .failure(ConfigProblems(problems.items))
+    }
+
+    // MARK: Engine
+
+    private func readEngine(_ m: MappingReader, into c: inout AppConfig) {
+        if let list = m.strings("listen") {
+            var out: [SocketAddress] = []
+            for text in list {
+                if let a = SocketAddress.parse(text) { out.append(a) } else {
+                    m.problems.add(m.child("listen"), m.node("listen")?.line, "'\(text)' is not HOST:PORT, [V6]:PORT or unix:/path")
+                }
+            }
+            if !out.isEmpty { c.listen = out }
+        }
+        if let v = m.string("internal_listen") {
+            if v == "off" { c.internalListen = nil } else if let a = SocketAddress.parse(v) { c.internalListen = a } else {
+                m.problems.add(m.child("internal_listen"), m.node("internal_listen")?.line, "'\(v)' is not HOST:PORT or off")
+            }
+        }
+        if let u = m.parsed("upstream", "http://HOST:PORT or unix:/path", UpstreamTarget.parse) { c.upstream = u }
+        if let n = m.int("loops", in: 1...256) { c.loops = n }
+        if let s = m.string("store") {
+            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") { c.store = .redis(url: s) } else {
+                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory or redis://HOST:PORT/DB")
+            }
+        }
+        if let a = m.string("access_log") { c.accessLog = a }
+        if let log = m.mapping("log") {
+            if let l = log.parsed("level", "debug, info, warn or error", Logger.Level.init(name:)) { c.logLevel = l }
+            if let f = log.parsed("format", "json or text", { ["json": Logger.Format.json, "text": .text][$0] }) { c.logFormat = f }
+            log.finish()
+        }
+        if let limits = m.mapping("limits") {
+            if let n = limits.parsed("max_body_size", "a size like 100m (0 = no limit)", Units.size) { c.proxy.maxBodySize = n }
+            if let n = limits.parsed("max_header_size", "a size from 1k to 1m", { Units.size($0).flatMap { (1024...(1 << 20)).contains($0) ? Int($0) : nil } }) {
+                c.proxy.limits.maxHeadBytes = n
+            }
+            limits.finish()
+        }
+        if let t = m.mapping("timeouts") {
+            let d = "a duration like 500ms, 10s or 2m"
+            if let v = t.parsed("client_header", d, Units.duration) { c.proxy.timeouts.clientHeader = v }
+            if let v = t.parsed("client_body", d, Units.duration) { c.proxy.timeouts.clientBody = v }
+            if let v = t.parsed("keepalive", d, Units.duration) { c.proxy.timeouts.keepAlive = v }
+            if let v = t.parsed("upstream_connect", d, Units.duration) { c.proxy.timeouts.upstreamConnect = v }
+            if let v = t.parsed("upstream", d, Units.duration) { c.proxy.timeouts.upstreamResponse = v }
+            if let v = t.parsed("drain", d, Units.duration) { c.proxy.timeouts.drain = v }
+            t.finish()
+        }
+        if let list = m.strings("trusted_proxies") {
+            for text in list {
+                if let r = CIDR.parse(text) { c.proxy.trustedProxies.append(r) } else {
+                    m.problems.add(m.child("trusted_proxies"), m.node("trusted_proxies")?.line, "'\(text)' is not an address or CIDR range")
+                }
+            }
+        }
+    }
+
+    // MARK: OAuth
+
+    private func readOAuth(_ m: MappingReader, into o: inout OAuthSettings) {
+        if let p = m.string("callback_path") {
+            if p.hasPrefix("/") && !p.hasPrefix("//") && !p.contains("?") { o.callbackPath = p } else {
+                m.problems.add(m.child("callback_path"), m.node("callback_path")?.line, "must be a path starting with a single /")
+            }
+        }
+        if let v = m.parsed("replay_window", "a duration of at least 1m", { Units.duration($0).flatMap { $0 >= 60_000_000_000 ? $0 : nil } }) {
+            o.replayWindowSeconds = Int64(v / 1_000_000_000)
+        }
+        if let v = m.parsed("clock_leeway", "a duration of at most 5m", { Units.duration($0).flatMap { $0 <= 300_000_000_000 ? $0 : nil } }) {
+            o.clockLeewaySeconds = Int64(v / 1_000_000_000)
+        }
+        if let f = m.string("ca_file") {
+            if readFile(f) == nil { m.problems.add(m.child("ca_file"), m.node("ca_file")?.line, "cannot read '\(f)'") } else { o.caFile = f }
+        }
+        if let v = m.parsed("idp_timeout", "a duration like 10s", Units.duration) { o.idpTimeout = v }
+        m.finish()
+    }
+
+    /// Reads `<name>_env` or `<name>_file` (exactly one). An inline `<name>` is refused.
+    func secret(_ m: MappingReader, _ name: String, required: Bool) -> Secret? {
+        if m.has(name) {
+            m.problems.add(m.child(name), m.node(name)?.line,
+                           "secrets are not accepted inline; use \(name)_env (a variable name) or \(name)_file (a path)")
+            return nil
+        }
+        let env = m.string("\(name)_env")
+        let file = m.string("\(name)_file")
+        switch (env, file) {
+        case (let e?, nil):
+            guard let v = environment[e], !v.isEmpty else {
+                m.problems.add(m.child("\(name)_env"), m.node("\(name)_env")?.line, "environment variable \(e) is not set")
+                return nil
+            }
+            return Secret(v)
+        case (nil, let f?):
+            guard var v = readFile(f) else {
+                m.problems.add(m.child("\(name)_file"), m.node("\(name)_file")?.line, "cannot read '\(f)'")
+                return nil
+            }
+            while v.hasSuffix("\n") || v.hasSuffix("\r") { v.removeLast() }
+            guard !v.isEmpty else {
+                m.problems.add(m.child("\(name)_file"), m.node("\(name)_file")?.line, "'\(f)' is empty")
+                return nil
+            }
+            return Secret(v)
+        case (_?, _?):
+            m.problems.add(m.child(name), m.line, "give either \(name)_env or \(name)_file, not both")
+            return nil
+        case (nil, nil):
+            if required { m.problems.add(m.child("\(name)_env"), m.line, "is required (or \(name)_file)") }
+            return nil
+        }
+    }
+
+    // MARK: Files and environment
+
+    public static func processEnvironment() -> [String: String] {
+        var out: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { out[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return out
+    }
+
+    /// Reads a whole (small) text file; nil if it cannot be read or is larger than 1 MiB.
+    public static func readTextFile(_ path: String) -> String? {
+        guard let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, f)
+            if n > 0 { bytes += chunk[0..<n] }
+            if n < chunk.count { break }
+            if bytes.count > 1 << 20 { return nil }
+        }
+        if ferror(f) != 0 { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

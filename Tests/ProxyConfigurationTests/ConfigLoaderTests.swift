@@ -1,0 +1,185 @@
+import OAuthCallback
+import ProxyCore
+import Testing
+@testable import ProxyConfiguration
+
+@Suite struct ConfigLoaderTests {
+    let env = ["GOOGLE_WEB_SECRET": "web-secret", "FB_SECRET": "fb-secret"]
+    let files = ["/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n",
+                 "/keys/empty": "\n"]
+
+    func loader() -> ConfigLoader {
+        let files = self.files
+        return ConfigLoader(environment: env, readFile: { files[$0] })
+    }
+
+    func problems(_ text: String) -> [String] {
+        switch loader().load(text: text) {
+        case .success: return []
+        case .failure(let p): return p.items.map { "\($0.path): \($0.message)" }
+        }
+    }
+
+    static let full = """
+    listen: [127.0.0.1:9000, "[::1]:9000"]
+    internal_listen: 127.0.0.1:9001
+    upstream: http://127.0.0.1:3000
+    loops: 2
+    store: memory
+    access_log: off
+    log: { level: warn, format: text }
+    limits: { max_body_size: 10m, max_header_size: 16k }
+    timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s }
+    trusted_proxies: [10.0.0.0/8]
+    oauth: { callback_path: /_oauth_callback, replay_window: 15m, clock_leeway: 2m, idp_timeout: 5s }
+    providers:
+      google:
+        handoff: relay
+        app_callback: /users/auth/google_oauth2/callback
+        app_client: { id: web-id, secret_env: GOOGLE_WEB_SECRET }
+        native:
+          ios: { client_id: 123-ios.apps.googleusercontent.com }
+          android: { client_id: 123-and.apps.googleusercontent.com, redirect_uri: "com.example.app:/oauth2redirect" }
+      facebook:
+        handoff: params
+        app_callback: /users/auth/facebook/callback
+        app_id: "1234567890"
+        app_secret_env: FB_SECRET
+        native:
+          ios: { client_id: "1234567890" }
+      apple:
+        handoff: session
+        team_id: TEAM
+        key_id: KEY
+        private_key_file: /keys/apple.p8
+        native:
+          ios: { client_id: com.example.app, redirect_uri: "com.example.app:/callback" }
+    """
+
+    @Test func aCompleteFileLoadsEveryKey() throws {
+        let c = try loader().load(text: Self.full).get()
+        #expect(c.listen.map(\.description) == ["127.0.0.1:9000", "[::1]:9000"])
+        #expect(c.internalListen?.description == "127.0.0.1:9001")
+        #expect(c.upstream?.address.description == "127.0.0.1:3000")
+        #expect(c.loops == 2)
+        #expect(c.accessLog == "off")
+        #expect(c.logLevel == .warn)
+        #expect(c.proxy.maxBodySize == 10 << 20)
+        #expect(c.proxy.limits.maxHeadBytes == 16 << 10)
+        #expect(c.proxy.timeouts.keepAlive == 60_000_000_000)
+        #expect(c.proxy.timeouts.upstreamResponse == 20_000_000_000)
+        #expect(c.proxy.trustedProxies.count == 1)
+        #expect(c.oauth.replayWindowSeconds == 900)
+        #expect(c.oauth.clockLeewaySeconds == 120)
+        let google = try #require(c.oauth.providers["google"])
+        #expect(google.kind == .google)
+        #expect(google.native["ios"]?.redirectURI == "com.googleusercontent.apps.123-ios:/oauth2redirect")
+        #expect(google.native["android"]?.redirectURI == "com.example.app:/oauth2redirect")
+        #expect(google.appClient?.clientSecret.value == "web-secret")
+        let fb = try #require(c.oauth.providers["facebook"])
+        #expect(fb.facebook?.appSecret.value == "fb-secret")
+        #expect(fb.native["ios"]?.redirectURI == "fb1234567890://authorize")
+        #expect(c.oauth.providers["apple"]?.apple?.teamID == "TEAM")
+    }
+
+    @Test func everyProblemIsReportedAtOnceWithItsPath() {
+        let text = """
+        listen: nowhere
+        upstrem: http://127.0.0.1:3000
+        timeouts: { client_header: soon }
+        providers:
+          google:
+            handoff: relay
+            app_callback: users/callback
+            app_client: { id: web, secret: inline-secret }
+            native:
+              ios: { client_id: not-a-google-id }
+              windows: { client_id: x }
+        """
+        let p = problems(text)
+        #expect(p.contains("listen: 'nowhere' is not HOST:PORT, [V6]:PORT or unix:/path"))
+        #expect(p.contains("upstrem: unknown key"))
+        #expect(p.contains("timeouts.client_header: 'soon' is not a duration like 500ms, 10s or 2m"))
+        #expect(p.contains("providers.google.app_callback: must be a path starting with a single /, without a query"))
+        #expect(p.contains { $0.hasPrefix("providers.google.app_client.secret: secrets are not accepted inline") })
+        #expect(p.contains("providers.google.native.ios.redirect_uri: is required (it cannot be derived for this client)"))
+        #expect(p.contains("providers.google.native.windows: unknown platform (ios, android)"))
+        #expect(p.count == 7, "\(p)")
+    }
+
+    @Test func problemsNeverQuoteSecretValues() {
+        let p = problems("""
+        providers:
+          google:
+            app_callback: /cb
+            app_client: { id: web, secret: hunter2 }
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(!p.isEmpty)
+        #expect(!p.joined().contains("hunter2"))
+    }
+
+    @Test(arguments: [
+        ("secret_env: MISSING_VAR", "providers.google.app_client.secret_env: environment variable MISSING_VAR is not set"),
+        ("secret_file: /nope", "providers.google.app_client.secret_file: cannot read '/nope'"),
+        ("secret_file: /keys/empty", "providers.google.app_client.secret_file: '/keys/empty' is empty"),
+        ("secret_env: GOOGLE_WEB_SECRET, secret_file: /keys/apple.p8", "providers.google.app_client.secret: give either secret_env or secret_file, not both"),
+    ])
+    func secretSourcesAreChecked(line: String, expected: String) {
+        let p = problems("""
+        providers:
+          google:
+            app_callback: /cb
+            app_client: { id: web, \(line) }
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(p == [expected])
+    }
+
+    @Test(arguments: [
+        ("kind: gitlab", "providers.p.kind: 'gitlab' is not google, facebook, apple or oidc"),
+        ("kind: oidc", "providers.p.endpoints.issuer: an oidc provider needs endpoints.issuer or endpoints.discovery"),
+        ("kind: google\n    endpoints: { token: http://idp.example.com/token }", "providers.p.endpoints.token: must be an https:// URL (http:// only for loopback)"),
+        ("kind: google\n    algorithms: [HS256]", "providers.p.algorithms: 'HS256' is not supported (RS256, ES256)"),
+    ])
+    func providerMistakesAreNamed(extra: String, expected: String) {
+        let p = problems("""
+        providers:
+          p:
+            \(extra)
+            handoff: session
+            native: { android: { client_id: x, redirect_uri: "app:/cb" } }
+        """)
+        #expect(p == [expected])
+    }
+
+    @Test func relayNeedsTheAppCallbackAndTheAppClient() {
+        let p = problems("""
+        providers:
+          google:
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(p == ["providers.google.app_callback: is required for handoff relay",
+                      "providers.google.app_client: is required for handoff relay (it authenticates the app at the relay token endpoint)"])
+    }
+
+    @Test func anEmptyFileGivesTheEmbeddedDefaults() throws {
+        let c = try loader().load(text: "").get()
+        #expect(c.listen.map(\.description) == ["127.0.0.1:8080"])
+        #expect(c.internalListen?.description == "127.0.0.1:8081")
+        #expect(c.proxy.maxBodySize == 100 << 20)
+        #expect(c.store == .memory)
+    }
+
+    @Test(arguments: [("10s", UInt64(10_000_000_000)), ("250ms", 250_000_000), ("2m", 120_000_000_000), ("1h", 3_600_000_000_000)])
+    func durationsParse(text: String, nanos: UInt64) { #expect(Units.duration(text) == nanos) }
+
+    @Test(arguments: ["", "10", "s", "-1s", "1.5s", "0s", "10 s"])
+    func badDurationsAreRefused(text: String) { #expect(Units.duration(text) == nil) }
+
+    @Test(arguments: [("4096", UInt64(4096)), ("512k", 512 << 10), ("100M", 100 << 20), ("2g", 2 << 30), ("0", 0)])
+    func sizesParse(text: String, bytes: UInt64) { #expect(Units.size(text) == bytes) }
+
+    @Test(arguments: ["", "k", "1.5m", "-1", "1t", "99999999999999999999g"])
+    func badSizesAreRefused(text: String) { #expect(Units.size(text) == nil) }
+}
