@@ -1,0 +1,72 @@
+"""The command line: --help and --version exit 0; any bad flag or value exits 2 with a message on
+stderr and without starting to listen."""
+
+import re
+import subprocess
+
+import pytest
+
+from helpers import free_port, wait_port_refused
+
+
+def run(binary, *args, timeout=10):
+    return subprocess.run([binary, *args], capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_help_exits_0_and_documents_the_flags(proxy_bin):
+    r = run(proxy_bin, "--help")
+    assert r.returncode == 0, r
+    text = (r.stdout + r.stderr).decode()
+    for flag in ("--listen", "--upstream", "--internal-listen", "--max-body-size",
+                 "--client-header-timeout", "--upstream-timeout", "--drain-timeout",
+                 "--trusted-proxy", "--access-log"):
+        assert flag in text, f"--help does not mention {flag}"
+
+
+def test_version_prints_name_and_version(proxy_bin):
+    r = run(proxy_bin, "--version")
+    assert r.returncode == 0, r
+    assert re.fullmatch(rb"callback-proxy \S+\n?", r.stdout), r.stdout
+
+
+BAD = [
+    ("unknown-flag", ["--no-such-flag"], "--no-such-flag"),
+    ("missing-value", ["--listen"], "--listen"),
+    ("bad-size", ["--max-body-size", "12q"], "12q"),
+    ("negative-size", ["--max-body-size", "-1m"], "-1m"),
+    ("bad-duration", ["--upstream-timeout", "soon"], "soon"),
+    ("duration-without-unit-garbage", ["--client-header-timeout", "5x"], "5x"),
+    ("bad-listen", ["--listen", "not-an-address"], "not-an-address"),
+    ("bad-listen-port", ["--listen", "127.0.0.1:99999"], "99999"),
+    ("bad-upstream-scheme", ["--upstream", "ftp://127.0.0.1:21"], "ftp"),
+    ("bad-cidr", ["--trusted-proxy", "300.1.1.1/8"], "300.1.1.1"),
+    ("bad-cidr-prefix", ["--trusted-proxy", "10.0.0.0/33"], "10.0.0.0/33"),
+    ("bad-loops", ["--loops", "zero"], "zero"),
+    ("stray-argument", ["unexpected-positional"], "unexpected-positional"),
+]
+
+
+@pytest.mark.parametrize("name, args, mention", BAD, ids=[b[0] for b in BAD])
+def test_bad_flags_exit_2_with_a_message(proxy_bin, name, args, mention):
+    port = free_port()
+    base = {"--listen": f"127.0.0.1:{port}", "--upstream": "http://127.0.0.1:9",
+            "--internal-listen": f"127.0.0.1:{free_port()}"}
+    # an otherwise valid command line, with the flag under test last and not repeated
+    argv = [x for k, v in base.items() if k != args[0] for x in (k, v)] + args
+    r = run(proxy_bin, *argv, timeout=5)
+    assert r.returncode == 2, f"{name}: exit {r.returncode}; stderr {r.stderr[-500:]!r}"
+    err = r.stderr.decode("utf-8", "replace")
+    assert err.strip(), f"{name}: no message on stderr"
+    assert mention.lower() in err.lower(), f"{name}: stderr does not name {mention!r}: {err!r}"
+    assert wait_port_refused(port, 0.2)
+
+
+def test_good_sizes_and_durations_are_accepted(proxy_factory, upstream):
+    p = proxy_factory(upstream, opts={"--max-body-size": "512k", "--client-header-timeout": "1500ms",
+                                      "--keepalive-timeout": "2s", "--drain-timeout": "1s",
+                                      "--loops": "2"})
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+

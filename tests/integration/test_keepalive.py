@@ -1,0 +1,166 @@
+"""Connection reuse on both sides: client keep-alive and pipelining, upstream pooling, the
+keep-alive timeout, and the stale-pooled-connection race (retry idempotent requests only)."""
+
+import hashlib
+import time
+
+from helpers import ClosedEarly
+
+
+def test_keepalive_reuses_client_and_upstream_connections(proxy, upstream):
+    with proxy.conn() as c:
+        seen = []
+        for i in range(5):
+            c.request("GET", f"/echo?i={i}")
+            r = c.read_response()
+            assert r.status == 200 and not r.closes()
+            seen.append(r.json())
+    assert [e["target"] for e in seen] == [f"/echo?i={i}" for i in range(5)]
+    assert len({e["conn"] for e in seen}) == 1, \
+        f"upstream connection not reused: conns {[e['conn'] for e in seen]}"
+    assert [e["index"] for e in seen] == [1, 2, 3, 4, 5]
+
+
+def test_pooled_upstream_connection_is_reused_across_client_connections(proxy, upstream):
+    conns = []
+    for i in range(3):
+        with proxy.conn() as c:
+            c.request("GET", f"/echo?client={i}")
+            conns.append(c.read_response().json()["conn"])
+        time.sleep(0.05)
+    assert len(set(conns)) == 1, f"each client connection opened a new upstream one: {conns}"
+
+
+def test_pipelined_requests_are_answered_in_order(proxy, upstream):
+    body = b"pipelined body"
+    raw = (b"GET /echo?p=1 HTTP/1.1\r\nHost: test.local\r\n\r\n"
+           b"POST /echo?p=2 HTTP/1.1\r\nHost: test.local\r\nContent-Length: 14\r\n\r\n" + body +
+           b"GET /chunked?n=3&size=5 HTTP/1.1\r\nHost: test.local\r\n\r\n"
+           b"HEAD /head-cl HTTP/1.1\r\nHost: test.local\r\n\r\n"
+           b"GET /echo?p=5 HTTP/1.1\r\nHost: test.local\r\n\r\n")
+    with proxy.conn() as c:
+        c.send(raw)
+        r1 = c.read_response()
+        r2 = c.read_response()
+        r3 = c.read_response()
+        r4 = c.read_response("HEAD")
+        r5 = c.read_response()
+    assert r1.json()["target"] == "/echo?p=1"
+    assert r2.json()["target"] == "/echo?p=2"
+    assert r2.json()["body_sha256"] == hashlib.sha256(body).hexdigest()
+    assert r3.status == 200 and r3.body_len == 15
+    assert r4.status == 200 and r4.one("content-length") == "1234" and r4.body == b""
+    assert r5.json()["target"] == "/echo?p=5"
+    assert [r["target"] for r in upstream.record.requests()] == \
+        ["/echo?p=1", "/echo?p=2", "/chunked?n=3&size=5", "/head-cl", "/echo?p=5"]
+
+
+def test_pipeline_sent_byte_by_byte(proxy):
+    raw = (b"GET /echo?s=1 HTTP/1.1\r\nHost: test.local\r\n\r\n"
+           b"POST /echo?s=2 HTTP/1.1\r\nHost: test.local\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"3\r\nabc\r\n0\r\n\r\n")
+    with proxy.conn() as c:
+        for i in range(len(raw)):
+            c.send(raw[i:i + 1])
+        assert c.read_response().json()["target"] == "/echo?s=1"
+        e = c.read_response().json()
+        assert e["target"] == "/echo?s=2" and e["body_len"] == 3
+
+
+def test_client_connection_close_is_honoured(proxy):
+    with proxy.conn() as c:
+        c.request("GET", "/echo", [("Connection", "close")])
+        r = c.read_response()
+        assert r.status == 200
+        assert r.closes(), "response to Connection: close lacks Connection: close"
+        assert c.wait_closed(2)
+
+
+def test_upstream_connection_close_does_not_close_the_client(proxy, upstream):
+    with proxy.conn() as c:
+        c.request("GET", "/keepalive-close")
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"bye\n"
+        c.request("GET", "/echo?after=1")
+        r2 = c.read_response()
+        assert r2.status == 200 and r2.json()["target"] == "/echo?after=1"
+    conns = [r["conn"] for r in upstream.record.requests()]
+    assert conns[0] != conns[1], "the closed upstream connection was reused"
+
+
+def test_keepalive_timeout_closes_idle_client_connection(proxy_factory, upstream):
+    p = proxy_factory(upstream, opts={"--keepalive-timeout": "1s"})
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+        t0 = time.monotonic()
+        assert c.still_open(0.4), "closed well before the keep-alive timeout"
+        assert c.wait_closed(3), "idle keep-alive connection not closed after the timeout"
+        assert 0.6 < time.monotonic() - t0 < 3.5
+        assert not c.buf, f"unexpected bytes on an idle keep-alive close: {bytes(c.buf)!r}"
+
+
+def test_idle_upstream_close_then_next_get_succeeds(proxy, upstream):
+    """The upstream closes its idle keep-alive connection (FIN) while it sits in the pool."""
+    with proxy.conn() as c:
+        c.request("GET", "/echo?idle_close_ms=200")
+        first = c.read_response().json()
+        time.sleep(0.6)
+        c.request("GET", "/echo?next=1")
+        r = c.read_response()
+    assert r.status == 200, r
+    assert r.json()["conn"] != first["conn"]
+
+
+def test_idle_upstream_close_then_post_is_sent_at_most_once(proxy, upstream):
+    with proxy.conn() as c:
+        c.request("GET", "/echo?idle_close_ms=200")
+        assert c.read_response().status == 200
+        time.sleep(0.6)
+        c.request("POST", "/echo?once=1", body=b"do it once")
+        r = c.read_response()
+    posts = [q for q in upstream.record.requests() if q["target"] == "/echo?once=1"]
+    assert len(posts) <= 1, f"POST replayed: {posts}"
+    # an event-driven pool sees the FIN and never hands out the dead connection
+    assert r.status == 200, r
+
+
+def test_stale_pooled_connection_get_is_retried_on_a_fresh_connection(proxy, upstream):
+    """The race the pool cannot see: the request is written to a reused connection that the
+    upstream drops without answering. A GET is idempotent, so the proxy retries it once."""
+    with proxy.conn() as c:
+        c.request("GET", "/echo?poison=1")
+        first = c.read_response().json()
+        c.request("GET", "/echo?retry-me=1")
+        r = c.read_response()
+    assert r.status == 200, r
+    e = r.json()
+    assert e["target"] == "/echo?retry-me=1"
+    assert e["conn"] != first["conn"]
+    drops = upstream.record.notes("poison-drop")
+    assert [d["target"] for d in drops] == ["/echo?retry-me=1"]
+
+
+def test_stale_pooled_connection_post_is_not_replayed(proxy, upstream):
+    with proxy.conn() as c:
+        c.request("GET", "/echo?poison=1")
+        assert c.read_response().status == 200
+        c.request("POST", "/echo?no-replay=1", body=b"charge the card")
+        try:
+            r = c.read_response()
+            status = r.status
+        except ClosedEarly:
+            status = None
+    assert status == 502, f"expected 502 for the dropped POST, got {status}"
+    seen = [q for q in upstream.record.requests() if q["target"] == "/echo?no-replay=1"]
+    assert len(seen) == 1, f"the POST reached the upstream {len(seen)} times"
+
+
+def test_many_sequential_connections_do_not_leak(proxy):
+    for i in range(200):
+        with proxy.conn() as c:
+            c.request("GET", f"/echo?n={i}", [("Connection", "close")])
+            assert c.read_response().status == 200
+    import os
+    fds = len(os.listdir(f"/proc/{proxy.pid}/fd"))
+    assert fds < 64, f"proxy holds {fds} file descriptors after 200 closed connections"
