@@ -35,7 +35,7 @@ public final class AccessLog: @unchecked Sendable {
         out.append("{\"time\":\"")
         Clock.appendISO(&out, seconds: Int(ts.tv_sec), millis: Int(ts.tv_nsec / 1_000_000))
         out.append("\",\"type\":\"access\",\"remote\":\"")
-        r.request.peer.write(to: &out)
+        r.request.connection.peerText.withUnsafeBytes { out.append($0) }
         if hasHead {
             let c = r.request.connection
             let bytes = c.headBytes

@@ -102,7 +102,7 @@ extension ClientConnection {
             out.append(bytes + v.start, count: v.count)
             out.append(", ")
         }
-        peer.write(to: &out)
+        peerText.withUnsafeBytes { out.append($0) }
         out.append("\r\n")
         if !sawProto {
             out.append(listener.tls ? "X-Forwarded-Proto: https\r\n" as StaticString : "X-Forwarded-Proto: http\r\n")
