@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "ProxyConfiguration", dependencies: ["ProxyCore", "OAuthCallback", "CYAML"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
-        .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"]),
+        .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
     ],
     swiftLanguageModes: [.v6]

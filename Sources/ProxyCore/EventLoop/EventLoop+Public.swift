@@ -21,8 +21,8 @@ extension EventLoop {
     /// Runs `task` on this loop after `nanoseconds`; the returned handle can cancel it.
     @discardableResult
     public func scheduleTimer(after nanoseconds: UInt64, _ task: @escaping () -> Void) -> TimerHandle {
-        let handle = TimerHandle()
-        schedule(after: nanoseconds) {
+        let handle = TimerHandle(loop: self)
+        scheduleCancellable(after: nanoseconds, handle: handle) {
             if !handle.cancelled { task() }
         }
         return handle
@@ -30,6 +30,9 @@ extension EventLoop {
 
     /// Monotonic nanoseconds as of this loop iteration (cheap: no system call).
     public var nowNanoseconds: UInt64 { now }
+
+    /// Whether the caller runs on this loop's thread (then it may skip `execute`).
+    public var inLoopThread: Bool { isLoopThread }
 }
 
 /// A caller-owned file descriptor watched by a loop.
@@ -71,7 +74,16 @@ final class WatchChannel: Channel {
     }
 }
 
+/// A scheduled timer. Cancel it on the loop's thread.
 public final class TimerHandle {
-    fileprivate(set) var cancelled = false
-    public func cancel() { cancelled = true }
+    private unowned(unsafe) let loop: EventLoop
+    private(set) var cancelled = false
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    public func cancel() {
+        guard !cancelled else { return }
+        cancelled = true
+        loop.timerCancelled()
+    }
 }

@@ -120,6 +120,25 @@ public final class EventLoop: @unchecked Sendable {
         timers.push(deadline: now + delay, task)
     }
 
+    func scheduleCancellable(after delay: UInt64, handle: TimerHandle, _ task: @escaping () -> Void) {
+        timers.push(deadline: now + delay, handle: handle, task)
+    }
+
+    private var cancelledTimers = 0
+
+    func timerCancelled() {
+        cancelledTimers += 1
+        if cancelledTimers > 256 && cancelledTimers * 2 > timers.count {
+            timers.removeCancelled()
+            cancelledTimers = 0
+        }
+    }
+
+    var isLoopThread: Bool {
+        guard let threadID else { return false }
+        return pthread_equal(threadID, pthread_self()) != 0
+    }
+
     // MARK: Running
 
     /// Runs until `stop()`. Call on the loop's own thread.
@@ -130,9 +149,10 @@ public final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         while running {
             now = EventLoop.monotonicNow()
-            var timeoutMS = Int32((nextSweep > now ? nextSweep - now : 0) / 1_000_000) + 1
+            // Rounded up: a deadline 0.9 ms away must not become a 0 ms busy wait.
+            var timeoutMS = Int32(((nextSweep > now ? nextSweep - now : 0) + 999_999) / 1_000_000)
             if let next = timers.nextDeadline {
-                timeoutMS = min(timeoutMS, Int32((next > now ? next - now : 0) / 1_000_000))
+                timeoutMS = min(timeoutMS, Int32(((next > now ? next - now : 0) + 999_999) / 1_000_000))
             }
             let n = epoll_wait(epfd, events, Int32(capacity), timeoutMS)
             now = EventLoop.monotonicNow()

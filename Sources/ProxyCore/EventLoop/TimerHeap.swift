@@ -2,14 +2,16 @@
 /// Used for the few loop-wide timers (drain limits, periodic jobs); per-connection
 /// timeouts use the deadline sweep instead.
 struct TimerHeap {
-    private var items: [(deadline: UInt64, seq: UInt64, task: () -> Void)] = []
+    private var items: [(deadline: UInt64, seq: UInt64, handle: TimerHandle?, task: () -> Void)] = []
     private var seq: UInt64 = 0
+
+    var count: Int { items.count }
 
     var nextDeadline: UInt64? { items.first?.deadline }
 
-    mutating func push(deadline: UInt64, _ task: @escaping () -> Void) {
+    mutating func push(deadline: UInt64, handle: TimerHandle? = nil, _ task: @escaping () -> Void) {
         seq += 1
-        items.append((deadline, seq, task))
+        items.append((deadline, seq, handle, task))
         var i = items.count - 1
         while i > 0 {
             let parent = (i - 1) / 2
@@ -34,6 +36,27 @@ struct TimerHeap {
             }
         }
         return first.task
+    }
+
+    /// Drops cancelled timers. Callers that re-arm often (libcurl resets its timeout on
+    /// nearly every call) would otherwise leave thousands of dead entries until their deadlines.
+    mutating func removeCancelled() {
+        items.removeAll { $0.handle?.cancelled == true }
+        // Re-establish the heap property bottom-up.
+        var i = items.count / 2 - 1
+        while i >= 0 {
+            var j = i
+            while true {
+                let l = 2 * j + 1, r = l + 1
+                var m = j
+                if l < items.count && less(l, m) { m = l }
+                if r < items.count && less(r, m) { m = r }
+                if m == j { break }
+                items.swapAt(j, m)
+                j = m
+            }
+            i -= 1
+        }
     }
 
     private func less(_ a: Int, _ b: Int) -> Bool {
