@@ -1,0 +1,669 @@
+#!/usr/bin/env python3
+"""Helper for bench/run (Python stdlib only).
+
+Subcommands:
+  idle-conns  open N keep-alive connections to a proxy, one GET each, measure the proxy's RSS
+  startup     time callback-proxy from exec to /healthz answering (and its own startup_ms)
+  report      parse the raw wrk outputs and JSON results in a directory and print Markdown
+"""
+import argparse
+import json
+import os
+import re
+import selectors
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+# --------------------------------------------------------------------------------------------
+# RSS of a process tree, from /proc
+
+
+def _children_map():
+    kids = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ..." — comm may contain spaces or parentheses.
+        rest = stat.rsplit(")", 1)[1].split()
+        kids.setdefault(int(rest[1]), []).append(int(name))
+    return kids
+
+
+def process_tree(pid):
+    kids = _children_map()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def vmrss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_kib(pid):
+    pids = process_tree(pid)
+    return sum(vmrss_kib(p) for p in pids), len(pids)
+
+
+# --------------------------------------------------------------------------------------------
+# idle-conns
+
+
+def _response_complete(buf):
+    """Returns (status, done) for an HTTP/1.1 response in buf."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return None, False
+    head = bytes(buf[:end]).decode("latin-1")
+    lines = head.split("\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        return -1, True
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    body = len(buf) - end - 4
+    if "content-length" in headers:
+        return status, body >= int(headers["content-length"])
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return status, buf.endswith(b"0\r\n\r\n")
+    return status, False  # close-delimited: not keep-alive; treated as a failure by the caller
+
+
+def cmd_idle_conns(a):
+    addr = ("127.0.0.1", a.port)
+    req = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{a.port}\r\nUser-Agent: bench-idle\r\n\r\n".encode()
+    sel = selectors.DefaultSelector()
+    idle, failures, statuses = [], {}, {}
+
+    def fail(s, why):
+        failures[why] = failures.get(why, 0) + 1
+        try:
+            sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        s.close()
+
+    time.sleep(0.5)
+    before, nprocs = tree_rss_kib(a.pid)
+    t0 = time.monotonic()
+    for start in range(0, a.n, a.batch):
+        pending = 0
+        for _ in range(min(a.batch, a.n - start)):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            err = s.connect_ex(addr)
+            if err not in (0, 115):  # EINPROGRESS
+                failures[f"connect errno {err}"] = failures.get(f"connect errno {err}", 0) + 1
+                s.close()
+                continue
+            sel.register(s, selectors.EVENT_WRITE, {"phase": "connect", "buf": bytearray()})
+            pending += 1
+        deadline = time.monotonic() + a.timeout
+        while pending and time.monotonic() < deadline:
+            for key, _ in sel.select(1.0):
+                s, st = key.fileobj, key.data
+                if st["phase"] == "connect":
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        fail(s, f"connect errno {err}")
+                        pending -= 1
+                        continue
+                    s.send(req)
+                    st["phase"] = "read"
+                    sel.modify(s, selectors.EVENT_READ, st)
+                    continue
+                try:
+                    data = s.recv(65536)
+                except OSError as e:
+                    fail(s, f"recv {e.__class__.__name__}")
+                    pending -= 1
+                    continue
+                if not data:
+                    fail(s, "closed before full response")
+                    pending -= 1
+                    continue
+                st["buf"] += data
+                status, done = _response_complete(st["buf"])
+                if done:
+                    statuses[status] = statuses.get(status, 0) + 1
+                    sel.unregister(s)
+                    idle.append(s)
+                    pending -= 1
+        if pending:
+            for key in list(sel.get_map().values()):
+                fail(key.fileobj, "timeout")
+    opened_s = time.monotonic() - t0
+    time.sleep(a.settle)
+    after, nprocs_after = tree_rss_kib(a.pid)
+    # Are they still open? A readable idle socket means the proxy closed it (or sent garbage).
+    still_open = 0
+    for s in idle:
+        try:
+            data = s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            if data:
+                still_open += 1  # unexpected bytes, but the connection is open
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+    for s in idle:
+        s.close()
+    n_ok = len(idle)
+    print(json.dumps({
+        "requested": a.n, "ok": n_ok, "still_open": still_open, "statuses": statuses,
+        "failures": failures, "rss_before_kib": before, "rss_after_kib": after,
+        "processes": nprocs_after, "open_seconds": round(opened_s, 2),
+        "kib_per_conn": round((after - before) / n_ok, 3) if n_ok else None,
+    }))
+
+
+# --------------------------------------------------------------------------------------------
+# startup
+
+
+def _healthz(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=1)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        buf = b""
+        while b"\r\n" not in buf:
+            d = s.recv(4096)
+            if not d:
+                break
+            buf += d
+        return int(buf.split()[1]) if buf else None
+    finally:
+        s.close()
+
+
+def cmd_startup(a):
+    runs = []
+    for i in range(a.runs):
+        argv = [a.bin, "--listen", f"127.0.0.1:{a.port}", "--upstream", a.upstream,
+                "--internal-listen", f"127.0.0.1:{a.internal_port}", "--loops", str(a.loops),
+                "--access-log", "off"]
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            ready = None
+            deadline = t0 + 10
+            while time.monotonic() < deadline:
+                try:
+                    if _healthz(a.internal_port) == 200:
+                        ready = (time.monotonic() - t0) * 1000
+                        break
+                except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
+                    pass
+                if p.poll() is not None:
+                    break
+                time.sleep(0.0002)
+            t1 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=35)
+            stop_ms = (time.monotonic() - t1) * 1000
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        reported = None
+        for line in err.decode(errors="replace").splitlines():
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if j.get("msg") == "ready":
+                reported = float(j.get("startup_ms"))
+        runs.append({"exec_to_healthz_ms": round(ready, 2) if ready is not None else None,
+                     "startup_ms": reported, "exit_code": p.returncode,
+                     "sigterm_to_exit_ms": round(stop_ms, 2)})
+        time.sleep(0.2)
+    print(json.dumps({"runs": runs}))
+
+
+# --------------------------------------------------------------------------------------------
+# wrk wrapper: also measures how much CPU the rest of the machine used during the run
+
+
+def _cpu_total_busy():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait. Tick-based
+    # accounting also charges softirq ticks (our loopback traffic) to the interrupted process, so
+    # irq/softirq stay in the total that the benchmark's own process times are subtracted from.
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+
+
+def _tree_cpu(pid):
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            total += int(rest[11]) + int(rest[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def cmd_wrk(a):
+    import resource
+    hz = os.sysconf("SC_CLK_TCK")
+    pids = [int(x) for x in a.pids.split()]
+    busy0, ours0 = _cpu_total_busy(), sum(_tree_cpu(p) for p in pids)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    with open(a.out, "w") as f:
+        argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+        rc = subprocess.call(argv, stdout=f, stderr=subprocess.STDOUT)
+    elapsed = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy1, ours1 = _cpu_total_busy(), sum(_tree_cpu(p) for p in pids)
+    wrk_jiffies = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) * hz
+    ours = (ours1 - ours0) + wrk_jiffies
+    other = max(0.0, (busy1 - busy0 - ours) / hz / elapsed)
+    bench = ours / hz / elapsed
+    with open(a.out, "a") as f:
+        f.write(f"# bench-cpu-cores: {bench:.2f}\n# other-cpu-cores: {other:.2f}\n")
+    sys.exit(rc)
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
+
+
+def parse_wrk(text):
+    r = {"ok": False}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    if not m:
+        r["error"] = "no Requests/sec in wrk output"
+        return r
+    r["rps"] = float(m.group(1))
+    for pct in ("50", "99"):
+        m = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
+        r[f"p{pct}"] = float(m.group(1)) * UNITS[m.group(2)] if m else None
+    m = re.search(r"(\d+) requests in", text)
+    r["requests"] = int(m.group(1)) if m else None
+    errs = {}
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        for k, v in zip(("connect", "read", "write", "timeout"), m.groups()):
+            if int(v):
+                errs[k] = int(v)
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m and int(m.group(1)):
+        errs["non-2xx/3xx"] = int(m.group(1))
+    r["errors"] = errs
+    m = re.search(r"^# other-cpu-cores: ([\d.]+)", text, re.M)
+    r["other"] = float(m.group(1)) if m else None
+    r["ok"] = not errs
+    return r
+
+
+def fmt_rps(v):
+    return f"{v / 1000:.1f}k" if v is not None else "—"
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
+def ratio(a, b):
+    if a is None or b in (None, 0):
+        return None
+    return a / b
+
+
+def fmt_ratio(v):
+    return f"{v:.2f}×" if v is not None else "—"
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def cmd_report(a):
+    d = a.dir
+    meta = {}
+    for line in open(os.path.join(d, "meta.txt")):
+        k, _, v = line.rstrip("\n").partition("=")
+        meta[k] = v
+    meta["sanity"] = []
+    if os.path.exists(os.path.join(d, "sanity.tsv")):
+        for line in open(os.path.join(d, "sanity.tsv")):
+            label, status, nbytes = line.rstrip("\n").split("\t")
+            meta["sanity"].append({"label": label, "status": status, "bytes": nbytes})
+    keys = [k.split(":", 1) for k in meta["proxies"].split(";")]  # key:label;...
+    rounds = int(meta["rounds"])
+    out = []
+    w = out.append
+
+    runs = {}  # key -> list of parsed per round (None if not run)
+    warm = {}
+    for key, _ in keys:
+        runs[key] = []
+        for r in range(1, rounds + 1):
+            path = os.path.join(d, f"wrk-{key}-r{r}.txt")
+            if os.path.exists(path):
+                p = parse_wrk(open(path, errors="replace").read())
+            else:
+                p = {"ok": False, "error": "not run"}
+            runs[key].append(p)
+        wp = os.path.join(d, f"wrk-{key}-warmup.txt")
+        warm[key] = parse_wrk(open(wp, errors="replace").read()) if os.path.exists(wp) else None
+
+    def clean(key, field):
+        return [p.get(field) if p["ok"] else None for p in runs[key]]
+
+    def cell(p, field, fmt):
+        if p.get("error"):
+            return f"FAILED ({p['error']})"
+        v = fmt(p.get(field))
+        if not p["ok"]:
+            errs = ", ".join(f"{k} {v2}" for k, v2 in p["errors"].items())
+            return f"{v} ⚠ errors: {errs}"
+        return v
+
+    labels = dict((k, l) for k, l in keys)
+    w(f"# CallbackProxy benchmark — {meta['date']}")
+    w("")
+    w(f"- Command: `{meta['command']}` (in `{meta['cwd']}`), took {meta.get('elapsed', '?')}")
+    w(f"- Machine: `nproc` = {meta['nproc']}; {meta['uname']}; load average at start {meta['load_start']}, "
+      f"at end {meta.get('load_end', '?')} (shared machine: compare ratios, not absolute numbers)")
+    w(f"- Versions: {meta['cp_version']} ({meta['cp_bin']}); {meta['nginx_version']}; "
+      f"{meta['haproxy_version']}; {meta['wrk_version']}; {meta['swift_version']}; source: {meta.get('git', '?')}")
+    w(f"- Upstream: nginx, `worker_processes 1`, `return 200` with a {meta['body_bytes']}-byte body, "
+      f"`access_log off`")
+    w(f"- Proxies: 2 workers/threads each, upstream keep-alive on, access logs off (except the "
+      f"\"access log on\" row: JSON lines to a file); nginx and HAProxy also set X-Forwarded-For/-Proto/-Host "
+      f"like callback-proxy does")
+    w(f"- Load: `wrk -t1 -c50 -d{meta['duration']}s --latency http://127.0.0.1:PORT/`, {rounds} rounds, "
+      f"proxies alternating (order rotated each round), after one {meta['warmup']}s warm-up run each")
+    w("")
+
+    # Sanity
+    w("## Sanity check (one request through each with curl)")
+    w("")
+    w("| target | status | body bytes |")
+    w("|---|---|---|")
+    for s in meta.get("sanity", []):
+        w(f"| {s['label']} | {s['status']} | {s['bytes']} |")
+    w("")
+
+    base = "cp"
+    peers = [("nginx", "nginx"), ("haproxy", "HAProxy")]
+    cp_rows = [k for k, _ in keys if k.startswith("cp")]
+
+    def table(title, field, fmt, better):
+        w(f"## {title}")
+        w("")
+        hdr = "| proxy | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " | median | max ÷ min |"
+        w(hdr)
+        w("|---" * (rounds + 3) + "|")
+        medians = {}
+        for key, label in keys:
+            medians[key] = med(clean(key, field))
+            nclean = sum(1 for p in runs[key] if p["ok"])
+            note = "" if nclean == rounds else f" (of {nclean} clean run{'s' if nclean != 1 else ''})"
+            vals = [v for v in clean(key, field) if v]
+            spread[field][key] = max(vals) / min(vals) if len(vals) > 1 else None
+            w(f"| {label} | " + " | ".join(cell(p, field, fmt) for p in runs[key]) +
+              f" | **{fmt(medians[key])}**{note} | {fmt_ratio(spread[field][key])} |")
+        w("")
+        w(f"Ratios ({better}); per-round ratios (same round, run back to back) in brackets:")
+        w("")
+        w("| | " + " | ".join(f"÷ {pl}" for _, pl in peers) + " |")
+        w("|---" * (len(peers) + 1) + "|")
+        for ck in cp_rows:
+            cells = []
+            for pk, _ in peers:
+                rm = ratio(medians[ck], medians[pk])
+                per = []
+                for r in range(rounds):
+                    a1, b1 = runs[ck][r], runs[pk][r]
+                    pr = ratio(a1.get(field), b1.get(field)) if a1["ok"] and b1["ok"] else None
+                    per.append(pr)
+                per_round[(field, ck, pk)] = med(per)
+                cells.append(f"**{fmt_ratio(rm)}** [{' '.join(fmt_ratio(x) for x in per)}]")
+            w(f"| {labels[ck]} | " + " | ".join(cells) + " |")
+        if "cp-log" in medians:
+            w("")
+            w(f"Cost of the JSON access log: access log on ÷ off = "
+              f"**{fmt_ratio(ratio(medians['cp-log'], medians['cp']))}**")
+        w("")
+        return medians
+
+    spread = {"rps": {}, "p50": {}, "p99": {}}
+    per_round = {}
+    rps = table("Throughput (requests/s)", "rps", fmt_rps, "higher is better for callback-proxy")
+    p50 = table("Latency p50 (ms)", "p50", fmt_ms, "lower is better for callback-proxy")
+    p99 = table("Latency p99 (ms)", "p99", fmt_ms, "lower is better for callback-proxy")
+
+    # Noise
+    w(f"## Machine noise: CPU used by other processes during each run (cores busy, of {meta['nproc']})")
+    w("")
+    w("Busy time from /proc/stat minus the CPU time of wrk, the proxy and the upstream. Above ~0.3 the run "
+      "competed with other work; ratios from such rounds are less trustworthy.")
+    w("")
+    w("| proxy | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " |")
+    w("|---" * (rounds + 1) + "|")
+    others = []
+    for key, label in keys:
+        vals = [p.get("other") for p in runs[key]]
+        others += [v for v in vals if v is not None]
+        w(f"| {label} | " + " | ".join("—" if v is None else f"{v:.2f}" for v in vals) + " |")
+    noisy = bool(others) and med(others) > 0.3
+    w("")
+
+    # Warm-ups
+    w("Warm-up runs (not counted): " + ", ".join(
+        f"{labels[k]} {fmt_rps(warm[k].get('rps')) if warm[k] and warm[k]['ok'] else 'FAILED/errors'}"
+        for k, _ in keys))
+    w("")
+
+    # RSS
+    w(f"## RSS per idle keep-alive connection ({meta['idle_conns']} connections)")
+    w("")
+    w("Each connection sends one `GET /`, reads the full response, then stays open and idle. "
+      "RSS = sum of VmRSS over the proxy's processes (user-space memory only; kernel socket buffers "
+      "are not in it), measured before and 1 s after all are open; fresh proxy instances.")
+    w("")
+    w("| proxy | processes | RSS before (KiB) | RSS after (KiB) | connections OK / still open | KiB per connection |")
+    w("|---|---|---|---|---|---|")
+    rss = {}
+    for key, label in (("cp", "callback-proxy"), ("nginx", "nginx")):
+        path = os.path.join(d, f"rss-{key}.json")
+        if not os.path.exists(path):
+            w(f"| {label} | — | — | — | not run | — |")
+            continue
+        try:
+            j = json.load(open(path))
+        except ValueError:
+            w(f"| {label} | — | — | — | FAILED (see logs) | — |")
+            continue
+        rss[key] = j
+        extra = ""
+        if j["failures"]:
+            extra = " ⚠ " + ", ".join(f"{k}: {v}" for k, v in j["failures"].items())
+        bad = {s: c for s, c in j["statuses"].items() if str(s) != "200"}
+        if bad:
+            extra += " ⚠ statuses " + ", ".join(f"{s}: {c}" for s, c in bad.items())
+        kpc = j["kib_per_conn"]
+        w(f"| {label} | {j['processes']} | {j['rss_before_kib']} | {j['rss_after_kib']} | "
+          f"{j['ok']} / {j['still_open']}{extra} | **{kpc:.2f}** |" if kpc is not None else
+          f"| {label} | {j['processes']} | {j['rss_before_kib']} | {j['rss_after_kib']} | 0{extra} | — |")
+    if "cp" in rss and "nginx" in rss:
+        w("")
+        w(f"callback-proxy ÷ nginx: **{fmt_ratio(ratio(rss['cp']['kib_per_conn'], rss['nginx']['kib_per_conn']))}** "
+          f"(nginx pre-allocates its connection table at start, so its marginal cost here excludes "
+          f"~0.4 KiB/connection of structures already in \"before\")")
+    w("")
+
+    # Startup
+    w("## Start-up (callback-proxy, `--loops 2`)")
+    w("")
+    st = None
+    path = os.path.join(d, "startup.json")
+    if os.path.exists(path):
+        try:
+            st = json.load(open(path))
+        except ValueError:
+            st = None
+    if st:
+        w("| run | exec → `/healthz` 200 (ms) | reported `startup_ms` | SIGTERM → exit (ms) | exit code |")
+        w("|---|---|---|---|---|")
+        for i, r in enumerate(st["runs"], 1):
+            w(f"| {i} | {fmt_ms(r['exec_to_healthz_ms'])} | {r['startup_ms']} | "
+              f"{fmt_ms(r['sigterm_to_exit_ms'])} | {r['exit_code']} |")
+        st_med = med([r["exec_to_healthz_ms"] for r in st["runs"]])
+        st_rep = med([r["startup_ms"] for r in st["runs"]])
+        w(f"| **median** | **{fmt_ms(st_med)}** | **{st_rep}** | "
+          f"{fmt_ms(med([r['sigterm_to_exit_ms'] for r in st['runs']]))} | |")
+    else:
+        st_med = None
+        w("Not run or failed (see logs).")
+    w("")
+
+    # Targets
+    w("## Targets")
+    w("")
+    w("| target | measured | verdict |")
+    w("|---|---|---|")
+    rr = ratio(rps.get("cp"), rps.get("nginx"))
+    rr_round = per_round.get(("rps", "cp", "nginx"))
+
+    def tput_verdict(x):
+        if x is None:
+            return "no data"
+        if x >= 1.2:
+            return "met, including the 1.2× aim"
+        return "met (≥ nginx); 1.2× aim missed" if x >= 1.0 else "**missed**"
+    def tput_band(x):
+        return "≥ 1.2× nginx" if x >= 1.2 else ("between 1× and 1.2× nginx" if x >= 1.0 else "below nginx")
+    verdict = tput_verdict(rr)
+    if rr is not None and rr_round is not None and tput_band(rr_round) != tput_band(rr):
+        verdict = (f"**unclear**: {tput_band(rr)} by the ratio of medians, "
+                   f"{tput_band(rr_round)} by the per-round ratios")
+    w(f"| throughput ≥ nginx (aim 1.2×) | {fmt_ratio(rr)} nginx (ratio of medians; median of per-round "
+      f"ratios {fmt_ratio(per_round.get(('rps', 'cp', 'nginx')))}) | {verdict} |")
+    pr = ratio(p99.get("cp"), p99.get("nginx"))
+    pr_round = per_round.get(("p99", "cp", "nginx"))
+    pv = "no data" if pr is None else ("met" if pr <= 1.0 else "**missed**")
+    if pr is not None and pr_round is not None and (pr <= 1.0) != (pr_round <= 1.0):
+        pv = (f"**unclear**: {pv.strip('*')} by the ratio of medians, "
+              f"{'met' if pr_round <= 1.0 else 'missed'} by the per-round ratios")
+    w(f"| p99 no worse than nginx | {fmt_ms(p99.get('cp'))} ms vs {fmt_ms(p99.get('nginx'))} ms "
+      f"({fmt_ratio(pr)}; median of per-round ratios {fmt_ratio(pr_round)}) | {pv} |")
+    k = rss.get("cp", {}).get("kib_per_conn")
+    w(f"| ≤ 4 KiB RSS per idle connection | {'—' if k is None else f'{k:.2f} KiB'} | "
+      f"{'no data' if k is None else ('met' if k <= 4 else '**missed**')} |")
+    w(f"| ready in under 50 ms | {fmt_ms(st_med)} ms (exec → /healthz, median) | "
+      f"{'no data' if st_med is None else ('met' if st_med < 50 else '**missed**')} |")
+    w("")
+    big = [labels[k] for k, v in spread["rps"].items() if v and v > 1.25]
+    if noisy or big:
+        w("⚠ **Noisy run**: " + (f"other processes used a median {med(others):.2f} cores during the runs"
+                                 if noisy else "") +
+          ("; " if noisy and big else "") +
+          (f"throughput varied by more than 25 % between rounds for {', '.join(big)}" if big else "") +
+          ". The throughput and latency verdicts above may flip on a quiet machine; rerun with more, "
+          "shorter rounds (e.g. `ROUNDS=9 DURATION=5`) or when the machine is idle.")
+        w("")
+
+    # Anomalies
+    notes = []
+    for key, label in keys:
+        for i, p in enumerate(runs[key], 1):
+            if not p["ok"]:
+                notes.append(f"{label}, round {i}: " + (p.get("error") or
+                             "errors " + ", ".join(f"{k2} {v}" for k2, v in p["errors"].items())) +
+                             " — excluded from the median")
+    if os.path.exists(os.path.join(d, "events.log")):
+        notes += [l.strip() for l in open(os.path.join(d, "events.log")) if l.strip()]
+    w("## Notes")
+    w("")
+    if notes:
+        for n in notes:
+            w(f"- ⚠ {n}")
+    else:
+        w("- No wrk run had errors (socket errors or non-2xx/3xx responses); no proxy died.")
+    if os.path.exists(os.path.join(d, "notes.txt")):
+        notes_info = [l.strip() for l in open(os.path.join(d, "notes.txt")) if l.strip()]
+        for n in notes_info:
+            w(f"- {n}")
+    w("")
+    text = "\n".join(out)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("idle-conns")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--n", type=int, default=10000)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--timeout", type=float, default=20)
+    p.add_argument("--settle", type=float, default=1.0)
+    p = sub.add_parser("startup")
+    p.add_argument("--bin", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--internal-port", type=int, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--loops", type=int, default=2)
+    p.add_argument("--runs", type=int, default=5)
+    p = sub.add_parser("wrk")
+    p.add_argument("--out", required=True)
+    p.add_argument("--pids", required=True, help="space-separated root PIDs of the benchmark's servers")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p = sub.add_parser("report")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--out")
+    p = sub.add_parser("parse-wrk")
+    p.add_argument("file")
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if a.cmd == "idle-conns":
+        cmd_idle_conns(a)
+    elif a.cmd == "startup":
+        cmd_startup(a)
+    elif a.cmd == "wrk":
+        cmd_wrk(a)
+    elif a.cmd == "report":
+        cmd_report(a)
+    elif a.cmd == "parse-wrk":
+        print(json.dumps(parse_wrk(open(a.file, errors="replace").read())))
+
+
+if __name__ == "__main__":
+    main()
