@@ -1,0 +1,71 @@
+import ProxyCore
+
+/// Google: the native iOS/Android clients are *public* (no secret exists for them), so the
+/// code is redeemed with PKCE alone, and the identity comes from the id_token.
+///
+/// Exchange: `POST https://oauth2.googleapis.com/token` with exactly `grant_type`, `code`,
+/// `client_id`, `redirect_uri`, `code_verifier`. Verify: RS256 against Google's JWKS, `iss` ∈
+/// {`accounts.google.com`, `https://accounts.google.com`}, `aud` (and `azp` when present) =
+/// the native client id, `exp`/`iat` within the leeway, `nonce` when one is expected.
+public struct GoogleProvider: IdentityProvider {
+    public static let defaultTokenEndpoint = "https://oauth2.googleapis.com/token"
+    public static let defaultJWKS = "https://www.googleapis.com/oauth2/v3/certs"
+    /// Google documents both spellings.
+    public static let defaultIssuers: Set<String> = ["accounts.google.com", "https://accounts.google.com"]
+
+    public let settings: ProviderSettings
+    /// `endpoints.token`, else Google's.
+    public let tokenEndpoint: String
+    /// `endpoints.issuer` replaces the set when configured.
+    public let issuers: Set<String>
+    public let algorithms: Set<JWSAlgorithm>
+    public let jwks: JWKSSource
+    private let http: any HTTPFetching
+    private let options: ProviderOptions
+
+    public init(_ settings: ProviderSettings, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64,
+                options: ProviderOptions = ProviderOptions()) throws(ProviderConfigurationError) {
+        self.settings = settings
+        self.http = http
+        self.options = options
+        tokenEndpoint = settings.endpoints.token ?? Self.defaultTokenEndpoint
+        issuers = settings.endpoints.issuer.map { [$0] } ?? Self.defaultIssuers
+        algorithms = try ProviderSupport.algorithms(settings, default: [.rs256])
+        jwks = JWKSSource(url: settings.endpoints.jwks ?? Self.defaultJWKS, label: settings.name, http: http,
+                          clock: clock, policy: options.jwksPolicy, timeout: options.timeout)
+    }
+
+    public func redeem(_ request: ExchangeRequest, on loop: EventLoop,
+                       _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void) {
+        let done = LoopCompletion(loop, completion)
+        let context = "\(settings.name) token endpoint"
+        // Google refuses a native code without its verifier; asking would only burn the code.
+        guard let codeVerifier = request.codeVerifier, !codeVerifier.isEmpty else {
+            done.completeLater(.failure(ProviderSupport.invalidRequest("\(context): no code_verifier for a PKCE client")))
+            return
+        }
+        let fields = [
+            ("grant_type", "authorization_code"),
+            ("code", request.code),
+            ("client_id", request.client.clientID),
+            ("redirect_uri", request.client.redirectURI),
+            ("code_verifier", codeVerifier),
+        ]
+        let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: issuers, audience: request.client.clientID,
+                                   leeway: options.leeway)
+        let provider = settings.name
+        http.fetch(.form(url: tokenEndpoint, fields: fields, timeout: options.timeout), on: loop) { [jwks] result in
+            let tokens: TokenResponse
+            switch TokenResponseParsing.parse(result, context: context, hiding: [request.code, codeVerifier]) {
+            case .failure(let failure): return done.complete(.failure(failure), from: loop)
+            case .success(let t): tokens = t
+            }
+            guard let idToken = tokens.idToken else {
+                return done.complete(.failure(ProviderSupport.missingIDToken(context)), from: loop)
+            }
+            jwks.verify(idToken, with: verifier, expectedNonce: request.expectedNonce, on: loop) { verified in
+                done.complete(verified.map { ProviderSupport.identity($0, provider: provider, tokens: tokens) }, from: loop)
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import ProxyCore
+import Synchronization
+
+/// Any OpenID Connect provider, configured by its issuer (OIDC Discovery 1.0).
+///
+/// - Discovery: `endpoints.discovery`, else `<issuer>/.well-known/openid-configuration`. Fetched
+///   on first use and kept for the life of the process; the document's `issuer` must equal the
+///   configured issuer exactly (Discovery §4.3 — otherwise anyone who can serve that document
+///   could name themselves issuer). After a failure, logins fail fast for
+///   `ProviderOptions.discoveryRetryBackoff` seconds, then the next one tries again.
+///   `endpoints.token` / `endpoints.jwks` override the discovered values; with both set,
+///   discovery is skipped.
+/// - Exchange: public native clients send `code_verifier` (PKCE) and no secret; confidential
+///   ones authenticate with `client_secret_post` (id and secret in the body) or
+///   `client_secret_basic` (RFC 6749 §2.3.1: each form-urlencoded, joined by `:`, Base64).
+/// - Verify: against the discovered `jwks_uri`, `allowedAlgorithms` (default RS256, ES256),
+///   `iss` = the issuer, `aud` = the native client id.
+public struct OIDCProvider: IdentityProvider {
+    public let settings: ProviderSettings
+    public let issuer: String
+    public let discoveryURL: String
+    public let algorithms: Set<JWSAlgorithm>
+    private let discovery: Discovery
+    private let http: any HTTPFetching
+    private let options: ProviderOptions
+
+    public init(_ settings: ProviderSettings, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64,
+                options: ProviderOptions = ProviderOptions()) throws(ProviderConfigurationError) {
+        guard let issuer = settings.endpoints.issuer, !issuer.isEmpty else {
+            throw ProviderConfigurationError(provider: settings.name, "kind oidc needs endpoints.issuer")
+        }
+        self.settings = settings
+        self.issuer = issuer
+        self.http = http
+        self.options = options
+        discoveryURL = settings.endpoints.discovery
+            ?? ProviderSupport.trimmingTrailingSlashes(issuer) + "/.well-known/openid-configuration"
+        algorithms = try ProviderSupport.algorithms(settings, default: [.rs256, .es256])
+        discovery = Discovery(url: discoveryURL, issuer: issuer, tokenOverride: settings.endpoints.token,
+                              jwksOverride: settings.endpoints.jwks, label: settings.name, http: http,
+                              clock: clock, options: options)
+    }
+
+    /// The `Authorization` value for `client_secret_basic` (RFC 6749 §2.3.1): id and secret are
+    /// each `application/x-www-form-urlencoded` *before* they are joined with `:` and Base64
+    /// encoded, so a `:` in the id, or any non-ASCII, survives the trip.
+    public static func basicAuthorization(clientID: String, secret: Secret) -> String {
+        let pair = FormEncoding.escape(clientID) + ":" + FormEncoding.escape(secret.value)
+        return "Basic " + Base64.encode(Array(pair.utf8), .standard)
+    }
+
+    public func redeem(_ request: ExchangeRequest, on loop: EventLoop,
+                       _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void) {
+        let done = LoopCompletion(loop, completion)
+        let context = "\(settings.name) token endpoint"
+        let client = request.client
+        var fields = [("grant_type", "authorization_code"), ("code", request.code)]
+        var headers: [(name: String, value: String)] = []
+        var hidden = [request.code] + (request.codeVerifier.map { [$0] } ?? [])
+        if let secret = client.clientSecret {
+            hidden.append(secret.value)
+            switch client.clientAuth {
+            case .post:
+                fields += [("client_id", client.clientID), ("client_secret", secret.value)]
+            case .basic:
+                headers.append(("Authorization", Self.basicAuthorization(clientID: client.clientID, secret: secret)))
+            }
+        } else {
+            // RFC 8252 §8.1: a public native client must use PKCE; without the verifier the
+            // exchange is either refused or, worse, unprotected.
+            guard let verifier = request.codeVerifier, !verifier.isEmpty else {
+                done.completeLater(.failure(ProviderSupport.invalidRequest("\(context): no code_verifier for a public client")))
+                return
+            }
+            fields.append(("client_id", client.clientID))
+        }
+        fields.append(("redirect_uri", client.redirectURI))
+        if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier)) }
+
+        let algorithms = self.algorithms
+        let leeway = options.leeway
+        let timeout = options.timeout
+        let provider = settings.name
+        let http = self.http
+        discovery.metadata(on: loop) { result in
+            let metadata: Discovery.Metadata
+            switch result {
+            case .failure(let failure): return done.complete(.failure(failure), from: loop)
+            case .success(let m): metadata = m
+            }
+            let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: [metadata.issuer],
+                                       audience: client.clientID, leeway: leeway)
+            let form = OutboundRequest.form(url: metadata.tokenEndpoint, fields: fields, headers: headers, timeout: timeout)
+            http.fetch(form, on: loop) { result in
+                let tokens: TokenResponse
+                switch TokenResponseParsing.parse(result, context: context, hiding: hidden) {
+                case .failure(let failure): return done.complete(.failure(failure), from: loop)
+                case .success(let t): tokens = t
+                }
+                guard let idToken = tokens.idToken else {
+                    return done.complete(.failure(ProviderSupport.missingIDToken(context)), from: loop)
+                }
+                metadata.jwks.verify(idToken, with: verifier, expectedNonce: request.expectedNonce, on: loop) { verified in
+                    done.complete(verified.map { ProviderSupport.identity($0, provider: provider, tokens: tokens) },
+                                  from: loop)
+                }
+            }
+        }
+    }
+}
+
+extension OIDCProvider {
+    /// The discovery document's outcome, shared by all loops behind a `Mutex` for the same
+    /// reasons as `JWKSSource`: one fetch serves every loop, and concurrent first logins wait
+    /// for it rather than each fetching.
+    final class Discovery: Sendable {
+        struct Metadata: Sendable {
+            let issuer: String
+            let tokenEndpoint: String
+            let jwks: JWKSSource
+        }
+
+        private enum Phase {
+            case idle
+            case fetching([LoopCompletion<Result<Metadata, CallbackFailure>>])
+            case ready(Metadata)
+            case failed(CallbackFailure, retryAt: Int64)
+        }
+
+        private let url: String
+        private let issuer: String
+        private let tokenOverride: String?
+        private let jwksOverride: String?
+        private let label: String
+        private let http: any HTTPFetching
+        private let clock: @Sendable () -> Int64
+        private let options: ProviderOptions
+        private let phase: Mutex<Phase>
+
+        init(url: String, issuer: String, tokenOverride: String?, jwksOverride: String?, label: String,
+             http: any HTTPFetching, clock: @escaping @Sendable () -> Int64, options: ProviderOptions) {
+            self.url = url
+            self.issuer = issuer
+            self.tokenOverride = tokenOverride
+            self.jwksOverride = jwksOverride
+            self.label = label
+            self.http = http
+            self.clock = clock
+            self.options = options
+            if let tokenOverride, let jwksOverride {
+                phase = Mutex(.ready(Metadata(issuer: issuer, tokenEndpoint: tokenOverride,
+                                              jwks: JWKSSource(url: jwksOverride, label: label, http: http, clock: clock,
+                                                               policy: options.jwksPolicy, timeout: options.timeout))))
+            } else {
+                phase = Mutex(.idle)
+            }
+        }
+
+        /// The metadata, fetching the document when needed. `body` runs on `loop`.
+        func metadata(on loop: EventLoop, _ body: @escaping (Result<Metadata, CallbackFailure>) -> Void) {
+            enum Next { case use(Result<Metadata, CallbackFailure>), wait, fetch }
+            let waiter = LoopCompletion(loop, body)
+            let now = clock()
+            let next: Next = phase.withLock { phase in
+                switch phase {
+                case .ready(let metadata):
+                    return .use(.success(metadata))
+                case .fetching(var waiters):
+                    waiters.append(waiter)
+                    phase = .fetching(waiters)
+                    return .wait
+                case .failed(let failure, let retryAt) where now < retryAt:
+                    return .use(.failure(failure))
+                case .idle, .failed:
+                    phase = .fetching([waiter])
+                    return .fetch
+                }
+            }
+            switch next {
+            case .use(let result): waiter.completeLater(result)
+            case .wait: break
+            case .fetch: fetch(on: loop)
+            }
+        }
+
+        private func fetch(on loop: EventLoop) {
+            let request = OutboundRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
+                                          timeout: options.timeout, idempotent: true)
+            http.fetch(request, on: loop) { [self] result in
+                let outcome = metadata(from: result)
+                let now = clock()
+                let waiters = phase.withLock { phase -> [LoopCompletion<Result<Metadata, CallbackFailure>>] in
+                    guard case .fetching(let waiters) = phase else { return [] }
+                    switch outcome {
+                    case .success(let metadata): phase = .ready(metadata)
+                    case .failure(let failure): phase = .failed(failure, retryAt: now &+ options.discoveryRetryBackoff)
+                    }
+                    return waiters
+                }
+                for waiter in waiters { waiter.complete(outcome, from: loop) }
+            }
+        }
+
+        private func metadata(from result: Result<OutboundResponse, OutboundError>) -> Result<Metadata, CallbackFailure> {
+            let context = "\(label) discovery \(ProviderText.withoutQuery(url))"
+            let document: [String: JSONValue]
+            switch result {
+            case .failure(let error):
+                return .failure(TokenResponseParsing.transportFailure(error, context: context))
+            case .success(let response):
+                switch TokenResponseParsing.jsonObject(response, context: context) {
+                case .failure(let failure):
+                    return .failure(unavailable(failure.logDetail, retryable: true))
+                case .success(let object):
+                    document = object
+                }
+            }
+            guard let discovered = document["issuer"]?.stringValue else {
+                return .failure(unavailable("\(context): document has no issuer", retryable: false))
+            }
+            guard discovered == issuer else {
+                return .failure(unavailable("\(context): document issuer does not equal the configured issuer",
+                                            retryable: false))
+            }
+            guard let tokenEndpoint = tokenOverride ?? document["token_endpoint"]?.stringValue,
+                  Self.isAcceptableEndpoint(tokenEndpoint) else {
+                return .failure(unavailable("\(context): token_endpoint is missing or not https", retryable: false))
+            }
+            guard let jwksURI = jwksOverride ?? document["jwks_uri"]?.stringValue, Self.isAcceptableEndpoint(jwksURI) else {
+                return .failure(unavailable("\(context): jwks_uri is missing or not https", retryable: false))
+            }
+            let jwks = JWKSSource(url: jwksURI, label: label, http: http, clock: clock, policy: options.jwksPolicy,
+                                  timeout: options.timeout)
+            return .success(Metadata(issuer: discovered, tokenEndpoint: tokenEndpoint, jwks: jwks))
+        }
+
+        private func unavailable(_ detail: String, retryable: Bool) -> CallbackFailure {
+            CallbackFailure(.idp, code: "idp_unavailable", userMessage: ProviderText.unavailable,
+                            logDetail: detail, retryable: retryable)
+        }
+
+        /// Discovery §3 requires https for these; plain http is accepted only on loopback
+        /// (a test IdP on the same machine), where there is no network to attack.
+        static func isAcceptableEndpoint(_ url: String) -> Bool {
+            if url.hasPrefix("https://") { return url.utf8.count > "https://".utf8.count }
+            for loopback in ["http://127.0.0.1", "http://localhost", "http://[::1]"] where url.hasPrefix(loopback) {
+                let rest = url.dropFirst(loopback.count)
+                if rest.isEmpty || rest.hasPrefix(":") || rest.hasPrefix("/") { return true }
+            }
+            return false
+        }
+    }
+}

@@ -1,0 +1,104 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Builds the `IdentityProvider` for one configured provider. Called once per provider at
+/// start-up; the value it returns is shared by every event loop.
+public enum ProviderFactory {
+    /// Unix seconds from the system's real-time clock (id_token `exp`/`iat` are wall-clock).
+    public static let systemClock: @Sendable () -> Int64 = { Int64(time(nil)) }
+
+    /// - Throws: `ProviderConfigurationError` when the settings cannot make a working provider
+    ///   (missing `facebook`/`apple` block, unreadable Apple key, unknown algorithm, an `oidc`
+    ///   provider without an issuer).
+    public static func make(_ settings: ProviderSettings, http: any HTTPFetching,
+                            clock: @escaping @Sendable () -> Int64 = systemClock,
+                            options: ProviderOptions = ProviderOptions()) throws(ProviderConfigurationError) -> any IdentityProvider {
+        switch settings.kind {
+        case .google: return try GoogleProvider(settings, http: http, clock: clock, options: options)
+        case .facebook: return try FacebookProvider(settings, http: http, clock: clock, options: options)
+        case .apple: return try AppleProvider(settings, http: http, clock: clock, options: options)
+        case .oidc: return try OIDCProvider(settings, http: http, clock: clock, options: options)
+        }
+    }
+}
+
+/// What every provider takes from the global OAuth settings (`ProviderSettings` does not
+/// carry them).
+public struct ProviderOptions: Sendable {
+    /// Leeway for id_token `exp`/`iat`/`nbf`, seconds. Default 300 (`JWTVerifier.defaultLeeway`).
+    public var leeway: Int64 = JWTVerifier.defaultLeeway
+    /// Timeout of one outbound IdP call, nanoseconds. Default 10 s.
+    public var timeout: UInt64 = 10_000_000_000
+    /// JWKS caching and refetch rules. Default `JWKSCache.Policy()`.
+    public var jwksPolicy = JWKSCache.Policy()
+    /// After a failed OIDC discovery, how long logins fail fast before the next attempt,
+    /// seconds. Default 30.
+    public var discoveryRetryBackoff: Int64 = 30
+
+    public init() {}
+
+    /// Leeway and timeout from the OAuth settings; the rest default.
+    public init(_ settings: OAuthSettings) {
+        leeway = settings.clockLeewaySeconds
+        timeout = settings.idpTimeout
+    }
+}
+
+/// A provider's settings cannot make a working provider. `description` names the provider
+/// and the problem, never a secret.
+public struct ProviderConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let provider: String
+    public let problem: String
+
+    public init(provider: String, _ problem: String) {
+        self.provider = provider
+        self.problem = problem
+    }
+
+    public var description: String { "provider \(provider): \(problem)" }
+}
+
+/// Pieces every provider file shares.
+enum ProviderSupport {
+    /// The configured `allowedAlgorithms`, or `defaults` when none are configured.
+    static func algorithms(_ settings: ProviderSettings,
+                           default defaults: Set<JWSAlgorithm>) throws(ProviderConfigurationError) -> Set<JWSAlgorithm> {
+        guard !settings.allowedAlgorithms.isEmpty else { return defaults }
+        var set: Set<JWSAlgorithm> = []
+        for name in settings.allowedAlgorithms {
+            guard let alg = JWSAlgorithm(rawValue: name) else {
+                let known = JWSAlgorithm.allCases.map(\.rawValue).joined(separator: ", ")
+                throw ProviderConfigurationError(provider: settings.name,
+                                                 "allowed_algorithms: \(name) is not supported (supported: \(known))")
+            }
+            set.insert(alg)
+        }
+        return set
+    }
+
+    /// `url` without trailing slashes (for bases that paths are appended to).
+    static func trimmingTrailingSlashes(_ url: String) -> String {
+        var s = Substring(url)
+        while s.hasSuffix("/") { s = s.dropLast() }
+        return String(s)
+    }
+
+    /// The identity an id_token vouches for.
+    static func identity(_ claims: VerifiedClaims, provider: String, tokens: TokenResponse) -> VerifiedIdentity {
+        VerifiedIdentity(provider: provider, subject: claims.subject, email: claims.email,
+                         emailVerified: claims.emailVerified, name: claims.name, tokens: tokens)
+    }
+
+    /// A token response that must carry an id_token but does not.
+    static func missingIDToken(_ context: String) -> CallbackFailure {
+        CallbackFailure(.idp, code: "invalid_id_token", userMessage: ProviderText.notVerified,
+                        logDetail: "\(context): token response has no id_token")
+    }
+
+    /// The request cannot be sent as the provider requires (refused before any IdP call, so
+    /// the code is not burnt).
+    static func invalidRequest(_ detail: String) -> CallbackFailure {
+        CallbackFailure(.client, code: "invalid_request", userMessage: ProviderText.exchangeFailed, logDetail: detail)
+    }
+}
