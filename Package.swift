@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl"]),
         // The configuration file: reading, validation (every problem at once), secrets.
         .target(name: "ProxyConfiguration", dependencies: ["ProxyCore", "OAuthCallback", "CYAML"]),
-        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "ProxyConfiguration", "CProxyLinux"]),
+        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),

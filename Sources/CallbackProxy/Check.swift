@@ -1,3 +1,4 @@
+import OAuthCallback
 import ProxyConfiguration
 #if canImport(Glibc)
 import Glibc
@@ -18,6 +19,14 @@ enum Check {
         if config.upstream == nil {
             return .failure(ConfigProblems([ConfigProblem(path: "upstream", line: nil,
                 message: "is required (in the file, or --upstream http://127.0.0.1:3000)")]))
+        }
+        // Build the providers too (e.g. load Apple's key), so a file that passes check starts.
+        if !config.oauth.providers.isEmpty {
+            do {
+                _ = try OAuthWiring.providers(config, http: CurlClient(caFile: config.oauth.caFile))
+            } catch {
+                return .failure(error)
+            }
         }
         return .success(config)
     }

@@ -44,8 +44,15 @@ let log = Logger(level: config.logLevel, format: config.logFormat)
 guard let accessLog = AccessLog.open(config.accessLog, loops: loops) else {
     fail("access log: cannot open '\(config.accessLog)'")
 }
+let oauth: OAuthWiring
+do {
+    oauth = try OAuthWiring(config, log: log)
+} catch {
+    for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
+    exit(2)
+}
 var listeners = config.listen.map {
-    ListenerSpec(name: "public", address: $0, config: config.proxy, phases: PassThrough())
+    ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases)
 }
 if let internalAddress = config.internalListen {
     var internalConfig = config.proxy
@@ -69,6 +76,7 @@ log.info("ready", [
     "internal": config.internalListen?.description ?? "off",
     "upstream": config.upstream!.address.description,
     "loops": "\(loops)",
+    "providers": config.oauth.providers.keys.sorted().joined(separator: ","),
     "startup_ms": "\(readyMillis)",
 ])
 

@@ -107,7 +107,10 @@ public struct ConfigLoader {
                 m.problems.add(m.child("callback_path"), m.node("callback_path")?.line, "must be a path starting with a single /")
             }
         }
-        if let v = m.parsed("replay_window", "a duration of at least 1m", { Units.duration($0).flatMap { $0 >= 60_000_000_000 ? $0 : nil } }) {
+        // The store keeps entries for at most 30 days; a code is long dead after a few minutes.
+        if let v = m.parsed("replay_window", "a duration from 1m to 30 days", {
+            Units.duration($0).flatMap { $0 >= 60_000_000_000 && $0 <= 30 * 86_400_000_000_000 ? $0 : nil }
+        }) {
             o.replayWindowSeconds = Int64(v / 1_000_000_000)
         }
         if let v = m.parsed("clock_leeway", "a duration of at most 5m", { Units.duration($0).flatMap { $0 <= 300_000_000_000 ? $0 : nil } }) {

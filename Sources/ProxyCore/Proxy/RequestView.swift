@@ -46,6 +46,13 @@ public struct RequestView {
         return memcmp(connection.headBytes.baseAddress! + p.start, literal.utf8Start, p.count) == 0
     }
 
+    /// Compares the path (without query) with configured bytes, without allocating.
+    public func pathEquals(_ path: [UInt8]) -> Bool {
+        let p = pathRange
+        guard p.count == path.count else { return false }
+        return path.withUnsafeBytes { memcmp(connection.headBytes.baseAddress! + p.start, $0.baseAddress!, p.count) == 0 }
+    }
+
     public func pathHasPrefix(_ literal: StaticString) -> Bool {
         let p = pathRange
         guard p.count >= literal.utf8CodeUnitCount else { return false }

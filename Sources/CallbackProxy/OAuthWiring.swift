@@ -1,0 +1,48 @@
+import OAuthCallback
+import ProxyConfiguration
+import ProxyCore
+
+/// Builds the OAuth layer from the configuration: the outbound client, the store, one
+/// provider per configured entry, the pipeline, and the phases the public listener runs.
+struct OAuthWiring {
+    let phases: any HTTPPhases
+    let http: CurlClient?
+
+    /// With no providers configured, the proxy is a plain reverse proxy.
+    init(_ config: AppConfig, log: Logger) throws(ConfigProblems) {
+        guard !config.oauth.providers.isEmpty else {
+            phases = PassThrough()
+            http = nil
+            return
+        }
+        let http = CurlClient(caFile: config.oauth.caFile)
+        let providers = try Self.providers(config, http: http)
+        let store: any Store
+        switch config.store {
+        case .memory:
+            store = MemoryStore()
+        case .redis:
+            throw ConfigProblems([ConfigProblem(path: "store", line: nil,
+                                                message: "the Redis store is not available in this version; use store: memory")])
+        }
+        let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
+        phases = OAuthPhases(pipeline: pipeline, log: log)
+        self.http = http
+    }
+
+    /// One provider per configured entry; every problem is reported, not just the first.
+    static func providers(_ config: AppConfig, http: any HTTPFetching) throws(ConfigProblems) -> [String: any IdentityProvider] {
+        var out: [String: any IdentityProvider] = [:]
+        var problems: [ConfigProblem] = []
+        let options = ProviderOptions(config.oauth)
+        for (name, settings) in config.oauth.providers.sorted(by: { $0.key < $1.key }) {
+            do {
+                out[name] = try ProviderFactory.make(settings, http: http, options: options)
+            } catch {
+                problems.append(ConfigProblem(path: "providers.\(name)", line: nil, message: error.problem))
+            }
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems) }
+        return out
+    }
+}
