@@ -26,6 +26,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Monotonic nanoseconds, refreshed once per loop iteration.
     private(set) var now: UInt64 = EventLoop.monotonicNow()
     private var nextSweep: UInt64 = 0
+    /// Standard-size buffers shared by this loop's connections.
+    let buffers = BufferPool()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
     /// Per-loop state other modules attach (upstream pools, caches), keyed by a type.

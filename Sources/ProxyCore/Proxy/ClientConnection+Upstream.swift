@@ -39,7 +39,7 @@ extension ClientConnection {
         let buffer = headBytes
         let bytes = buffer.baseAddress!
         let trusted = listener.isTrusted(peer)
-        var out = upstreamHead
+        var out = upstreamHead.base == nil ? loop.buffers.take() : upstreamHead
         out.clear()
         out.append(bytes + head.methodRange.start, count: head.methodRange.count)
         out.append(byte: 0x20)

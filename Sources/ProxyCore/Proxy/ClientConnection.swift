@@ -148,7 +148,8 @@ final class ClientConnection: Channel {
         default:
             break
         }
-        input.reserveWritable(16 * 1024)
+        if input.base == nil { input = loop.buffers.take() }
+        input.reserveWritable(8 * 1024)
         let result: IOResult
         do {
             result = try Socket.read(fd, into: input.writePointer, count: input.writable)
@@ -236,6 +237,8 @@ final class ClientConnection: Channel {
     private func beginRequest(headLength: Int) {
         inRequest = true
         self.headLength = headLength
+        if headStore.base == nil { headStore = loop.buffers.take() }
+        if output.base == nil { output = loop.buffers.take() }
         headStore.clear()
         headStore.append(input.base! + input.reader, count: headLength)
         requestStart = loop.now
@@ -326,10 +329,10 @@ final class ClientConnection: Channel {
         flush()
         if state == .readingHead && input.isEmpty && output.isEmpty {
             // Idle keep-alive connections hold no buffers: the memory goes back until the next request.
-            input.free()
-            output.free()
-            headStore.free()
-            upstreamHead.free()
+            loop.buffers.recycle(&input)
+            loop.buffers.recycle(&output)
+            loop.buffers.recycle(&headStore)
+            loop.buffers.recycle(&upstreamHead)
         }
     }
 
@@ -407,6 +410,10 @@ final class ClientConnection: Channel {
         state = .closed
         deadline = 0
         loop.close(self)
+        loop.buffers.recycle(&input)
+        loop.buffers.recycle(&output)
+        loop.buffers.recycle(&headStore)
+        loop.buffers.recycle(&upstreamHead)
         listener.connectionClosed(loop)
     }
 

@@ -17,7 +17,24 @@ public struct ByteBuffer {
 
     public init() {}
 
-    public init(capacity: Int) { reserveWritable(capacity) }
+    public init(capacity: Int) {
+        base = malloc(capacity)!
+        self.capacity = capacity
+    }
+
+    /// Takes ownership of `pointer` (from `BufferPool`).
+    init(adopting pointer: UnsafeMutableRawPointer, capacity: Int) {
+        base = pointer
+        self.capacity = capacity
+    }
+
+    /// Drops the memory without freeing it (its new owner is a `BufferPool`).
+    mutating func forget() {
+        base = nil
+        capacity = 0
+        reader = 0
+        writer = 0
+    }
 
     @inline(__always) public var readable: Int { writer - reader }
     @inline(__always) public var isEmpty: Bool { writer == reader }
@@ -34,9 +51,14 @@ public struct ByteBuffer {
     /// Makes room for at least `count` more bytes: first by moving the readable bytes down
     /// (from `keepFrom`, which lets a caller pin bytes before `reader`), then by growing.
     /// Returns how far the retained bytes moved down, so pinned offsets can be adjusted.
-    @discardableResult
+    @inline(__always) @discardableResult
     public mutating func reserveWritable(_ count: Int, keepFrom: Int? = nil) -> Int {
         if capacity - writer >= count { return 0 }
+        return makeRoom(count, keepFrom: keepFrom)
+    }
+
+    @inline(never)
+    private mutating func makeRoom(_ count: Int, keepFrom: Int?) -> Int {
         let start = min(keepFrom ?? reader, reader)
         let live = writer - start
         if start > 0 && capacity - live >= count {
