@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The demo behind `scripts/run`: everything real, on loopback.
+
+  demo site (the unchanged website)        http://127.0.0.1:3000
+  strict test IdP (OpenID provider, HTTPS) https://127.0.0.1:<port>   (throwaway CA)
+  callback-proxy in front of the site      http://127.0.0.1:8080       (internal: 8081)
+
+It then plays the wrapper app once: signs in at the IdP with the *native* iOS client and PKCE,
+hands the unconsumed code to the proxy at /_oauth_callback, and shows what the proxy answered —
+then replays the same callback to show it refused. Ctrl-C stops everything.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "idp"))
+from idp_harness import IdP, make_test_pki  # noqa: E402
+
+BIN = os.environ.get("CALLBACK_PROXY_BIN", str(ROOT / ".build" / "release" / "callback-proxy"))
+IOS_CLIENT = "123-ios.apps.googleusercontent.com"
+
+
+def wait_http(url, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"demo: {url} did not come up")
+
+
+def callback(grant):
+    query = urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": grant.client_id,
+        "redirect_uri": grant.redirect_uri, "code": grant.code, "state": grant.state,
+        "code_verifier": grant.code_verifier})
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:8080/_oauth_callback?{query}", timeout=15) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def text_of(html):
+    start = html.find("<p>")
+    return html[start + 3:html.find("</p>", start)] if start >= 0 else html[:200]
+
+
+def main():
+    # SIGTERM (e.g. `timeout`) ends the demo like Ctrl-C, so the children are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    tmp = Path(tempfile.mkdtemp(prefix="callback-proxy-demo-"))
+    procs = []
+    idp = IdP.start(make_test_pki(str(tmp)), log_dir=tmp)
+    try:
+        procs.append(subprocess.Popen([sys.executable, str(ROOT / "demo" / "site.py"), "3000"]))
+        config = tmp / "demo.yaml"
+        config.write_text(f"""\
+listen: 127.0.0.1:8080
+internal_listen: 127.0.0.1:8081
+upstream: http://127.0.0.1:3000
+oauth: {{ ca_file: {idp.ca_cert} }}
+providers:
+  google:
+    kind: google
+    handoff: session
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native:
+      ios: {{ client_id: {IOS_CLIENT} }}
+""")
+        proxy = subprocess.Popen([BIN, "--config", str(config)])
+        procs.append(proxy)
+        wait_http("http://127.0.0.1:8081/healthz")
+        wait_http("http://127.0.0.1:3000/")
+
+        print("\n== the wrapper app signs in at the IdP with its native client and PKCE")
+        grant = idp.get_code(IOS_CLIENT, username="alice@example.test")
+        print("   got an unconsumed code; loading /_oauth_callback into the WebView")
+        status, page = callback(grant)
+        print(f"   proxy answered {status}: {text_of(page)}")
+        status, page = callback(grant)
+        print(f"== the same callback again → {status}: {text_of(page)}")
+        print(f"""
+Running (Ctrl-C to stop). Try:
+  curl -i http://127.0.0.1:8080/headers      # proxied to the site, with X-Forwarded-*
+  curl -i http://127.0.0.1:8081/healthz      # the internal listener
+  curl -i 'http://127.0.0.1:8080/_oauth_callback?provider=google&platform=ios'   # refused: 400
+Configuration used: {config}
+""")
+        proxy.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        idp.stop()
+
+
+if __name__ == "__main__":
+    main()
