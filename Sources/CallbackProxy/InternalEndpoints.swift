@@ -1,8 +1,12 @@
+import OAuthCallback
 import ProxyCore
 
 /// The internal listener's routes. It never proxies: anything unknown is a 404.
 struct InternalEndpoints: HTTPPhases {
+    let relay: RelayTokenEndpoint?
+
     func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
+        if let relay, let decision = relay.decision(request) { return decision }
         if request.pathEquals("/healthz") {
             return .respond(Response(status: 200, text: "ok\n", headers: [("Cache-Control", "no-store")]))
         }

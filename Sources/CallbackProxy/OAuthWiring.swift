@@ -6,12 +6,15 @@ import ProxyCore
 /// provider per configured entry, the pipeline, and the phases the public listener runs.
 struct OAuthWiring {
     let phases: any HTTPPhases
+    /// Served on the internal listener: the relay token endpoint (relay mode).
+    let relayEndpoint: RelayTokenEndpoint?
     let http: CurlClient?
 
     /// With no providers configured, the proxy is a plain reverse proxy.
     init(_ config: AppConfig, log: Logger) throws(ConfigProblems) {
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
+            relayEndpoint = nil
             http = nil
             return
         }
@@ -26,7 +29,10 @@ struct OAuthWiring {
                                                 message: "the Redis store is not available in this version; use store: memory")])
         }
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
-        phases = OAuthPhases(pipeline: pipeline, log: log)
+        let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
+        phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, log: log)
+        relayEndpoint = RelayTokenEndpoint(settings: config.oauth, relayCodes: relayCodes, providers: providers,
+                                           http: http, log: log)
         self.http = http
     }
 

@@ -58,7 +58,7 @@ if let internalAddress = config.internalListen {
     var internalConfig = config.proxy
     internalConfig.upstream = nil
     listeners.append(ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
-                                  phases: InternalEndpoints(), accessLogged: false))
+                                  phases: InternalEndpoints(relay: oauth.relayEndpoint), accessLogged: false))
 }
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.

@@ -14,6 +14,7 @@ import OAuthCallback
 ///       android: { client_id: 123-and.apps.googleusercontent.com, redirect_uri: "com.example.app:/oauth2redirect" }
 ///     endpoints: { token: …, jwks: …, issuer: …, discovery: …, authorization: …, userinfo: …, graph: … }
 ///     algorithms: [RS256]
+///     relay: { omit_id_token: false, omit_refresh_token: false }   # what the app gets at the relay endpoint
 ///     app_id: "1234"  +  app_secret_env | app_secret_file           # facebook
 ///     team_id: …  key_id: …  +  private_key_file | private_key_env  # apple
 /// ```
@@ -81,6 +82,11 @@ extension ConfigLoader {
                 }
             }
             e.finish()
+        }
+        if let relay = p.mapping("relay") {
+            if let v = relay.bool("omit_id_token") { s.relayOmitIDToken = v }
+            if let v = relay.bool("omit_refresh_token") { s.relayOmitRefreshToken = v }
+            relay.finish()
         }
         if let algs = p.strings("algorithms") {
             for a in algs where a != "RS256" && a != "ES256" {

@@ -120,6 +120,16 @@ public struct ConfigLoader {
             if readFile(f) == nil { m.problems.add(m.child("ca_file"), m.node("ca_file")?.line, "cannot read '\(f)'") } else { o.caFile = f }
         }
         if let v = m.parsed("idp_timeout", "a duration like 10s", Units.duration) { o.idpTimeout = v }
+        if let p = m.string("relay_token_path") {
+            if p.hasPrefix("/") && !p.hasPrefix("//") && !p.contains("?") { o.relayTokenPath = p } else {
+                m.problems.add(m.child("relay_token_path"), m.node("relay_token_path")?.line, "must be a path starting with a single /")
+            }
+        }
+        if let v = m.parsed("relay_code_ttl", "a duration from 1s to 60s", {
+            Units.duration($0).flatMap { $0 >= 1_000_000_000 && $0 <= 60_000_000_000 ? $0 : nil }
+        }) {
+            o.relayCodeTTLSeconds = Int64(v / 1_000_000_000)
+        }
         m.finish()
     }
 

@@ -72,3 +72,10 @@ public protocol IdentityProvider: Sendable {
     func redeem(_ request: ExchangeRequest, on loop: EventLoop,
                 _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void)
 }
+
+/// Where a provider's real token endpoint is: the relay token endpoint forwards ordinary
+/// (web) codes there verbatim, so the app's own web sign-in keeps working with one setting.
+public protocol TokenEndpointProviding: Sendable {
+    /// `completion` runs on `loop`.
+    func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void)
+}

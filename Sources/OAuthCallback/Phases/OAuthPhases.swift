@@ -2,14 +2,16 @@ import ProxyCore
 
 /// The OAuth layer as the engine sees it: one conformance of the phases API. Everything but
 /// the callback path passes through untouched; the callback is answered by the pipeline,
-/// asynchronously, without blocking the loop.
+/// asynchronously, without blocking the loop, and then handed off to the app.
 public struct OAuthPhases: HTTPPhases {
     private let pipeline: CallbackPipeline
+    private let relayCodes: RelayCodes
     private let callbackPath: [UInt8]
     private let log: Logger
 
-    public init(pipeline: CallbackPipeline, log: Logger) {
+    public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, log: Logger) {
         self.pipeline = pipeline
+        self.relayCodes = relayCodes
         self.callbackPath = Array(pipeline.settings.callbackPath.utf8)
         self.log = log
     }
@@ -24,25 +26,104 @@ public struct OAuthPhases: HTTPPhases {
         // Copied now: the view is only valid during this call.
         let query = request.query ?? ""
         let loop = request.eventLoop
+        let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, log: log, loop: loop,
+                              started: loop.nowNanoseconds)
         let pipeline = self.pipeline
-        let log = self.log
-        let started = loop.nowNanoseconds
         return .deferred { sink in
-            pipeline.handle(query: query, on: loop) { outcome in
-                let millis = String(Double((loop.nowNanoseconds - started) / 1000) / 1000)
-                switch outcome {
-                case .verified(let identity, let parameters):
-                    log.info("callback verified", ["provider": parameters.provider, "platform": parameters.platform,
-                                                   "duration_ms": millis])
-                    sink.respond(CallbackPage.verified(identity))
-                case .failed(let failure, let parameters):
-                    let level: Logger.Level = failure.source == .client ? .info : .warn
-                    log.log(level, "callback failed", ["provider": parameters?.provider ?? "", "platform": parameters?.platform ?? "",
-                                                       "source": failure.source.rawValue, "reason": failure.code,
-                                                       "detail": failure.logDetail, "duration_ms": millis])
-                    sink.respond(CallbackPage.error(status: failure.status, message: failure.userMessage))
+            pipeline.handle(query: query, on: loop) { outcome in handoff.complete(outcome, sink) }
+        }
+    }
+
+    /// Whatever answers the callback URL (our page or the app's relayed response) is not cached
+    /// and sends no Referer onwards: the URL that led here carried a code.
+    public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {
+        guard request.pathEquals(callbackPath) else { return }
+        edits.remove += ["Cache-Control", "Pragma", "Referrer-Policy"]
+        edits.add += [("Cache-Control", "no-store"), ("Pragma", "no-cache"), ("Referrer-Policy", "no-referrer")]
+    }
+}
+
+/// Turns a pipeline outcome into the answer for the WebView, per the provider's hand-off mode.
+struct Handoff: Sendable {
+    let settings: OAuthSettings
+    let relayCodes: RelayCodes
+    let log: Logger
+    let loop: EventLoop
+    let started: UInt64
+
+    func complete(_ outcome: CallbackOutcome, _ sink: ResponseSink) {
+        switch outcome {
+        case .verified(let identity, let parameters):
+            guard let provider = settings.providers[parameters.provider] else {
+                return fail(CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
+                                            logDetail: "verified provider is not configured"), parameters, sink)
+            }
+            switch provider.handoff {
+            case .relay:
+                guard let appCallback = provider.appCallback else { return sink.respond(CallbackPage.verified(identity)) }
+                relayCodes.mint(identity, provider: provider, on: loop) { result in
+                    switch result {
+                    case .success(let code):
+                        logVerified(parameters, mode: "relay")
+                        watchRedemption(code, provider: provider.name)
+                        sink.proceed(UpstreamRewrite(target: HandoffTarget.relay(appCallback, code: code, state: parameters.state)))
+                    case .failure(let failure):
+                        fail(failure, parameters, sink)
+                    }
+                }
+            case .params:
+                guard let appCallback = provider.appCallback else { return sink.respond(CallbackPage.verified(identity)) }
+                logVerified(parameters, mode: "params")
+                sink.proceed(UpstreamRewrite(target: HandoffTarget.params(appCallback, tokens: identity.tokens, state: parameters.state)))
+            case .session:
+                logVerified(parameters, mode: "session")
+                sink.respond(CallbackPage.verified(identity))
+            }
+        case .failed(let failure, let parameters):
+            fail(failure, parameters, sink)
+        }
+    }
+
+    /// A failed sign-in lands in the app's own failure path (relay/params: `error=<code>&state=`
+    /// to its callback) when the wrapper reported an error or the IdP refused; a request that
+    /// broke the contract (bad parameters, foreign client, replay) or an outage of ours gets
+    /// the proxy's own page — forwarding those would let anyone drive the app's callback.
+    private func fail(_ failure: CallbackFailure, _ parameters: CallbackParameters?, _ sink: ResponseSink) {
+        let level: Logger.Level = failure.source == .client ? .info : .warn
+        log.log(level, "callback failed", ["provider": parameters?.provider ?? "", "platform": parameters?.platform ?? "",
+                                           "source": failure.source.rawValue, "reason": failure.code,
+                                           "detail": failure.logDetail, "duration_ms": elapsed()])
+        if let parameters, parameters.providerError != nil || failure.source == .idp,
+           let provider = settings.providers[parameters.provider], provider.handoff != .session,
+           let appCallback = provider.appCallback {
+            sink.proceed(UpstreamRewrite(target: HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)))
+            return
+        }
+        sink.respond(CallbackPage.error(status: failure.status, message: failure.userMessage))
+    }
+
+    private func logVerified(_ parameters: CallbackParameters, mode: String) {
+        log.info("callback verified", ["provider": parameters.provider, "platform": parameters.platform,
+                                       "handoff": mode, "duration_ms": elapsed()])
+    }
+
+    /// A relay code still unredeemed near its expiry almost always means the app's token URL
+    /// does not point at the relay endpoint: say so where the operator will look.
+    private func watchRedemption(_ code: String, provider: String) {
+        let ttl = UInt64(max(1, settings.relayCodeTTLSeconds - 1)) * 1_000_000_000
+        let relayCodes = self.relayCodes
+        let log = self.log
+        loop.scheduleTimer(after: ttl) {
+            relayCodes.isPending(code, on: loop) { pending in
+                if pending {
+                    log.warn("relay code was never redeemed: is the app's token URL pointed at the proxy's relay endpoint?",
+                             ["provider": provider])
                 }
             }
         }
+    }
+
+    private func elapsed() -> String {
+        String(Double((loop.nowNanoseconds - started) / 1000) / 1000)
     }
 }

@@ -150,3 +150,9 @@ private final class ClientSecretCache: Sendable {
         }
     }
 }
+
+extension AppleProvider: TokenEndpointProviding {
+    public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
+        completion(.success(tokenEndpoint))
+    }
+}

@@ -196,3 +196,9 @@ public struct FacebookProvider: IdentityProvider {
         }
     }
 }
+
+extension FacebookProvider: TokenEndpointProviding {
+    public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
+        completion(.success(graph + "/oauth/access_token"))
+    }
+}

@@ -69,3 +69,9 @@ public struct GoogleProvider: IdentityProvider {
         }
     }
 }
+
+extension GoogleProvider: TokenEndpointProviding {
+    public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
+        completion(.success(tokenEndpoint))
+    }
+}

@@ -75,6 +75,9 @@ public final class JWKSSource: Sendable {
         }
     }
 
+    /// Callers waiting for the fetch in flight (tests use it to line up concurrent callers).
+    var waitingCount: Int { state.withLock { $0.waiters?.count ?? 0 } }
+
     // MARK: Steps
 
     private struct Attempt: Sendable {

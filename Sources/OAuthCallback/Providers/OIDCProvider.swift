@@ -20,7 +20,7 @@ public struct OIDCProvider: IdentityProvider {
     public let issuer: String
     public let discoveryURL: String
     public let algorithms: Set<JWSAlgorithm>
-    private let discovery: Discovery
+    let discovery: Discovery
     private let http: any HTTPFetching
     private let options: ProviderOptions
 
@@ -156,6 +156,14 @@ extension OIDCProvider {
             }
         }
 
+        /// Callers waiting for the fetch in flight (tests use it to line up concurrent callers).
+        var waitingCount: Int {
+            phase.withLock { phase in
+                if case .fetching(let waiters) = phase { return waiters.count }
+                return 0
+            }
+        }
+
         /// The metadata, fetching the document when needed. `body` runs on `loop`.
         func metadata(on loop: EventLoop, _ body: @escaping (Result<Metadata, CallbackFailure>) -> Void) {
             enum Next { case use(Result<Metadata, CallbackFailure>), wait, fetch }
@@ -249,5 +257,11 @@ extension OIDCProvider {
             }
             return false
         }
+    }
+}
+
+extension OIDCProvider: TokenEndpointProviding {
+    public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
+        discovery.metadata(on: loop) { completion($0.map(\.tokenEndpoint)) }
     }
 }

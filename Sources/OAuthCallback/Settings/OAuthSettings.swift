@@ -13,6 +13,10 @@ public struct OAuthSettings: Sendable {
     public var caFile: String? = nil
     /// Timeout of one outbound IdP call (nanoseconds). Default 10 s.
     public var idpTimeout: UInt64 = 10_000_000_000
+    /// The relay token endpoint's path on the internal listener. Default `/_oauth/token`.
+    public var relayTokenPath = "/_oauth/token"
+    /// How long a relay code may wait to be redeemed (seconds). Default 60, at most 60.
+    public var relayCodeTTLSeconds: Int64 = 60
 
     public init() {}
 }
@@ -40,6 +44,10 @@ public struct ProviderSettings: Sendable {
     public var endpoints = ProviderEndpoints()
     /// id_token algorithms accepted for this provider. Defaults per kind (Google: RS256).
     public var allowedAlgorithms: [String] = []
+    /// Relay mode: leave these out of the token response the app redeems (an app that checks
+    /// the id_token's `aud` against its web client would refuse the native one).
+    public var relayOmitIDToken = false
+    public var relayOmitRefreshToken = false
     public var facebook: FacebookSettings? = nil
     public var apple: AppleSettings? = nil
 

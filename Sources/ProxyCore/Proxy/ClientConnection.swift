@@ -15,6 +15,8 @@ final class ClientConnection: Channel {
         case readingHead
         /// A phase is working on a deferred decision.
         case deferred
+        /// Reading a request body for a phase (`.collectBody`).
+        case collectingBody
         /// The request is being proxied.
         case proxying
         /// Writing a response the proxy produced itself.
@@ -63,6 +65,10 @@ final class ClientConnection: Channel {
     var retried = false
     var response = ResponseState()
     var deferredToken: UInt64 = 0
+    /// `.collectBody`: the body read so far, its limit and who gets it.
+    var collected = ByteBuffer()
+    var collectLimit = 0
+    var collectHandler: (@Sendable ([UInt8], ResponseSink) -> Void)?
 
     // Access-log bookkeeping for the current request.
     var requestStart: UInt64 = 0
@@ -90,6 +96,7 @@ final class ClientConnection: Channel {
         output.free()
         upstreamHead.free()
         headStore.free()
+        collected.free()
     }
 
     var config: ProxyConfig { listener.config }
@@ -170,6 +177,9 @@ final class ClientConnection: Channel {
         case .proxying where !requestBodyDone:
             setDeadline(.body, config.timeouts.clientBody)
             pumpRequestBody()
+        case .collectingBody:
+            setDeadline(.body, config.timeouts.clientBody)
+            pumpCollectedBody()
         case .tunnel:
             pumpTunnelFromClient()
         default:
@@ -284,18 +294,61 @@ final class ClientConnection: Channel {
         case .respond(let r):
             respondLocal(r)
         case .deferred(let start):
-            state = .deferred
-            deferredToken &+= 1
-            let token = deferredToken
-            want(read: wantsInput, write: !output.isEmpty)
-            // The sink may outlive this connection; it reaches us only through the loop and
-            // only if the connection is still waiting for that very decision.
-            let box = WeakConnection(self)
-            let sink = ResponseSink(loop: loop) { outcome in
-                box.deliver(token: token, outcome)
+            startDeferred { start($0) }
+        case .collectBody(let limit, let handler):
+            if case .contentLength(let n) = head.framing, n > UInt64(limit) {
+                respondError(413, "request body larger than \(limit) bytes")
+                return
             }
-            start(sink)
+            state = .collectingBody
+            collectLimit = limit
+            collectHandler = handler
+            collected.clear()
+            setDeadline(.body, config.timeouts.clientBody)
+            pumpCollectedBody()
         }
+    }
+
+    private func startDeferred(_ start: (ResponseSink) -> Void) {
+        state = .deferred
+        deferredToken &+= 1
+        let token = deferredToken
+        want(read: wantsInput, write: !output.isEmpty)
+        // The sink may outlive this connection; it reaches us only through the loop and
+        // only if the connection is still waiting for that very decision.
+        let box = WeakConnection(self)
+        let sink = ResponseSink(loop: loop) { outcome in
+            box.deliver(token: token, outcome)
+        }
+        start(sink)
+    }
+
+    /// Moves body bytes into `collected`; once the body is complete, hands it to the phase.
+    func pumpCollectedBody() {
+        if !requestBodyDone {
+            let step = requestBody.transfer(from: &input, to: &collected, chunkedOut: false)
+            if collected.readable > collectLimit {
+                respondError(413, "request body larger than \(collectLimit) bytes")
+                return
+            }
+            switch step {
+            case .more:
+                want(read: true, write: !output.isEmpty)
+                return
+            case .done:
+                requestBodyDone = true
+            case .error(let e):
+                requestBodyDone = true
+                respondError(e.status, e.reason)
+                return
+            }
+        }
+        setDeadline(.none, 0)
+        let body = Array(collected.readableBytes)
+        collected.free()
+        let handler = collectHandler
+        collectHandler = nil
+        startDeferred { sink in handler?(body, sink) }
     }
 
     func deferredOutcome(token: UInt64, _ outcome: DeferredOutcome) {
@@ -371,7 +424,7 @@ final class ClientConnection: Channel {
     /// and pipelined requests are buffered up to `pipelineLimit`.
     var wantsInput: Bool {
         switch state {
-        case .readingHead, .lingering: return true
+        case .readingHead, .lingering, .collectingBody: return true
         case .proxying:
             if requestBodyDone { return input.readable < ClientConnection.pipelineLimit }
             return (upstream?.output.readable ?? 0) < ClientConnection.highWater

@@ -29,6 +29,10 @@ public enum RequestDecision: Sendable {
     /// Answer later: the engine calls the closure once with a sink; the filter keeps the sink,
     /// does its slow work anywhere, and completes it exactly once from any thread.
     case deferred(@Sendable (ResponseSink) -> Void)
+    /// Read the whole request body first (at most `limit` bytes, else 413), then continue as
+    /// `.deferred` with the body. For small local endpoints (a token endpoint's form POST),
+    /// never for proxied traffic.
+    case collectBody(limit: Int, @Sendable ([UInt8], ResponseSink) -> Void)
 }
 
 /// A complete response produced by a phase (not the proxied path: small bodies only).

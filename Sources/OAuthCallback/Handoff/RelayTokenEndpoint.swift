@@ -1,0 +1,156 @@
+import ProxyCore
+
+/// The relay token endpoint, on the internal listener (`/_oauth/token` by default). The app's
+/// OAuth client is pointed here by configuration only (OmniAuth `token_url`, allauth
+/// `ACCESS_TOKEN_URL`, Spring `token-uri`).
+///
+/// - A relay code (`cpr1.…`) is answered once, from the store, to the app that authenticates
+///   with its configured client credentials (`client_secret_post` or `client_secret_basic`).
+/// - Any other code is forwarded verbatim to the provider's real token endpoint and the answer
+///   returned verbatim, so the app's ordinary web sign-in keeps working with the same setting.
+public struct RelayTokenEndpoint: Sendable {
+    private let path: [UInt8]
+    private let settings: OAuthSettings
+    private let relayCodes: RelayCodes
+    private let providers: [String: any IdentityProvider]
+    private let http: any HTTPFetching
+    private let log: Logger
+
+    public init(settings: OAuthSettings, relayCodes: RelayCodes, providers: [String: any IdentityProvider],
+                http: any HTTPFetching, log: Logger) {
+        path = Array(settings.relayTokenPath.utf8)
+        self.settings = settings
+        self.relayCodes = relayCodes
+        self.providers = providers
+        self.http = http
+        self.log = log
+    }
+
+    /// The decision for `request`, or nil when it is not for this endpoint.
+    public func decision(_ request: borrowing RequestView) -> RequestDecision? {
+        guard request.pathEquals(path) else { return nil }
+        guard request.method == .post else {
+            return .respond(Self.error(405, "invalid_request", extra: [("Allow", "POST")]))
+        }
+        let contentType = request.header("Content-Type") ?? ""
+        guard contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") else {
+            return .respond(Self.error(400, "invalid_request"))
+        }
+        let authorization = request.header("Authorization")
+        let loop = request.eventLoop
+        let endpoint = self
+        return .collectBody(limit: 8 * 1024) { body, sink in
+            endpoint.handle(body: body, contentType: contentType, authorization: authorization, on: loop, sink)
+        }
+    }
+
+    private func handle(body: [UInt8], contentType: String, authorization: String?, on loop: EventLoop, _ sink: ResponseSink) {
+        guard case .success(let list) = QueryDecoding.decode(body) else {
+            return sink.respond(Self.error(400, "invalid_request"))
+        }
+        var form: [String: String] = [:]
+        for f in list {
+            // A repeated parameter is refused (RFC 6749 §3.2): which one would count is ambiguous.
+            guard form[f.name] == nil else { return sink.respond(Self.error(400, "invalid_request")) }
+            form[f.name] = f.value
+        }
+        let credentials = Self.clientCredentials(form: form, authorization: authorization)
+        guard let clientID = credentials.id,
+              let provider = settings.providers.values.first(where: { $0.appClient?.clientID == clientID }) else {
+            log.info("relay token request refused", ["reason": "unknown client"])
+            return sink.respond(Self.error(401, "invalid_client", extra: [("WWW-Authenticate", "Basic")]))
+        }
+        guard let code = form["code"], RelayCodes.isRelayCode(code) else {
+            return passThrough(provider: provider, body: body, contentType: contentType, authorization: authorization, on: loop, sink)
+        }
+        guard let expected = provider.appClient?.clientSecret, let given = credentials.secret,
+              ConstantTime.equals(given, expected.value) else {
+            log.info("relay token request refused", ["provider": provider.name, "reason": "bad client credentials"])
+            return sink.respond(Self.error(401, "invalid_client", extra: [("WWW-Authenticate", "Basic")]))
+        }
+        guard form["grant_type"] == "authorization_code" else {
+            return sink.respond(Self.error(400, "unsupported_grant_type"))
+        }
+        relayCodes.redeem(code, on: loop) { result in
+            switch result {
+            case .success(let record?) where record.provider == provider.name:
+                log.info("relay code redeemed", ["provider": provider.name])
+                sink.respond(Response(status: 200, headers: Self.jsonHeaders, body: record.body))
+            case .success:
+                log.info("relay token request refused", ["provider": provider.name, "reason": "unknown, used or expired relay code"])
+                sink.respond(Self.error(400, "invalid_grant"))
+            case .failure(let e):
+                log.warn("relay token request failed", ["provider": provider.name, "reason": "store unavailable", "detail": "\(e)"])
+                sink.respond(Self.error(503, "temporarily_unavailable"))
+            }
+        }
+    }
+
+    /// Forwards an ordinary code's token request to the provider, byte for byte, and its answer back.
+    private func passThrough(provider: ProviderSettings, body: [UInt8], contentType: String, authorization: String?,
+                             on loop: EventLoop, _ sink: ResponseSink) {
+        guard let resolver = providers[provider.name] as? any TokenEndpointProviding else {
+            return sink.respond(Self.error(500, "server_error"))
+        }
+        let http = self.http
+        let log = self.log
+        let timeout = settings.idpTimeout
+        resolver.tokenEndpoint(on: loop) { result in
+            guard case .success(let url) = result else {
+                log.warn("token pass-through failed", ["provider": provider.name, "reason": "token endpoint unknown"])
+                return sink.respond(Self.error(502, "temporarily_unavailable"))
+            }
+            var headers: [(name: String, value: String)] = [("Content-Type", contentType), ("Accept", "application/json")]
+            if let authorization { headers.append(("Authorization", authorization)) }
+            let request = OutboundRequest(method: "POST", url: url, headers: headers, body: body, timeout: timeout, idempotent: false)
+            http.fetch(request, on: loop) { answer in
+                switch answer {
+                case .success(let r):
+                    log.info("token request passed through", ["provider": provider.name, "status": "\(r.status)"])
+                    var headers: [(name: String, value: String)] = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
+                    if let type = r.header("Content-Type") { headers.append(("Content-Type", type)) }
+                    sink.respond(Response(status: r.status, headers: headers, body: r.body))
+                case .failure(let e):
+                    log.warn("token pass-through failed", ["provider": provider.name, "reason": e.kind.rawValue, "detail": e.detail])
+                    sink.respond(Self.error(502, "temporarily_unavailable"))
+                }
+            }
+        }
+    }
+
+    /// `client_secret_basic` (RFC 6749 §2.3.1: id and secret form-encoded, then Base64) or
+    /// `client_secret_post`. Both at once is refused by returning no id.
+    static func clientCredentials(form: [String: String], authorization: String?) -> (id: String?, secret: String?) {
+        if let authorization, authorization.lowercased().hasPrefix("basic ") {
+            if form["client_secret"] != nil { return (nil, nil) }
+            let encoded = authorization.dropFirst(6).trimmingWhitespace()
+            guard let raw = Base64.decode(String(encoded), .standard),
+                  let colon = raw.firstIndex(of: UInt8(ascii: ":")),
+                  case .success(let id) = QueryDecoding.decodeComponent(raw[..<colon]),
+                  case .success(let secret) = QueryDecoding.decodeComponent(raw[(colon + 1)...]) else {
+                return (nil, nil)
+            }
+            if let bodyID = form["client_id"], bodyID != id { return (nil, nil) }
+            return (id, secret)
+        }
+        return (form["client_id"], form["client_secret"])
+    }
+
+    static let jsonHeaders: [(name: String, value: String)] = [
+        ("Content-Type", "application/json"), ("Cache-Control", "no-store"), ("Pragma", "no-cache"),
+    ]
+
+    /// An RFC 6749 §5.2 error response.
+    static func error(_ status: Int, _ code: String, extra: [(name: String, value: String)] = []) -> Response {
+        Response(status: status, headers: jsonHeaders + extra, body: Array("{\"error\":\"\(code)\"}".utf8))
+    }
+}
+
+extension Substring {
+    func trimmingWhitespace() -> Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,237 @@
+"""Relay and params hand-off through the proxy, against the strict test IdP and a stand-in app.
+
+The stand-in app behaves like an OmniAuth app whose only change is its token URL: on its
+callback it posts the code it was given to `token_url` (the proxy's relay token endpoint) with
+its web client's credentials, and shows what it got. The Rails + Devise + OmniAuth app with a
+real browser is the end-to-end suite (tests/e2e); this one pins the proxy's side precisely.
+"""
+import base64
+import http.server
+import json
+import sys
+import threading
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
+from idp_harness import IdP, make_test_pki  # noqa: E402
+
+WEB = "123-web.apps.googleusercontent.com"
+WEB_SECRET = "test-web-secret-not-a-real-one"
+IOS = "123-ios.apps.googleusercontent.com"
+IOS_REDIRECT = "com.googleusercontent.apps.123-ios:/oauth2redirect"
+CALLBACK = "/users/auth/google_oauth2/callback"
+
+
+class App:
+    """An OAuth client app behind the proxy: redeems what its callback receives at token_url."""
+
+    def __init__(self):
+        self.token_url = None
+        self.auth = "post"
+        self.seen = []
+        app = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                url = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                app.seen.append({"path": url.path, "query": q, "cookie": self.headers.get("Cookie"),
+                                 "host": self.headers.get("Host")})
+                if url.path != CALLBACK:
+                    return self.reply(200, {"page": "home"})
+                if "error" in q:
+                    return self.reply(200, {"failure": q["error"], "state": q.get("state")})
+                if "access_token" in q:
+                    return self.reply(200, {"params": sorted(q), "state": q.get("state")})
+                status, body = app.redeem(q["code"])
+                self.reply(200, {"redeemed": status, "token": body, "state": q.get("state")},
+                           extra=[("Set-Cookie", "app_session=signed-in; HttpOnly")])
+
+            def reply(self, status, obj, extra=()):
+                body = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in extra:
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def redeem(self, code, secret=WEB_SECRET, client_id=WEB, verifier="app-own-verifier-" + "x" * 40):
+        # Like OmniAuth with PKCE on: the app sends its own verifier; for a relay code it is
+        # irrelevant (the proxy already exchanged the native code), for a web code it must match.
+        form = {"grant_type": "authorization_code", "code": code,
+                "redirect_uri": "http://127.0.0.1" + CALLBACK, "code_verifier": verifier}
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if self.auth == "basic":
+            pair = f"{urllib.parse.quote_plus(client_id)}:{urllib.parse.quote_plus(secret)}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        else:
+            form.update(client_id=client_id, client_secret=secret)
+        req = urllib.request.Request(self.token_url, data=urllib.parse.urlencode(form).encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def stop(self):
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("idp")
+    with IdP.start(make_test_pki(str(d)), log_dir=d) as srv:
+        yield srv
+
+
+@pytest.fixture
+def app():
+    a = App()
+    yield a
+    a.stop()
+
+
+def start_proxy(proxy_factory, tmp_path, idp, app, handoff="relay", extra_provider=""):
+    config = tmp_path / "proxy.yaml"
+    config.write_text(f"""
+oauth: {{ ca_file: {idp.ca_cert}, idp_timeout: 5s }}
+providers:
+  google:
+    kind: google
+    handoff: {handoff}
+    app_callback: {CALLBACK}
+    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native:
+      ios: {{ client_id: {IOS} }}
+{extra_provider}""")
+    import os
+    os.environ["WEB_SECRET"] = WEB_SECRET
+    p = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
+    app.token_url = f"http://127.0.0.1:{p.internal_port}/_oauth/token"
+    return p
+
+
+def callback_url(p, grant, **override):
+    q = {"provider": "google", "platform": "ios", "client_id": grant.client_id, "redirect_uri": grant.redirect_uri,
+         "code": grant.code, "state": grant.state, "code_verifier": grant.code_verifier}
+    q.update(override)
+    q = {k: v for k, v in q.items() if v is not None}
+    return f"http://127.0.0.1:{p.port}/_oauth_callback?" + urllib.parse.urlencode(q)
+
+
+def get(url, headers=None):
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=15) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_relay_forwards_the_apps_callback_with_a_relay_code_the_app_redeems_once(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    grant = idp.get_code(IOS)
+    status, headers, body = get(callback_url(p, grant), headers={"Cookie": "app_session=before"})
+    assert status == 200, body
+    page = json.loads(body)
+    assert page["redeemed"] == 200, page
+    assert page["state"] == grant.state
+    assert page["token"]["access_token"] and page["token"]["id_token"]
+    # The app's response (its cookie) reached the WebView; the callback response is not cached.
+    assert headers.get("Set-Cookie") == "app_session=signed-in; HttpOnly"
+    assert headers.get("Cache-Control") == "no-store"
+    assert headers.get("Referrer-Policy") == "no-referrer"
+    forwarded = [s for s in app.seen if s["path"] == CALLBACK][-1]
+    relay_code = forwarded["query"]["code"]
+    assert relay_code.startswith("cpr1.") and relay_code != grant.code
+    assert forwarded["cookie"] == "app_session=before", "the WebView's cookies must reach the app"
+    assert forwarded["host"] == f"127.0.0.1:{p.port}", "the public Host must be preserved"
+    assert relay_code.encode() not in body, "the relay code must never reach the browser"
+    # Single use: the same relay code a second time is refused, locally.
+    again_status, again = app.redeem(relay_code)
+    assert (again_status, again) == (400, {"error": "invalid_grant"})
+    # Nothing secret in any log line.
+    logs = p.stdout_text() + p.stderr_text()
+    for secret in (grant.code, grant.code_verifier, grant.state, relay_code, page["token"]["access_token"],
+                   page["token"]["id_token"], WEB_SECRET):
+        assert secret not in logs
+
+
+def test_relay_code_needs_the_apps_credentials(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    # Make the app present a wrong secret: the relay endpoint refuses and the code stays unusable to it.
+    real_redeem = app.redeem
+    app.redeem = lambda code: real_redeem(code, secret="wrong")
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert json.loads(body)["redeemed"] == 401
+
+
+def test_client_secret_basic_is_accepted(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    app.auth = "basic"
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert json.loads(body)["redeemed"] == 200
+
+
+def test_an_ordinary_web_code_passes_through_to_the_idp(proxy_factory, tmp_path, idp, app):
+    """The app's own web sign-in keeps working with the token URL pointed at the proxy."""
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    grant = idp.get_code(WEB, redirect_uri="http://127.0.0.1" + CALLBACK)
+    status, token = app.redeem(grant.code, verifier=grant.code_verifier)
+    assert status == 200, token
+    assert token["access_token"] and token["token_type"].lower() == "bearer"
+    # And the IdP's refusal comes back verbatim too.
+    status, token = app.redeem(grant.code, verifier=grant.code_verifier)
+    assert status == 400 and token["error"] == "invalid_grant"
+
+
+def test_wrapper_error_lands_in_the_apps_failure_path(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    url = f"http://127.0.0.1:{p.port}/_oauth_callback?" + urllib.parse.urlencode(
+        {"provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": IOS_REDIRECT,
+         "state": "s-123", "error": "access_denied"})
+    status, _, body = get(url)
+    assert status == 200
+    assert json.loads(body) == {"failure": "access_denied", "state": "s-123"}
+
+
+def test_idp_refusal_lands_in_the_apps_failure_path(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    grant = idp.get_code(IOS)
+    status, _, body = get(callback_url(p, grant, code_verifier="w" * 43))
+    assert status == 200
+    assert json.loads(body) == {"failure": "exchange_failed", "state": grant.state}
+
+
+def test_contract_violations_get_the_proxys_own_page_not_the_app(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    grant = idp.get_code(IOS)
+    status, headers, body = get(callback_url(p, grant, client_id="someone-else.apps.googleusercontent.com"))
+    assert status == 400 and b"Sign-in failed" in body
+    assert not [s for s in app.seen if s["path"] == CALLBACK]
+
+
+def test_params_mode_forwards_the_tokens(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app, handoff="params")
+    grant = idp.get_code(IOS)
+    status, _, body = get(callback_url(p, grant))
+    assert status == 200
+    page = json.loads(body)
+    assert page["params"] == ["access_token", "expires_in", "id_token", "state", "token_type"]
+    assert page["state"] == grant.state
