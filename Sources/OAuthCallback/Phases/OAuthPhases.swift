@@ -18,10 +18,10 @@ public struct OAuthPhases: HTTPPhases {
 
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
         guard request.pathEquals(callbackPath) else { return .continue }
-        let method = request.method
-        guard method == .get || method == .head else {
+        // GET only: a HEAD (a link preview, a prefetch) must not spend the user's single-use code.
+        guard request.method == .get else {
             return .respond(CallbackPage.error(status: 405, message: "This address only accepts GET.",
-                                               extraHeaders: [("Allow", "GET, HEAD")]))
+                                               extraHeaders: [("Allow", "GET")]))
         }
         // Copied now: the view is only valid during this call.
         let query = request.query ?? ""

@@ -13,7 +13,9 @@ extension ClientConnection {
         } else {
             listener.log.info("request refused", ["status": "\(status)", "reason": reason])
         }
-        respondLocal(Response(status: status, text: "\(status) \(HTTPStatus.reason(status)): \(reason)\n"))
+        // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
+        respondLocal(Response(status: status, text: "\(status) \(HTTPStatus.reason(status)): \(reason)\n",
+                              headers: [("Cache-Control", "no-store")]))
     }
 
     func respondLocal(_ r: Response) {
