@@ -77,6 +77,15 @@ func onLoop<Value: Sendable>(_ thread: TestLoopThread = .main,
     }
 }
 
+/// Waits (yielding, for at most ~10 s) until `condition` holds; records an issue if it never does.
+func until(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+    for _ in 0..<10_000 {
+        if condition() { return }
+        try? await Task.sleep(nanoseconds: 1_000_000)
+    }
+    Issue.record("condition never became true", sourceLocation: sourceLocation)
+}
+
 /// `provider.redeem(request)` on a real loop.
 func redeem(_ provider: any IdentityProvider, _ request: ExchangeRequest,
             on thread: TestLoopThread = .main) async -> Result<VerifiedIdentity, CallbackFailure> {

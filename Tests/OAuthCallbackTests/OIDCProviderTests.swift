@@ -92,9 +92,7 @@ import ProxyCore
             for request in requests { group.addTask { await redeem(provider, request).refusal == nil } }
             return await group.reduce(into: [Bool]()) { $0.append($1) }
         }
-        while idp.parkedCount(FakeIdP.URLs.oidcDiscovery) == 0 { await Task.yield() }
-        // Let the other three reach the provider before the one fetch is answered.
-        try await Task.sleep(nanoseconds: 50_000_000)
+        await until { provider.discovery.waitingCount == 4 }
         idp.release(FakeIdP.URLs.oidcDiscovery)
         #expect(await results == [true, true, true, true])
         #expect(idp.requests(to: FakeIdP.URLs.oidcDiscovery).count == 1)

@@ -9,7 +9,7 @@ often — the token endpoint was called). A refusal that claims to happen "befor
 proved by redeeming the same, still-live code through the proxy afterwards.
 
 The last two tests need the proxy's JWKS cache to be older than its unknown-`kid` refetch interval
-(60 s, `JWKSCache.Policy`); the proxies they use are started by a module fixture when the module
+(10 s, `JWKSCache.Policy`); the proxies they use are started by a module fixture when the module
 begins, so the wait overlaps the rest of the suite.
 """
 
@@ -28,7 +28,7 @@ from callback_fixtures import (ANDROID, ANDROID_REDIRECT, CALLBACK, GOOGLE, IOS,
                                write_config)
 from helpers import Proxy, Upstream
 
-JWKS_REFETCH_INTERVAL = 60      # JWKSCache.Policy.unknownKeyRefetchInterval (seconds)
+JWKS_REFETCH_INTERVAL = 10      # JWKSCache.Policy.unknownKeyRefetchInterval (seconds)
 
 VERIFIED = "sign-in was verified"
 NOT_VALID = "This sign-in link is not valid"

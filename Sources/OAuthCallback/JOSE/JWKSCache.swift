@@ -18,8 +18,11 @@ public struct JWKSCache: Sendable {
         public var minimumLifetime: Int64 = 60
         /// Ceiling for `max-age`. Default 24 h.
         public var maximumLifetime: Int64 = 86_400
-        /// Minimum time between a fetch and an unknown-`kid` refetch. Default 60 s.
-        public var unknownKeyRefetchInterval: Int64 = 60
+        /// Minimum time between a fetch and an unknown-`kid` refetch. Default 10 s: short, so a
+        /// key rotation costs at most seconds of failed sign-ins; it only has to stop a burst of
+        /// unknown kids from turning into a burst of fetches (id_tokens come from the IdP's own
+        /// token endpoint over TLS, so an outsider cannot choose the kid anyway).
+        public var unknownKeyRefetchInterval: Int64 = 10
         /// Wait after a failed fetch before trying again. Default 30 s.
         public var failureBackoff: Int64 = 30
         /// How long past expiry stale keys may serve while fetches fail. Default 1 h.

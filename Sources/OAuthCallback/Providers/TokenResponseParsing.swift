@@ -81,8 +81,10 @@ public enum TokenResponseParsing {
         var expiresIn: Int64? = nil
         switch object["expires_in"] {
         case nil, .null?: break
-        case .number(let text)?: expiresIn = Int64(text)
-            if expiresIn == nil { return wrongType("expires_in") }
+        case .number(let text)?:
+            // Whole seconds only: a fraction or exponent is not what RFC 6749 §5.1 describes.
+            guard let value = Int64(text) else { return wrongType("expires_in") }
+            expiresIn = value
         case .string(let text)?:
             // Some servers (older Azure AD, some Facebook versions) send it as a string.
             guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
