@@ -86,4 +86,7 @@ public final class TimerHandle {
         cancelled = true
         loop.timerCancelled()
     }
+
+    /// Marks the handle cancelled without telling its loop (heap tests run off the loop thread).
+    func markCancelledForTesting() { cancelled = true }
 }

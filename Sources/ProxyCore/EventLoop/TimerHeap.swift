@@ -24,16 +24,7 @@ struct TimerHeap {
         let last = items.removeLast()
         if !items.isEmpty {
             items[0] = last
-            var i = 0
-            while true {
-                let l = 2 * i + 1, r = l + 1
-                var m = i
-                if l < items.count && less(l, m) { m = l }
-                if r < items.count && less(r, m) { m = r }
-                if m == i { break }
-                items.swapAt(i, m)
-                i = m
-            }
+            siftDown(0)
         }
         return first.task
     }
@@ -45,17 +36,21 @@ struct TimerHeap {
         // Re-establish the heap property bottom-up.
         var i = items.count / 2 - 1
         while i >= 0 {
-            var j = i
-            while true {
-                let l = 2 * j + 1, r = l + 1
-                var m = j
-                if l < items.count && less(l, m) { m = l }
-                if r < items.count && less(r, m) { m = r }
-                if m == j { break }
-                items.swapAt(j, m)
-                j = m
-            }
+            siftDown(i)
             i -= 1
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var i = start
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count && less(l, m) { m = l }
+            if r < items.count && less(r, m) { m = r }
+            if m == i { return }
+            items.swapAt(i, m)
+            i = m
         }
     }
 
