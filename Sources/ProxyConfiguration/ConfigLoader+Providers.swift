@@ -126,7 +126,13 @@ extension ConfigLoader {
                     continue
                 }
                 guard let c = native.mapping(platform) else { continue }
-                if let client = readNativeClient(c, kind: kind, facebookAppID: s.facebook?.appID) { s.native[platform] = client }
+                if let client = readNativeClient(c, kind: kind, facebookAppID: s.facebook?.appID) {
+                    // Facebook's native clients are the app itself: the exchange sends the app id.
+                    if kind == .facebook, let appID = s.facebook?.appID, client.clientID != appID {
+                        c.problems.add(c.child("client_id"), c.line, "must equal app_id for a facebook provider")
+                    }
+                    s.native[platform] = client
+                }
                 c.finish()
             }
             native.finish()

@@ -153,6 +153,18 @@ import Testing
         #expect(p == [expected])
     }
 
+    @Test func aFacebookNativeClientIsTheAppItself() {
+        let p = problems("""
+        providers:
+          facebook:
+            handoff: session
+            app_id: "111"
+            app_secret_env: FB_SECRET
+            native: { ios: { client_id: "222" } }
+        """)
+        #expect(p == ["providers.facebook.native.ios.client_id: must equal app_id for a facebook provider"])
+    }
+
     @Test func relayNeedsTheAppCallbackAndTheAppClient() {
         let p = problems("""
         providers:

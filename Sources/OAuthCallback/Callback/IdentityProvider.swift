@@ -67,7 +67,8 @@ public struct VerifiedIdentity: Sendable {
 }
 
 /// One provider kind (Google, Facebook, Apple, generic OIDC): exchanges a native code and
-/// verifies the identity. Must not block: `completion` runs on `loop` exactly once.
+/// verifies the identity. Must not block: `completion` runs on `loop` exactly once, and never
+/// inside the call itself (callers may hold state they update after `redeem` returns).
 public protocol IdentityProvider: Sendable {
     func redeem(_ request: ExchangeRequest, on loop: EventLoop,
                 _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void)

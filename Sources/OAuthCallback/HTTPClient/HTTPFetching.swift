@@ -73,7 +73,7 @@ public struct OutboundError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Something that performs outbound calls without blocking the loop it is called on.
-/// `completion` runs on `loop`'s thread exactly once.
+/// `completion` runs on `loop`'s thread exactly once, and never inside the call itself.
 public protocol HTTPFetching: Sendable {
     func fetch(_ request: OutboundRequest, on loop: EventLoop,
                _ completion: @escaping (Result<OutboundResponse, OutboundError>) -> Void)

@@ -1,0 +1,4 @@
+class HomeController < ApplicationController
+  def index
+  end
+end

@@ -1,0 +1,230 @@
+"""CallbackProxy's promise, end to end, in `relay` mode: the legacy Rails + Devise + OmniAuth app,
+unchanged but for its token URL, ends up with the user signed in after a *native* sign-in.
+
+Each test is what a phone does: open the site through the proxy in the WebView, tap "Sign in with
+Google", the wrapper app intercepts, signs in natively and loads /_oauth_callback into the WebView
+— and asserts on what the *app* shows (who is signed in, how many sign-ins it counted, its flash).
+The app's token URL is the proxy's relay endpoint (through the recording TokenTap, see harness.py).
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import requests
+
+from harness import ANDROID_CLIENT, APP_CALLBACK, NATIVE, WEB_CLIENT, WEB_SECRET
+from site_pages import (alert, body, idp_login, notice, open_home, sign_ins, status, tap_sign_in,
+                        wait_home)
+
+FAILURE = "Could not authenticate you from GoogleOauth2 because"
+SUCCESS = "Successfully authenticated from Google account."
+
+
+def native_sign_in(webview, proxy, wrapper, platform, username):
+    open_home(webview, proxy.url)
+    assert status(webview) == "Not signed in"
+    tap_sign_in(webview)
+    result = wrapper.sign_in(platform, username=username)
+    wait_home(webview)
+    return result
+
+
+def relay_records(tap):
+    """(form, status, json) of each token request the app made."""
+    out = []
+    for rec, form in zip(tap.records, tap.forms()):
+        try:
+            answer = json.loads(rec["response"])
+        except ValueError:
+            answer = rec["response"]
+        out.append((form, rec["status"], answer))
+    return out
+
+
+@pytest.mark.parametrize("platform", ["ios", "android"])
+def test_native_sign_in_signs_the_user_into_the_app(webview, relay_proxy, wrapper_factory, idp,
+                                                    token_tap, platform, username):
+    wrapper = wrapper_factory(relay_proxy)
+    result = native_sign_in(webview, relay_proxy, wrapper, platform, username)
+
+    # What the app shows: its own page, the user signed in once, Devise's success flash.
+    assert webview.current_url == relay_proxy.url + "/"
+    assert status(webview) == f"Signed in as {username}"
+    assert sign_ins(webview) == 1
+    assert notice(webview) == SUCCESS
+
+    # How it got there: the proxy exchanged the native code once (PKCE, native client); the
+    # app redeemed a relay code at the relay endpoint with its web client (client_secret_post and
+    # its own PKCE verifier) and got the native tokens; the IdP never saw the web client.
+    stats = idp.stats()
+    native_id = NATIVE[platform][0]
+    assert stats["clients"][native_id]["successes"] == 1
+    assert stats["token"]["requests"] == 1
+    assert WEB_CLIENT not in stats["clients"]
+    [(form, code, answer)] = relay_records(token_tap)
+    assert code == 200, answer
+    assert form["client_id"] == WEB_CLIENT and form["client_secret"] == WEB_SECRET
+    assert form["grant_type"] == "authorization_code"
+    assert form["redirect_uri"] == f"{relay_proxy.url}{APP_CALLBACK}"
+    assert form["code"] != result.code and "code_verifier" in form
+    assert answer["token_type"].lower() == "bearer" and answer["access_token"]
+    claims = idp.verify_id_token(answer["id_token"], native_id)
+    assert claims["email"] == username
+
+    # The relay code and the tokens stayed between the proxy and the app.
+    for value in (form["code"], answer["access_token"], answer["id_token"]):
+        assert not [u for u in wrapper.seen_by_webview if value in u]
+    assert any("/_oauth_callback?" in u for u in wrapper.seen_by_webview)
+
+
+def test_denied_sign_in_lands_on_the_apps_failure_page(webview, relay_proxy, wrapper_factory, idp,
+                                                       token_tap, username):
+    wrapper = wrapper_factory(relay_proxy)
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    result = wrapper.sign_in("ios", username=username, action="deny")
+    assert result.error == "access_denied"
+    wait_home(webview, "the app's failure page")
+    assert status(webview) == "Not signed in"
+    assert alert(webview) == f'{FAILURE} "Access denied".'
+    assert idp.stats()["token"]["requests"] == 0
+    assert token_tap.records == []
+
+
+def test_the_same_callback_twice_signs_in_once(webview, relay_proxy, wrapper_factory, idp,
+                                               username):
+    wrapper = wrapper_factory(relay_proxy)
+    result = native_sign_in(webview, relay_proxy, wrapper, "ios", username)
+    assert status(webview) == f"Signed in as {username}" and sign_ins(webview) == 1
+
+    wrapper.load(result.callback_url)          # the WebView loads the same callback again
+    replay_page = body(webview)
+    assert SUCCESS not in replay_page
+    # A clean failure: the proxy's own "Sign-in failed" page (its replay guard refuses the code
+    # before any IdP call), or the app's failure page (OmniAuth's csrf_detected: the state was
+    # used up by the first sign-in) — never an error trace or a half-done sign-in.
+    if status(webview) is None:
+        assert webview.title == "Sign-in failed", replay_page
+    else:
+        assert alert(webview) and alert(webview).startswith(FAILURE), replay_page
+    open_home(webview, relay_proxy.url)
+    assert status(webview) == f"Signed in as {username}"
+    assert sign_ins(webview) == 1, "the replayed callback signed the user in a second time"
+    assert idp.stats()["token"]["requests"] == 1, "the code was presented to the IdP twice"
+
+
+def test_forged_client_id_is_refused_before_any_idp_call(webview, relay_proxy, wrapper_factory,
+                                                         idp, token_tap, username):
+    wrapper = wrapper_factory(relay_proxy)
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    web_url = wrapper.wait_for_authorization()
+    result = wrapper.system_browser_sign_in(web_url, "ios", username=username)
+    for forged in (ANDROID_CLIENT, WEB_CLIENT, "evil.apps.googleusercontent.com"):
+        wrapper.load(wrapper.callback_url(result, client_id=forged))
+        assert webview.title == "Sign-in failed", body(webview)   # the proxy's refusal page
+    stats = idp.stats()
+    assert stats["token"]["requests"] == 0, stats["events"]
+    assert token_tap.records == []
+    open_home(webview, relay_proxy.url)
+    assert status(webview) == "Not signed in"
+    # Refused before anything was spent: the genuine callback still signs the user in.
+    wrapper.load(result.callback_url)
+    wait_home(webview)
+    assert status(webview) == f"Signed in as {username}" and sign_ins(webview) == 1
+
+
+def test_another_sessions_state_is_refused_by_the_app(webview, relay_proxy, wrapper_factory, idp,
+                                                      username):
+    """Login CSRF: an attacker starts a sign-in in their own browser session, gets a code for
+    their own account, and makes the victim's WebView load the callback. The state is not the
+    victim's: OmniAuth refuses it (csrf_detected) and the victim is not signed in as the
+    attacker."""
+    attacker = "mallory-" + username
+    with requests.Session() as s:               # the attacker's own browser session
+        home = s.get(relay_proxy.url + "/", timeout=10)
+        token = home.text.split('name="authenticity_token" value="', 1)[1].split('"', 1)[0]
+        start = s.post(relay_proxy.url + "/users/auth/google_oauth2",
+                       data={"authenticity_token": token}, allow_redirects=False, timeout=10)
+        assert start.status_code == 302, start.text[:500]
+        attacker_url = start.headers["Location"]
+
+    wrapper = wrapper_factory(relay_proxy)
+    stolen = wrapper.system_browser_sign_in(attacker_url, "ios", username=attacker)
+
+    open_home(webview, relay_proxy.url)          # the victim started a sign-in of their own
+    tap_sign_in(webview)
+    victim_url = wrapper.wait_for_authorization()
+    assert dict(parse_qsl(urlsplit(victim_url).query))["state"] != stolen.state
+
+    wrapper.load(stolen.callback_url)
+    wait_home(webview, "the app's failure page")
+    assert status(webview) == "Not signed in"
+    assert alert(webview) == f'{FAILURE} "Csrf detected".'
+
+
+def test_web_sign_in_through_the_proxy_still_works(webview, relay_proxy, idp, token_tap,
+                                                   username):
+    """No wrapper: a plain browser signs in on the web with the same app setting; the relay
+    endpoint forwards the app's ordinary code to the IdP verbatim."""
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    assert idp_login(webview, username) == f"{relay_proxy.url}{APP_CALLBACK}"
+    wait_home(webview)
+    assert status(webview) == f"Signed in as {username}"
+    assert sign_ins(webview) == 1
+    web = idp.stats()["clients"][WEB_CLIENT]
+    assert (web["requests"], web["successes"]) == (1, 1)
+    [(form, code, answer)] = relay_records(token_tap)
+    assert code == 200 and form["client_id"] == WEB_CLIENT
+    assert idp.verify_id_token(answer["id_token"], WEB_CLIENT)["email"] == username
+
+
+def test_no_secret_reaches_the_proxys_logs(webview, relay_proxy, wrapper_factory, idp, token_tap,
+                                           username):
+    """A native sign-in, its replay, a denial and a web sign-in; then every line the proxy wrote
+    (operator log and access log) is searched for each code, verifier, relay code, token and
+    state of the run."""
+    wrapper = wrapper_factory(relay_proxy)
+    result = native_sign_in(webview, relay_proxy, wrapper, "android", username)
+    assert status(webview) == f"Signed in as {username}"
+    wrapper.load(result.callback_url)
+
+    webview.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    denied = wrapper.sign_in("ios", username=username, action="deny")
+    wait_home(webview)
+
+    webview.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    wrapper.close()                              # a plain browser from here on
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    idp_login(webview, "web-" + username)
+    wait_home(webview)
+    assert status(webview) == f"Signed in as web-{username}"
+
+    secrets_seen = {"native code": result.code, "native code_verifier": result.code_verifier,
+                    "state (native)": result.state, "state (denied)": denied.state}
+    for i, (form, _, answer) in enumerate(relay_records(token_tap)):
+        secrets_seen[f"app's code #{i}"] = form.get("code")
+        secrets_seen[f"app's code_verifier #{i}"] = form.get("code_verifier")
+        secrets_seen[f"app's client_secret #{i}"] = form.get("client_secret")
+        if isinstance(answer, dict):
+            for name in ("access_token", "id_token", "refresh_token"):
+                if answer.get(name):
+                    secrets_seen[f"{name} #{i}"] = answer[name]
+                    if name == "id_token":
+                        secrets_seen[f"id_token signature #{i}"] = answer[name].rsplit(".", 1)[1]
+    assert len(token_tap.records) == 2       # the relay code, then the web code
+    assert any(k.startswith("access_token") for k in secrets_seen)
+    secrets_seen = {k: v for k, v in secrets_seen.items() if v}
+
+    lines = relay_proxy.log_lines()
+    assert len(lines) > 10
+    leaks = [(name, n) for name, value in secrets_seen.items()
+             for n, line in enumerate(lines) if value in line]
+    assert not leaks, f"secrets in the proxy's log lines: {leaks}"
