@@ -21,6 +21,9 @@ let package = Package(
         // libyaml (libyaml-dev): the configuration file (YAML, and JSON as its subset).
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
                        providers: [.apt(["libyaml-dev"])]),
+        // zlib (zlib1g-dev): raw deflate for large session cookies.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
         // The engine: event loops, HTTP/1.1 codec, proxying. Knows nothing of OAuth.
         // Dynamic exclusivity checks cost ~30% of the instructions per proxied request
         // (measured with bench/instructions); the engine's state is confined to one loop
@@ -28,7 +31,7 @@ let package = Package(
         .target(name: "ProxyCore", dependencies: ["CProxyLinux"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
-        .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl"]),
+        .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib"]),
         // The configuration file: reading, validation (every problem at once), secrets.
         .target(name: "ProxyConfiguration", dependencies: ["ProxyCore", "OAuthCallback", "CYAML"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),

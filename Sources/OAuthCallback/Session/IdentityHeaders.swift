@@ -1,0 +1,112 @@
+/// The identity headers of `session` hand-off mode, with oauth2-proxy's names so apps already
+/// set up behind oauth2-proxy (Grafana, Gitea, Jenkins, …) work unchanged.
+///
+/// An app that trusts `X-Forwarded-Email` trusts whoever can set it, so every client-sent
+/// variant of these names is stripped before the proxy adds its own. "Variant" is what a
+/// server behind us may fold onto the same name: any ASCII case, and `_` for `-` (Rack,
+/// Django, PHP and CGI all turn `X_Forwarded_Email` and `X-Forwarded-Email` into the same
+/// `HTTP_X_FORWARDED_EMAIL`).
+public enum IdentityHeaders {
+    /// Upstream request headers (`headers(for:…)`).
+    public static let forwardedUser = "X-Forwarded-User"
+    public static let forwardedEmail = "X-Forwarded-Email"
+    public static let forwardedPreferredUsername = "X-Forwarded-Preferred-Username"
+    public static let forwardedGroups = "X-Forwarded-Groups"
+    public static let forwardedAccessToken = "X-Forwarded-Access-Token"
+    /// Forward-auth response headers (`/_oauth/auth`, `authRequestHeaders(for:…)`).
+    public static let authRequestUser = "X-Auth-Request-User"
+    public static let authRequestEmail = "X-Auth-Request-Email"
+    public static let authRequestPreferredUsername = "X-Auth-Request-Preferred-Username"
+    public static let authRequestGroups = "X-Auth-Request-Groups"
+    public static let authRequestAccessToken = "X-Auth-Request-Access-Token"
+    public static let authorization = "Authorization"
+
+    /// Every name the proxy may set, except `Authorization` (see `isIdentityHeader`). The
+    /// `X-Auth-Request-*` names are stripped from requests too: nginx copies them from the
+    /// auth subrequest into upstream headers, and a client must not be able to pre-set them.
+    public static let names: [String] = [
+        forwardedUser, forwardedEmail, forwardedPreferredUsername, forwardedGroups, forwardedAccessToken,
+        authRequestUser, authRequestEmail, authRequestPreferredUsername, authRequestGroups, authRequestAccessToken,
+    ]
+
+    /// Whether a client-sent header must be removed before the proxy adds its own.
+    /// - Parameter includingAuthorization: true when the proxy passes `Authorization: Bearer`
+    ///   upstream; otherwise the client's own `Authorization` is the app's business.
+    public static func isIdentityHeader(_ name: String, includingAuthorization: Bool = false) -> Bool {
+        isIdentityHeader(name.utf8, includingAuthorization: includingAuthorization)
+    }
+
+    /// The same over raw bytes, for the request path (a slice of the read buffer).
+    public static func isIdentityHeader(_ name: some Collection<UInt8>, includingAuthorization: Bool = false) -> Bool {
+        // Every identity name starts with `x-`/`x_`; only `Authorization` does not.
+        if includingAuthorization, matches(name, authorizationFolded) { return true }
+        guard name.count >= 6, let first = name.first, first | 0x20 == UInt8(ascii: "x") else { return false }
+        for candidate in foldedNames where candidate.count == name.count {
+            if matches(name, candidate) { return true }
+        }
+        return false
+    }
+
+    /// Headers to add to the upstream request, in this order. Values holding control
+    /// characters (a CR/LF would split the header) or empty values are left out.
+    /// - Parameters:
+    ///   - passAccessToken: add `X-Forwarded-Access-Token` (oauth2-proxy `--pass-access-token`).
+    ///   - passAuthorization: add `Authorization: Bearer <access token>`. oauth2-proxy's
+    ///     `--pass-authorization-header` sends the id_token; the session keeps no id_token, so
+    ///     this is the access token, which is what an API behind the proxy expects.
+    public static func headers(for session: ProxySession, passAccessToken: Bool,
+                               passAuthorization: Bool) -> [(String, String)] {
+        var out = identity(session, user: forwardedUser, email: forwardedEmail,
+                           preferredUsername: forwardedPreferredUsername, groups: forwardedGroups)
+        if passAccessToken { append(forwardedAccessToken, session.accessToken, to: &out) }
+        if passAuthorization, let token = session.accessToken {
+            append(authorization, "Bearer " + token, to: &out)
+        }
+        return out
+    }
+
+    /// Headers of a 2xx answer from the forward-auth endpoint (nginx `auth_request_set`,
+    /// Traefik `authResponseHeaders`, Caddy `copy_headers`).
+    public static func authRequestHeaders(for session: ProxySession, passAccessToken: Bool) -> [(String, String)] {
+        var out = identity(session, user: authRequestUser, email: authRequestEmail,
+                           preferredUsername: authRequestPreferredUsername, groups: authRequestGroups)
+        if passAccessToken { append(authRequestAccessToken, session.accessToken, to: &out) }
+        return out
+    }
+
+    private static func identity(_ session: ProxySession, user: String, email: String,
+                                 preferredUsername: String, groups: String) -> [(String, String)] {
+        var out: [(String, String)] = []
+        append(user, session.subject, to: &out)
+        append(email, session.verifiedEmail, to: &out)
+        append(preferredUsername, session.preferredUsername, to: &out)
+        if !session.groups.isEmpty { append(groups, session.groups.joined(separator: ","), to: &out) }
+        return out
+    }
+
+    private static func append(_ name: String, _ value: String?, to out: inout [(String, String)]) {
+        guard let value, !value.isEmpty, isSafeValue(value) else { return }
+        out.append((name, value))
+    }
+
+    /// No C0 controls (CR, LF, NUL, HTAB) and no DEL; UTF-8 passes through unchanged.
+    static func isSafeValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
+    // MARK: Matching
+
+    /// Lowercase, `_` folded to `-`.
+    private static let foldedNames: [[UInt8]] = names.map { Array($0.utf8).map(fold) }
+    private static let authorizationFolded: [UInt8] = Array(authorization.utf8).map(fold)
+
+    private static func fold(_ byte: UInt8) -> UInt8 {
+        if byte == UInt8(ascii: "_") { return UInt8(ascii: "-") }
+        if (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) { return byte | 0x20 }
+        return byte
+    }
+
+    private static func matches(_ name: some Collection<UInt8>, _ folded: [UInt8]) -> Bool {
+        name.count == folded.count && zip(name, folded).allSatisfy { fold($0) == $1 }
+    }
+}

@@ -1,0 +1,43 @@
+/// Who is signed in through the proxy in `session` hand-off mode: what the encrypted session
+/// cookie carries and what the identity headers to the upstream are made from. Built from a
+/// verified id_token (or the provider's userinfo), never from anything the client sent.
+public struct ProxySession: Sendable, Equatable {
+    /// The configured provider name (`google`, `apple`, …).
+    public var provider: String
+    /// The IdP's stable user id (`sub`): what `X-Forwarded-User` carries.
+    public var subject: String
+    public var email: String?
+    /// Whether the IdP vouches for `email`. An unverified address is never passed upstream:
+    /// an app that links accounts by `X-Forwarded-Email` would otherwise be open to takeover.
+    public var emailVerified: Bool
+    /// The display name (`name` claim).
+    public var name: String?
+    /// `preferred_username`, when the IdP provides one.
+    public var preferredUsername: String?
+    public var groups: [String]
+    /// Only kept when the operator passes it upstream (`X-Forwarded-Access-Token` /
+    /// `Authorization: Bearer`); otherwise nil, which also keeps the cookie small.
+    public var accessToken: String?
+    /// Seconds since the epoch.
+    public var issuedAt: Int64
+    /// Seconds since the epoch; the session is refused at or after this instant.
+    public var expiresAt: Int64
+
+    public init(provider: String, subject: String, email: String? = nil, emailVerified: Bool = false,
+                name: String? = nil, preferredUsername: String? = nil, groups: [String] = [],
+                accessToken: String? = nil, issuedAt: Int64, expiresAt: Int64) {
+        self.provider = provider
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+        self.preferredUsername = preferredUsername
+        self.groups = groups
+        self.accessToken = accessToken
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The address to pass upstream: only a verified one.
+    public var verifiedEmail: String? { emailVerified ? email : nil }
+}

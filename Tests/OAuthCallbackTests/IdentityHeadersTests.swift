@@ -1,0 +1,130 @@
+import Testing
+@testable import OAuthCallback
+
+@Suite struct IdentityHeadersTests {
+    // MARK: Stripping client-sent variants
+
+    static let variants = [
+        "X-Forwarded-User", "x-forwarded-user", "X-FORWARDED-USER", "x-FoRwArDeD-uSeR", "X_Forwarded_User",
+        "X-Forwarded-Email", "x-forwarded-email", "X-FORWARDED-EMAIL", "X_Forwarded_Email", "x_forwarded_email",
+        "X_FORWARDED_EMAIL", "X-Forwarded_Email", "X_Forwarded-Email", "x-forwarded_EMAIL",
+        "X-Forwarded-Preferred-Username", "x_forwarded_preferred_username", "X-Forwarded-Preferred_Username",
+        "X-Forwarded-Groups", "x_forwarded_groups", "X-Forwarded-Access-Token", "X_FORWARDED_ACCESS_TOKEN",
+        "x-forwarded-access_token",
+        "X-Auth-Request-User", "x_auth_request_user", "X-Auth-Request-Email", "X_AUTH_REQUEST_EMAIL",
+        "X-Auth-Request-Preferred-Username", "X-Auth_Request-Preferred_Username", "X-Auth-Request-Groups",
+        "X-Auth-Request-Access-Token", "x_auth_request_access_token",
+    ]
+
+    @Test(arguments: variants)
+    func clientSentVariantIsAnIdentityHeader(name: String) {
+        #expect(IdentityHeaders.isIdentityHeader(name))
+        #expect(IdentityHeaders.isIdentityHeader(Array(name.utf8)[...]))
+    }
+
+    static let lookAlikes = [
+        "X-Forwarded-Emails", "X-Forwarded-Emai", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+        "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Users", "X-Forwarded-Email ", " X-Forwarded-Email",
+        "X-Forwarded--Email", "X-ForwardedEmail", "XForwarded-Email", "X-Forwarded.Email", "X-Forwarded Email",
+        "Forwarded", "X-Real-IP", "X-Auth-Request-Redirect", "X-Email", "Email", "Cookie", "Authorization",
+        "Proxy-Authorization", "X-Forwarded-Access-Tokens", "X-Forwarded-User\u{0}", "X-Forwarded-\u{0130}mail", "",
+        "X", "X-",
+    ]
+
+    @Test(arguments: lookAlikes)
+    func lookAlikeIsNotAnIdentityHeader(name: String) {
+        #expect(!IdentityHeaders.isIdentityHeader(name))
+    }
+
+    @Test(arguments: ["Authorization", "authorization", "AUTHORIZATION", "aUtHoRiZaTiOn"])
+    func authorizationIsStrippedOnlyWhenTheProxyPassesItsOwn(name: String) {
+        #expect(!IdentityHeaders.isIdentityHeader(name))
+        #expect(IdentityHeaders.isIdentityHeader(name, includingAuthorization: true))
+    }
+
+    @Test func proxyAuthorizationIsNeverTakenForAuthorization() {
+        #expect(!IdentityHeaders.isIdentityHeader("Proxy-Authorization", includingAuthorization: true))
+        #expect(!IdentityHeaders.isIdentityHeader("Authorizations", includingAuthorization: true))
+    }
+
+    @Test func everyNameTheProxySetsIsStripped() {
+        let session = Self.fullSession
+        let all = IdentityHeaders.headers(for: session, passAccessToken: true, passAuthorization: true)
+            + IdentityHeaders.authRequestHeaders(for: session, passAccessToken: true)
+        for (name, _) in all {
+            #expect(IdentityHeaders.isIdentityHeader(name, includingAuthorization: true), "\(name)")
+        }
+        #expect(IdentityHeaders.names.count == 10)
+    }
+
+    // MARK: Producing headers
+
+    static let fullSession = ProxySession(
+        provider: "google", subject: "1234567890", email: "jane@example.com", emailVerified: true,
+        name: "Jane Doe", preferredUsername: "jane", groups: ["admins", "staff"], accessToken: "ya29.token",
+        issuedAt: 1_700_000_000, expiresAt: 1_700_003_600)
+
+    @Test func upstreamHeadersUseOAuth2ProxyNamesAndValues() {
+        let headers = IdentityHeaders.headers(for: Self.fullSession, passAccessToken: false, passAuthorization: false)
+        #expect(headers.map { "\($0.0): \($0.1)" } == [
+            "X-Forwarded-User: 1234567890",
+            "X-Forwarded-Email: jane@example.com",
+            "X-Forwarded-Preferred-Username: jane",
+            "X-Forwarded-Groups: admins,staff",
+        ])
+    }
+
+    @Test func theAccessTokenIsPassedOnlyWhenConfigured() {
+        let headers = IdentityHeaders.headers(for: Self.fullSession, passAccessToken: true, passAuthorization: true)
+        #expect(headers.map { "\($0.0): \($0.1)" }.suffix(2) == [
+            "X-Forwarded-Access-Token: ya29.token",
+            "Authorization: Bearer ya29.token",
+        ])
+        var tokenless = Self.fullSession
+        tokenless.accessToken = nil
+        let without = IdentityHeaders.headers(for: tokenless, passAccessToken: true, passAuthorization: true)
+        #expect(!without.contains { $0.0 == "X-Forwarded-Access-Token" || $0.0 == "Authorization" })
+    }
+
+    @Test func forwardAuthAnswerUsesXAuthRequestNames() {
+        let headers = IdentityHeaders.authRequestHeaders(for: Self.fullSession, passAccessToken: true)
+        #expect(headers.map { "\($0.0): \($0.1)" } == [
+            "X-Auth-Request-User: 1234567890",
+            "X-Auth-Request-Email: jane@example.com",
+            "X-Auth-Request-Preferred-Username: jane",
+            "X-Auth-Request-Groups: admins,staff",
+            "X-Auth-Request-Access-Token: ya29.token",
+        ])
+    }
+
+    @Test func anUnverifiedEmailIsNeverPassedUpstream() {
+        var session = Self.fullSession
+        session.emailVerified = false
+        let headers = IdentityHeaders.headers(for: session, passAccessToken: false, passAuthorization: false)
+        #expect(!headers.contains { $0.0 == "X-Forwarded-Email" })
+        #expect(!IdentityHeaders.authRequestHeaders(for: session, passAccessToken: false)
+            .contains { $0.0 == "X-Auth-Request-Email" })
+    }
+
+    @Test func minimalSessionGivesOnlyTheUser() {
+        let session = ProxySession(provider: "apple", subject: "001.abc", issuedAt: 0, expiresAt: 1)
+        let headers = IdentityHeaders.headers(for: session, passAccessToken: true, passAuthorization: true)
+        #expect(headers.map { "\($0.0): \($0.1)" } == ["X-Forwarded-User: 001.abc"])
+    }
+
+    @Test(arguments: ["jane\r\nX-Forwarded-Email: admin@example.com", "jane\n", "jane\u{0}", "a\tb", "x\u{7F}"])
+    func valueThatCouldSplitAHeaderIsLeftOut(value: String) {
+        var session = Self.fullSession
+        session.preferredUsername = value
+        session.email = value
+        let headers = IdentityHeaders.headers(for: session, passAccessToken: false, passAuthorization: false)
+        #expect(headers.map(\.0) == ["X-Forwarded-User", "X-Forwarded-Groups"])
+    }
+
+    @Test func utf8ValuesPassUnchanged() {
+        var session = Self.fullSession
+        session.preferredUsername = "jos\u{00E9}"
+        let headers = IdentityHeaders.headers(for: session, passAccessToken: false, passAuthorization: false)
+        #expect(headers.contains { $0 == ("X-Forwarded-Preferred-Username", "jos\u{00E9}") })
+    }
+}
