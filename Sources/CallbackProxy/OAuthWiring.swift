@@ -30,7 +30,15 @@ struct OAuthWiring {
         }
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
-        phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, log: log)
+        var session: SessionLayer? = nil
+        if config.oauth.session != nil {
+            do {
+                session = try SessionLayer(oauth: config.oauth, clock: ProviderFactory.systemClock)
+            } catch {
+                throw ConfigProblems([ConfigProblem(path: "oauth.session", line: nil, message: "cannot build the session cookie: \(error)")])
+            }
+        }
+        phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, session: session, log: log)
         relayEndpoint = RelayTokenEndpoint(settings: config.oauth, relayCodes: relayCodes, providers: providers,
                                            http: http, log: log)
         self.http = http

@@ -39,6 +39,17 @@ public struct ConfigLoader {
         readEngine(top, into: &config)
         if let oauth = top.mapping("oauth") { readOAuth(oauth, into: &config.oauth) }
         if let providers = top.mapping("providers") { readProviders(providers, into: &config.oauth) }
+        if config.oauth.providers.values.contains(where: { $0.handoff == .session }) && config.oauth.session == nil {
+            problems.add("oauth.session", nil, "is required when a provider uses handoff session (at least secret_env or secret_file)")
+        }
+        for (name, p) in config.oauth.providers where p.handoff == .session {
+            if p.appClient == nil {
+                problems.add("providers.\(name).app_client", nil, "is required for handoff session (/_oauth/start sends the app's web client)")
+            }
+            if p.kind == .oidc && p.endpoints.authorization == nil {
+                problems.add("providers.\(name).endpoints.authorization", nil, "is required for an oidc provider in handoff session")
+            }
+        }
         top.finish()
         return problems.items.isEmpty ? .success(config) : .failure(ConfigProblems(problems.items))
     }
@@ -120,6 +131,7 @@ public struct ConfigLoader {
             if readFile(f) == nil { m.problems.add(m.child("ca_file"), m.node("ca_file")?.line, "cannot read '\(f)'") } else { o.caFile = f }
         }
         if let v = m.parsed("idp_timeout", "a duration like 10s", Units.duration) { o.idpTimeout = v }
+        if let session = m.mapping("session") { o.session = readSession(session) }
         if let p = m.string("relay_token_path") {
             if p.hasPrefix("/") && !p.hasPrefix("//") && !p.contains("?") { o.relayTokenPath = p } else {
                 m.problems.add(m.child("relay_token_path"), m.node("relay_token_path")?.line, "must be a path starting with a single /")

@@ -6,18 +6,22 @@ import ProxyCore
 public struct OAuthPhases: HTTPPhases {
     private let pipeline: CallbackPipeline
     private let relayCodes: RelayCodes
+    private let session: SessionLayer?
     private let callbackPath: [UInt8]
     private let log: Logger
 
-    public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, log: Logger) {
+    public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil, log: Logger) {
         self.pipeline = pipeline
         self.relayCodes = relayCodes
+        self.session = session
         self.callbackPath = Array(pipeline.settings.callbackPath.utf8)
         self.log = log
     }
 
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
-        guard request.pathEquals(callbackPath) else { return .continue }
+        guard request.pathEquals(callbackPath) else {
+            return session?.decision(request) ?? .continue
+        }
         // GET only: a HEAD (a link preview, a prefetch) must not spend the user's single-use code.
         guard request.method == .get else {
             return .respond(CallbackPage.error(status: 405, message: "This address only accepts GET.",
@@ -26,12 +30,29 @@ public struct OAuthPhases: HTTPPhases {
         // Copied now: the view is only valid during this call.
         let query = request.query ?? ""
         let loop = request.eventLoop
-        let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, log: log, loop: loop,
-                              started: loop.nowNanoseconds)
-        let pipeline = self.pipeline
-        return .deferred { sink in
-            pipeline.handle(query: query, on: loop) { outcome in handoff.complete(outcome, sink) }
+        let cookies = SessionLayer.cookies(request.headers(named: "Cookie"))
+        let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, session: session, cookies: cookies,
+                              log: log, loop: loop, started: loop.nowNanoseconds)
+        // Session mode: the sign-in must have been started in this browser (/_oauth/start's state
+        // cookie) — refused before the code is spent — and the id_token must carry its nonce.
+        var expectedNonce: String? = nil
+        if let session, let name = SessionLayer.queryValue(query, "provider"),
+           pipeline.settings.providers[name]?.handoff == .session {
+            guard let record = session.stateRecord(cookies) else {
+                log.info("callback failed", ["provider": name, "source": "client", "reason": "state_mismatch",
+                                             "detail": "no state cookie: the sign-in was not started in this browser"])
+                return .respond(CallbackPage.error(status: 400, message: "This sign-in was not started in this browser. Please start signing in again."))
+            }
+            expectedNonce = record.nonce
         }
+        let pipeline = self.pipeline
+        return .deferred { [expectedNonce] sink in
+            pipeline.handle(query: query, expectedNonce: expectedNonce, on: loop) { outcome in handoff.complete(outcome, sink) }
+        }
+    }
+
+    public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {
+        session?.upstreamEdits(request, &edits)
     }
 
     /// Whatever answers the callback URL (our page or the app's relayed response) is not cached
@@ -47,6 +68,8 @@ public struct OAuthPhases: HTTPPhases {
 struct Handoff: Sendable {
     let settings: OAuthSettings
     let relayCodes: RelayCodes
+    let session: SessionLayer?
+    let cookies: [(name: String, value: String)]
     let log: Logger
     let loop: EventLoop
     let started: UInt64
@@ -76,8 +99,14 @@ struct Handoff: Sendable {
                 logVerified(parameters, mode: "params")
                 sink.proceed(UpstreamRewrite(target: HandoffTarget.params(appCallback, tokens: identity.tokens, state: parameters.state)))
             case .session:
-                logVerified(parameters, mode: "session")
-                sink.respond(CallbackPage.verified(identity))
+                guard let session else { return sink.respond(CallbackPage.verified(identity)) }
+                switch session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies) {
+                case .success(let response):
+                    logVerified(parameters, mode: "session")
+                    sink.respond(response)
+                case .failure(let failure):
+                    fail(failure, parameters, sink)
+                }
             }
         case .failed(let failure, let parameters):
             fail(failure, parameters, sink)

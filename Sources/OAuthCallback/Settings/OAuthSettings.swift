@@ -17,6 +17,8 @@ public struct OAuthSettings: Sendable {
     public var relayTokenPath = "/_oauth/token"
     /// How long a relay code may wait to be redeemed (seconds). Default 60, at most 60.
     public var relayCodeTTLSeconds: Int64 = 60
+    /// `session` mode's settings; required when a provider uses it.
+    public var session: SessionSettings? = nil
 
     public init() {}
 }

@@ -1,0 +1,39 @@
+/// `session` hand-off mode: the proxy's own sign-in (oauth2-proxy style), identity passed
+/// upstream in headers. Present when any provider uses `handoff: session`.
+public struct SessionSettings: Sendable {
+    /// Base name of the session cookie (`__Host-` is prefixed when `secure`). Default `_oauth_session`.
+    public var cookieName = "_oauth_session"
+    /// Cookie secrets, newest first (rotation: seal with the first, open with any). Each is
+    /// stretched to a 32-byte AES key with SHA-256; at least 32 characters.
+    public var secrets: [Secret] = []
+    /// How long a session lasts (seconds). Default 12 h.
+    public var lifetimeSeconds: Int64 = 12 * 3600
+    /// Cookies carry `Secure` (and the `__Host-` prefix). Default true; turn off only for
+    /// plain-http development.
+    public var secure = true
+    /// Hosts an absolute `rd` may point to (see `RedirectValidator`); relative paths always may.
+    public var allowedRedirectHosts: [String] = []
+    /// Pass the access token upstream (`X-Forwarded-Access-Token`). Default false.
+    public var passAccessToken = false
+    /// Which paths need a session: none (only headers for those who have one), all, or prefixes.
+    public var protect: PathRule = .none
+    /// Path prefixes that never need a session (matched on the path only, never the query).
+    public var skip: [String] = []
+
+    public enum PathRule: Sendable, Equatable {
+        case none, all
+        case prefixes([String])
+    }
+
+    public init() {}
+
+    /// Whether `path` (without query) needs a session.
+    public func requiresSession(_ path: String) -> Bool {
+        if skip.contains(where: { path.hasPrefix($0) }) { return false }
+        switch protect {
+        case .none: return false
+        case .all: return true
+        case .prefixes(let p): return p.contains { path.hasPrefix($0) }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import OAuthCallback
+
+/// The `oauth.session:` section (session hand-off mode).
+///
+/// ```yaml
+/// oauth:
+///   session:
+///     secret_env: SESSION_SECRET          # or secret_file; ≥ 32 characters
+///     previous_secret_env: OLD_SECRET     # optional, for rotation (or previous_secret_file)
+///     cookie_name: _oauth_session
+///     lifetime: 12h
+///     secure: true                        # false only for plain-http development
+///     allowed_redirect_hosts: [app.example.com]
+///     pass_access_token: false
+///     protect: all                        # none (default) | all | [/admin, /account]
+///     skip: [/healthz, /assets]
+/// ```
+extension ConfigLoader {
+    func readSession(_ m: MappingReader) -> SessionSettings {
+        var s = SessionSettings()
+        for (name, required) in [("secret", true), ("previous_secret", false)] {
+            if let secret = secret(m, name, required: required) {
+                if secret.value.count < 32 {
+                    m.problems.add(m.child("\(name)_env"), m.line, "must be at least 32 characters")
+                } else {
+                    s.secrets.append(secret)
+                }
+            }
+        }
+        if let n = m.string("cookie_name") {
+            if n.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) && n.utf8.count <= 64 { s.cookieName = n } else {
+                m.problems.add(m.child("cookie_name"), m.node("cookie_name")?.line, "must be letters, digits, _ and - (at most 64)")
+            }
+        }
+        if let d = m.parsed("lifetime", "a duration from 1m to 30 days", {
+            Units.duration($0).flatMap { $0 >= 60_000_000_000 && $0 <= 30 * 86_400_000_000_000 ? $0 : nil }
+        }) {
+            s.lifetimeSeconds = Int64(d / 1_000_000_000)
+        }
+        if let b = m.bool("secure") { s.secure = b }
+        if let b = m.bool("pass_access_token") { s.passAccessToken = b }
+        if let hosts = m.strings("allowed_redirect_hosts") {
+            for h in hosts where !RedirectValidator.isValidEntry(h) {
+                m.problems.add(m.child("allowed_redirect_hosts"), m.node("allowed_redirect_hosts")?.line, "'\(h)' is not a host name or .domain entry")
+            }
+            s.allowedRedirectHosts = hosts.filter(RedirectValidator.isValidEntry)
+        }
+        if let node = m.node("protect") {
+            if case .scalar(let v, _, _) = node, v == "all" || v == "none" {
+                s.protect = v == "all" ? .all : .none
+            } else if let list = m.strings("protect") {
+                if list.allSatisfy({ $0.hasPrefix("/") }) { s.protect = .prefixes(list) } else {
+                    m.problems.add(m.child("protect"), node.line, "must be all, none or a list of path prefixes starting with /")
+                }
+            }
+        }
+        if let list = m.strings("skip") {
+            if list.allSatisfy({ $0.hasPrefix("/") }) { s.skip = list } else {
+                m.problems.add(m.child("skip"), m.node("skip")?.line, "must be path prefixes starting with /")
+            }
+        }
+        m.finish()
+        return s
+    }
+}

@@ -1,0 +1,159 @@
+"""`session` hand-off mode: the proxy's own sign-in, identity passed upstream in headers.
+
+The wrapper app's part is played by hand: /_oauth/start's redirect to the IdP is read (that is
+the navigation a wrapper intercepts), the native sign-in is done at the strict IdP with the
+same state and nonce, and the callback is loaded with the browser's cookies.
+"""
+import json
+import os
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
+from idp_harness import IdP, make_test_pki  # noqa: E402
+from helpers import HTTPConn  # noqa: E402
+
+WEB = "123-web.apps.googleusercontent.com"
+IOS = "123-ios.apps.googleusercontent.com"
+SECRET = "a-session-secret-of-at-least-32-characters"
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("idp")
+    with IdP.start(make_test_pki(str(d)), log_dir=d) as srv:
+        yield srv
+
+
+@pytest.fixture
+def sproxy(proxy_factory, upstream, tmp_path, idp):
+    os.environ["SESSION_SECRET"] = SECRET
+    os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
+    config = tmp_path / "session.yaml"
+    config.write_text(f"""
+oauth:
+  ca_file: {idp.ca_cert}
+  session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], allowed_redirect_hosts: [app.example.com] }}
+providers:
+  google:
+    kind: google
+    handoff: session
+    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
+    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+""")
+    return proxy_factory(upstream, extra=["--config", str(config)])
+
+
+def get(p, target, cookies=None, headers=None):
+    h = dict(headers or {})
+    if cookies:
+        h["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    with HTTPConn(p.port) as c:
+        c.request("GET", target, headers=list(h.items()))
+        return c.read_response()
+
+
+def set_cookies(r):
+    out = {}
+    for k, v in r.headers:
+        if k.lower() == "set-cookie":
+            name, rest = v.split("=", 1)
+            out[name] = rest.split(";", 1)[0]
+    return out
+
+
+def sign_in(p, idp, rd="/private/page"):
+    """/_oauth/start → (wrapper) native sign-in with the same state and nonce → callback."""
+    start = get(p, "/_oauth/start?" + urllib.parse.urlencode({"rd": rd}))
+    assert start.status == 302, start
+    authorize = urllib.parse.urlsplit(start.one("location"))
+    q = dict(urllib.parse.parse_qsl(authorize.query))
+    assert f"{authorize.scheme}://{authorize.netloc}{authorize.path}" == idp.base_url + "/authorize"
+    assert q["client_id"] == WEB
+    jar = set_cookies(start)
+    assert "_oauth_state" in jar
+    grant = idp.get_code(IOS, state=q["state"], nonce=q["nonce"])
+    callback = "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
+        "code": grant.code, "state": grant.state, "code_verifier": grant.code_verifier})
+    r = get(p, callback, cookies=jar)
+    return r, jar, grant, callback
+
+
+def test_a_native_sign_in_sets_the_session_and_identity_reaches_the_upstream(sproxy, idp, upstream):
+    r, jar, grant, _ = sign_in(sproxy, idp)
+    assert r.status == 302, r
+    assert r.one("location") == "/private/page"
+    cookies = set_cookies(r)
+    assert cookies.get("_oauth_state") == "", "the state cookie is cleared"
+    session = {k: v for k, v in cookies.items() if k.startswith("_oauth_session")}
+    assert session and all(session.values())
+    # The client tries to claim another identity in every spelling: only ours arrives.
+    e = get(sproxy, "/echo", cookies=session, headers={
+        "X-Forwarded-Email": "evil@attacker.test", "X_Forwarded_Email": "evil2@attacker.test",
+        "x-forwarded-user": "root", "X-Auth-Request-Email": "evil3@attacker.test"}).json()
+    names = [(k.lower(), v) for k, v in e["headers"]]
+    assert ("x-forwarded-email", "alice@example.test") in names
+    assert [v for k, v in names if k in ("x-forwarded-email", "x_forwarded_email")] == ["alice@example.test"]
+    assert [v for k, v in names if k == "x-forwarded-user"] != ["root"]
+    assert not [k for k, v in names if "attacker" in v or v == "root"]
+
+
+def test_without_a_session_identity_headers_are_stripped_and_protected_paths_redirect(sproxy, upstream):
+    e = get(sproxy, "/echo", headers={"X-Forwarded-Email": "evil@attacker.test"}).json()
+    assert not [k for k, v in e["headers"] if "attacker" in v]
+    r = get(sproxy, "/private/x?y=1")
+    assert r.status == 302
+    assert r.one("location") == "/_oauth/start?rd=%2Fprivate%2Fx%3Fy%3D1"
+    r = get(sproxy, "/private/x", headers={"Accept": "application/json"})
+    assert r.status == 401
+    assert upstream.record.requests() and all(q["target"] != "/private/x" for q in upstream.record.requests())
+
+
+def test_userinfo_auth_and_sign_out(sproxy, idp):
+    r, _, _, _ = sign_in(sproxy, idp)
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    info = get(sproxy, "/_oauth/userinfo", cookies=session)
+    assert info.status == 200 and info.json()["email"] == "alice@example.test"
+    auth = get(sproxy, "/_oauth/auth", cookies=session)
+    assert auth.status == 202 and auth.one("x-auth-request-email") == "alice@example.test"
+    assert get(sproxy, "/_oauth/auth").status == 401
+    assert get(sproxy, "/_oauth/userinfo").status == 401
+    out = get(sproxy, "/_oauth/sign_out?rd=/bye", cookies=session)
+    assert out.status == 302 and out.one("location") == "/bye"
+    assert all(v == "" for k, v in set_cookies(out).items() if k.startswith("_oauth_session"))
+
+
+def test_a_callback_from_another_browser_is_refused_before_the_idp(sproxy, idp):
+    """Login CSRF: a callback whose state this browser never got (no state cookie, or another one)."""
+    _, _, grant, callback = sign_in(sproxy, idp)  # spends that browser's own flow
+    idp.request("POST", "/_test/reset-stats")
+    fresh = idp.get_code(IOS)
+    target = "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": fresh.redirect_uri,
+        "code": fresh.code, "state": fresh.state, "code_verifier": fresh.code_verifier})
+    r = get(sproxy, target)
+    assert r.status == 400
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
+    # With a state cookie from a different start: the id_token does not carry that start's nonce
+    # (502, the IdP's answer did not verify for this browser); no session either way.
+    other = set_cookies(get(sproxy, "/_oauth/start"))
+    r = get(sproxy, target, cookies=other)
+    assert r.status == 502
+    assert not [k for k in set_cookies(r) if k.startswith("_oauth_session")]
+
+
+@pytest.mark.parametrize("rd,expected", [
+    ("/account?tab=1", "/account?tab=1"),
+    ("https://app.example.com/x", "https://app.example.com/x"),
+    ("//evil.example/x", "/"),
+    ("https://evil.example/", "/"),
+    ("/\\evil.example", "/"),
+])
+def test_rd_targets_are_validated(sproxy, idp, rd, expected):
+    r, _, _, _ = sign_in(sproxy, idp, rd=rd)
+    assert r.status == 302 and r.one("location") == expected
