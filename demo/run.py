@@ -72,7 +72,7 @@ oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
   google:
     kind: google
-    handoff: session
+    handoff: verify
     endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native:
       ios: {{ client_id: {IOS_CLIENT} }}

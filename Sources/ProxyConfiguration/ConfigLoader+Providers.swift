@@ -6,7 +6,7 @@ import OAuthCallback
 /// providers:
 ///   google:                          # the `provider=` value the wrapper app sends
 ///     kind: google                   # google | facebook | apple | oidc (default: the name, if it is a kind)
-///     handoff: relay                 # relay | params | session (default relay)
+///     handoff: relay                 # relay | params | session | verify (default relay)
 ///     app_callback: /users/auth/google_oauth2/callback   # required for relay and params
 ///     app_client: { id: WEB_ID, secret_env: GOOGLE_WEB_SECRET }  # required for relay
 ///     native:
@@ -48,12 +48,12 @@ extension ConfigLoader {
             return nil
         }
         var s = ProviderSettings(name: name, kind: kind)
-        if let h = p.parsed("handoff", "relay, params or session", HandoffMode.init(rawValue:)) { s.handoff = h }
+        if let h = p.parsed("handoff", "relay, params, session or verify", HandoffMode.init(rawValue:)) { s.handoff = h }
         if let cb = p.string("app_callback") {
             if isLocalPath(cb) { s.appCallback = cb } else {
                 p.problems.add(p.child("app_callback"), p.node("app_callback")?.line, "must be a path starting with a single /, without a query")
             }
-        } else if s.handoff != .session {
+        } else if s.handoff == .relay || s.handoff == .params {
             p.problems.add(p.child("app_callback"), p.line, "is required for handoff \(s.handoff.rawValue)")
         }
         if let app = p.mapping("app_client") {

@@ -4,7 +4,8 @@ import Testing
 @testable import ProxyConfiguration
 
 @Suite struct ConfigLoaderTests {
-    let env = ["GOOGLE_WEB_SECRET": "web-secret", "FB_SECRET": "fb-secret"]
+    let env = ["GOOGLE_WEB_SECRET": "web-secret", "FB_SECRET": "fb-secret",
+               "SESSION_SECRET": "a-session-secret-of-at-least-32-characters"]
     let files = ["/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n",
                  "/keys/empty": "\n"]
 
@@ -31,7 +32,12 @@ import Testing
     limits: { max_body_size: 10m, max_header_size: 16k }
     timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s }
     trusted_proxies: [10.0.0.0/8]
-    oauth: { callback_path: /_oauth_callback, replay_window: 15m, clock_leeway: 2m, idp_timeout: 5s }
+    oauth:
+      callback_path: /_oauth_callback
+      replay_window: 15m
+      clock_leeway: 2m
+      idp_timeout: 5s
+      session: { secret_env: SESSION_SECRET, protect: [/admin], skip: [/admin/health], allowed_redirect_hosts: [app.example.com] }
     providers:
       google:
         handoff: relay
@@ -49,6 +55,7 @@ import Testing
           ios: { client_id: "1234567890" }
       apple:
         handoff: session
+        app_client: { id: com.example.web, secret_env: GOOGLE_WEB_SECRET }
         team_id: TEAM
         key_id: KEY
         private_key_file: /keys/apple.p8
@@ -80,6 +87,12 @@ import Testing
         #expect(fb.facebook?.appSecret.value == "fb-secret")
         #expect(fb.native["ios"]?.redirectURI == "fb1234567890://authorize")
         #expect(c.oauth.providers["apple"]?.apple?.teamID == "TEAM")
+        let session = try #require(c.oauth.session)
+        #expect(session.secrets.count == 1)
+        #expect(session.requiresSession("/admin/users"))
+        #expect(!session.requiresSession("/admin/health"))
+        #expect(!session.requiresSession("/public"))
+        #expect(session.allowedRedirectHosts == ["app.example.com"])
     }
 
     @Test func everyProblemIsReportedAtOnceWithItsPath() {
@@ -147,7 +160,8 @@ import Testing
         providers:
           p:
             \(extra)
-            handoff: session
+            handoff: params
+            app_callback: /cb
             native: { android: { client_id: x, redirect_uri: "app:/cb" } }
         """)
         #expect(p == [expected])
@@ -157,12 +171,33 @@ import Testing
         let p = problems("""
         providers:
           facebook:
-            handoff: session
+            handoff: params
+            app_callback: /cb
             app_id: "111"
             app_secret_env: FB_SECRET
             native: { ios: { client_id: "222" } }
         """)
         #expect(p == ["providers.facebook.native.ios.client_id: must equal app_id for a facebook provider"])
+    }
+
+    @Test func sessionModeNeedsItsSecretAndTheWebClient() {
+        let p = problems("""
+        providers:
+          google:
+            handoff: session
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(p == ["oauth.session: is required when a provider uses handoff session (at least secret_env or secret_file)",
+                      "providers.google.app_client: is required for handoff session (/_oauth/start sends the app's web client)"])
+        let short = problems("""
+        oauth: { session: { secret_env: FB_SECRET } }
+        providers:
+          google:
+            handoff: session
+            app_client: { id: web, secret_env: GOOGLE_WEB_SECRET }
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(short == ["oauth.session.secret_env: must be at least 32 characters"])
     }
 
     @Test func relayNeedsTheAppCallbackAndTheAppClient() {

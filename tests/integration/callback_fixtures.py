@@ -77,7 +77,7 @@ def write_config(path, idp: IdP, *, ca_file=None, idp_timeout="2s", token_url=No
     if GOOGLE in providers:
         lines += [f"  {GOOGLE}:",
                   "    kind: google",
-                  "    handoff: session",
+                  "    handoff: verify",
                   "    endpoints:",
                   f"      token: {_q(token_url or doc['token_endpoint'])}",
                   f"      jwks: {_q(doc['jwks_uri'])}",
@@ -91,7 +91,7 @@ def write_config(path, idp: IdP, *, ca_file=None, idp_timeout="2s", token_url=No
     if OIDC in providers:
         lines += [f"  {OIDC}:",
                   "    kind: oidc",
-                  "    handoff: session",
+                  "    handoff: verify",
                   "    endpoints:",
                   f"      issuer: {_q(doc['issuer'])}",
                   "    native:",

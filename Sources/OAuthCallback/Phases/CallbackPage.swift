@@ -12,11 +12,11 @@ enum CallbackPage {
         ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"),
     ]
 
-    /// Until a hand-off mode forwards the sign-in to the site, a verified callback says so
+    /// `handoff: verify`: the sign-in was verified and the site is not told; the page says so
     /// honestly and shows nothing that identifies the tokens.
     static func verified(_ identity: VerifiedIdentity) -> Response {
         page(status: 200, title: "Signed in",
-             body: "Your \(escape(identity.provider)) sign-in was verified. The site has not been told yet: no hand-off is configured.")
+             body: "Your \(escape(identity.provider)) sign-in was verified. The site has not been told: this provider is set to verify only.")
     }
 
     static func error(status: Int, message: String, extraHeaders: [(name: String, value: String)] = []) -> Response {

@@ -98,6 +98,9 @@ struct Handoff: Sendable {
                 guard let appCallback = provider.appCallback else { return sink.respond(CallbackPage.verified(identity)) }
                 logVerified(parameters, mode: "params")
                 sink.proceed(UpstreamRewrite(target: HandoffTarget.params(appCallback, tokens: identity.tokens, state: parameters.state)))
+            case .verify:
+                logVerified(parameters, mode: "verify")
+                sink.respond(CallbackPage.verified(identity))
             case .session:
                 guard let session else { return sink.respond(CallbackPage.verified(identity)) }
                 switch session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies) {
@@ -123,7 +126,7 @@ struct Handoff: Sendable {
                                            "source": failure.source.rawValue, "reason": failure.code,
                                            "detail": failure.logDetail, "duration_ms": elapsed()])
         if let parameters, parameters.providerError != nil || failure.source == .idp,
-           let provider = settings.providers[parameters.provider], provider.handoff != .session,
+           let provider = settings.providers[parameters.provider], provider.handoff == .relay || provider.handoff == .params,
            let appCallback = provider.appCallback {
             sink.proceed(UpstreamRewrite(target: HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)))
             return

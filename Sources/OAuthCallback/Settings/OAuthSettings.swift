@@ -30,6 +30,9 @@ public enum ProviderKind: String, Sendable, CaseIterable {
 /// How a verified sign-in is handed to the app (see DESIGN §2).
 public enum HandoffMode: String, Sendable, CaseIterable {
     case relay, params, session
+    /// Verify only and answer a minimal page: for checking a provider's setup end to end
+    /// before the site is involved (and for the callback test suite and benchmarks).
+    case verify
 }
 
 public struct ProviderSettings: Sendable {
