@@ -24,9 +24,18 @@ struct OAuthWiring {
         switch config.store {
         case .memory:
             store = MemoryStore()
-        case .redis:
-            throw ConfigProblems([ConfigProblem(path: "store", line: nil,
-                                                message: "the Redis store is not available in this version; use store: memory")])
+        case .redis(let text):
+            // The password never sits in the file: CALLBACK_PROXY_REDIS_PASSWORD (if set) is used.
+            var url: RedisURL
+            do {
+                url = try RedisURL(parsing: text)
+            } catch {
+                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis:// URL: \(error)")])
+            }
+            if let password = ConfigLoader.processEnvironment()["CALLBACK_PROXY_REDIS_PASSWORD"], !password.isEmpty {
+                url.password = password
+            }
+            store = RedisStore(RedisStore.Configuration(url: url), logger: log)
         }
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)

@@ -1,0 +1,298 @@
+import ProxyCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The shared store for several proxy instances: Redis, through hiredis's async API, driven
+/// by the proxy's own event loops (no loop thread ever waits on Redis).
+///
+/// - **One connection per event loop**, made on the loop's first use and reused; a request's
+///   store calls run entirely on its loop (`RedisConnection`).
+/// - **Atomic commands**: `setIfAbsent` → `SET k v NX EX ttl` (OK vs nil); `getAndDelete` →
+///   `GETDEL k` (Redis ≥ 6.2 — Debian bookworm ships 7.0; older servers answer "unknown
+///   command", which fails `.unavailable`: fail closed, never a non-atomic GET then DEL);
+///   `get` → `GET`; `set` → `SET k v EX ttl`; `delete` → `DEL` (1 vs 0). Values are sent with
+///   explicit lengths, so they are binary-safe.
+/// - **Keys** get `keyPrefix` (default `cbp:`) in front, and are validated like the memory
+///   store's (1…512 bytes, TTL 1 s…30 days) so both stores refuse the same bugs.
+/// - **Failure semantics (fail closed)**: every command has a timeout (a loop timer): no reply
+///   in `commandTimeout` fails it `.timeout` and drops the connection (replies would be out of
+///   order); a lost connection fails its pending commands `.unavailable`; while a connection
+///   is down, calls fail **at once** with `.unavailable` — nothing is queued waiting for
+///   Redis. Reconnect is automatic, with exponential backoff (`backoffMin` doubling to
+///   `backoffMax`) on loop timers. Redis errors map to `.unavailable` (`OOM` to
+///   `.capacityExceeded`).
+/// - **AUTH** (`AUTH password`, or `AUTH user password` for an ACL user) and **SELECT db** are
+///   pipelined on connect. The password is never logged nor put in an error.
+/// - **DNS**: hiredis resolves names with a blocking `getaddrinfo`, so `init` (run at startup,
+///   off the loops) resolves the host once and the loops connect to the address. A name whose
+///   address changes later needs a reload.
+public final class RedisStore: Store {
+    public struct Configuration: Sendable {
+        public var url: RedisURL
+        /// Prepended to every key; separates this deployment's keys from anything else in the db.
+        public var keyPrefix = "cbp:"
+        /// No reply within this (nanoseconds) fails the command `.timeout`. Default 1 s.
+        public var commandTimeout: UInt64 = 1_000_000_000
+        /// Reconnect delays (nanoseconds): the first retry after `backoffMin`, doubling up to `backoffMax`.
+        public var backoffMin: UInt64 = 50_000_000
+        public var backoffMax: UInt64 = 2_000_000_000
+        public var maxKeyBytes = 512
+        public var maxTTLSeconds: Int64 = 30 * 24 * 3_600
+
+        /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
+        ///   (the configuration's choice) is set on `url.password` by the caller.
+        public init(url: RedisURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
+            self.url = url
+            self.keyPrefix = keyPrefix
+            self.commandTimeout = commandTimeout
+        }
+    }
+
+    public let configuration: Configuration
+    private let settings: RedisConnectionSettings
+    private let prefix: [UInt8]
+    private let logger: Logger?
+    private let slots = Mutex(Slots())
+
+    private struct Slots {
+        var byLoop: [Int: RedisSlot] = [:]
+        var closed = false
+    }
+
+    /// Does not connect: each loop connects on its first call. Resolves the host name now
+    /// (blocking; call it at startup, not on a loop thread).
+    public init(_ configuration: Configuration, logger: Logger? = nil) {
+        self.configuration = configuration
+        self.logger = logger
+        let url = configuration.url
+        let address = Self.resolve(url.host) ?? url.host
+        if address == url.host, !Self.isNumeric(url.host) {
+            logger?.warn("redis host did not resolve at startup; connections will retry",
+                         ["redis": url.description])
+        }
+        settings = RedisConnectionSettings(
+            host: address, port: url.port, username: url.username, password: url.password,
+            database: url.database, commandTimeout: max(1_000_000, configuration.commandTimeout),
+            backoffMin: max(1_000_000, configuration.backoffMin),
+            backoffMax: max(configuration.backoffMin, configuration.backoffMax),
+            redactedURL: url.description)
+        prefix = Array(configuration.keyPrefix.utf8)
+    }
+
+    deinit { close() }
+
+    // MARK: Store
+
+    public func setIfAbsent(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                            _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        run(on: loop, key: key, ttlSeconds: ttlSeconds, completion) { k in
+            [Array("SET".utf8), k, value, Array("NX".utf8), Array("EX".utf8), Array(String(ttlSeconds).utf8)]
+        } map: { reply in
+            switch reply {
+            case .status: .success(true)     // OK
+            case .null: .success(false)      // NX: the key was there
+            default: nil
+            }
+        }
+    }
+
+    public func getAndDelete(key: String, on loop: EventLoop,
+                             _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
+        run(on: loop, key: key, ttlSeconds: 1, completion) { k in [Array("GETDEL".utf8), k] } map: { reply in
+            switch reply {
+            case .string(let bytes): .success(bytes)
+            case .null: .success(nil)
+            default: nil
+            }
+        }
+    }
+
+    public func get(key: String, on loop: EventLoop,
+                    _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
+        run(on: loop, key: key, ttlSeconds: 1, completion) { k in [Array("GET".utf8), k] } map: { reply in
+            switch reply {
+            case .string(let bytes): .success(bytes)
+            case .null: .success(nil)
+            default: nil
+            }
+        }
+    }
+
+    public func set(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                    _ completion: @escaping (Result<Void, StoreError>) -> Void) {
+        run(on: loop, key: key, ttlSeconds: ttlSeconds, completion) { k in
+            [Array("SET".utf8), k, value, Array("EX".utf8), Array(String(ttlSeconds).utf8)]
+        } map: { reply in
+            if case .status = reply { return .success(()) }
+            return nil
+        }
+    }
+
+    public func delete(key: String, on loop: EventLoop,
+                       _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        run(on: loop, key: key, ttlSeconds: 1, completion) { k in [Array("DEL".utf8), k] } map: { reply in
+            if case .integer(let n) = reply { return .success(n > 0) }
+            return nil
+        }
+    }
+
+    /// Closes every loop's connection, each on its own loop (pending commands fail
+    /// `.unavailable`); later calls fail the same way. Idempotent; call it before stopping
+    /// the loops.
+    public func close() {
+        let all = slots.withLock { slots -> [RedisSlot] in
+            slots.closed = true
+            defer { slots.byLoop.removeAll() }
+            return Array(slots.byLoop.values)
+        }
+        for slot in all {
+            slot.loop.execute { slot.connection.close() }
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// Validates, builds the command with the prefixed key, sends it on `loop`'s connection
+    /// and maps the reply (`map` returns nil for a reply of an unexpected shape).
+    private func run<T>(on loop: EventLoop, key: String, ttlSeconds: Int64,
+                        _ completion: @escaping (Result<T, StoreError>) -> Void,
+                        command: ([UInt8]) -> [[UInt8]],
+                        map: @escaping (RedisReply) -> Result<T, StoreError>?) {
+        if let error = validate(key: key, ttlSeconds: ttlSeconds) {
+            let bound = RedisLoopBound(completion)
+            loop.execute { bound.value(.failure(error)) }
+            return
+        }
+        let args = command(prefix + Array(key.utf8))
+        let send: () -> Void = { [self] in
+            let connection: RedisConnection
+            switch self.connection(for: loop) {
+            case .success(let c):
+                connection = c
+            case .failure(let error):
+                let bound = RedisLoopBound(completion)
+                loop.execute { bound.value(.failure(error)) }
+                return
+            }
+            connection.send(args) { result in
+                switch result {
+                case .failure(let error):
+                    completion(.failure(error))
+                case .success(.error(let message)):
+                    completion(.failure(Self.storeError(fromRedis: message)))
+                case .success(let reply):
+                    completion(map(reply) ?? .failure(StoreError(.unavailable, "unexpected redis reply \(Self.shape(reply))")))
+                }
+            }
+        }
+        if loop.inLoopThread {
+            send()
+        } else {
+            // Off the contract (callers are on `loop`), but harmless: hop onto the loop.
+            let bound = RedisLoopBound(send)
+            loop.execute { bound.value() }
+        }
+    }
+
+    /// This loop's connection, made on first use (on the loop's thread).
+    private func connection(for loop: EventLoop) -> Result<RedisConnection, StoreError> {
+        let made = slots.withLock { slots -> (RedisSlot, RedisSlot?)? in
+            guard !slots.closed else { return nil }
+            let existing = slots.byLoop[loop.index]
+            if let existing, existing.loop === loop { return (existing, nil) }
+            // A different loop object under the same index (loops rebuilt, as in tests).
+            let slot = RedisSlot(loop: loop, connection: RedisConnection(loop: loop, settings: settings, logger: logger))
+            slots.byLoop[loop.index] = slot
+            return (slot, existing)
+        }
+        guard let (slot, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
+        if let replaced { replaced.loop.execute { replaced.connection.close() } }
+        return .success(slot.connection)
+    }
+
+    private func validate(key: String, ttlSeconds: Int64) -> StoreError? {
+        let length = key.utf8.count
+        guard length > 0, length <= configuration.maxKeyBytes else {
+            return StoreError(.invalidArgument, "key length \(length) outside 1...\(configuration.maxKeyBytes)")
+        }
+        guard ttlSeconds >= 1, ttlSeconds <= configuration.maxTTLSeconds else {
+            return StoreError(.invalidArgument, "ttl \(ttlSeconds) s outside 1...\(configuration.maxTTLSeconds)")
+        }
+        return nil
+    }
+
+    static func storeError(fromRedis message: String) -> StoreError {
+        let code: StoreError.Code = message.hasPrefix("OOM") ? .capacityExceeded : .unavailable
+        return StoreError(code, "redis: \(message.prefix(200))")
+    }
+
+    private static func shape(_ reply: RedisReply) -> String {
+        switch reply {
+        case .string: "string"
+        case .status: "status"
+        case .integer: "integer"
+        case .null: "nil"
+        case .error: "error"
+        case .array: "array"
+        }
+    }
+
+    // MARK: Name resolution (at init, off the loops)
+
+    private static func isNumeric(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
+    private static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The first address of `host` as text (IPv4 preferred), or nil.
+    private static func resolve(_ host: String) -> String? {
+        if isNumeric(host) { return host }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let list else { return nil }
+        defer { freeaddrinfo(list) }
+        var candidates: [String] = []
+        var node: UnsafeMutablePointer<addrinfo>? = list
+        while let n = node {
+            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+            let family = n.pointee.ai_family
+            if family == AF_INET {
+                var a = n.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+                if inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count)) != nil {
+                    candidates.insert(Self.text(buffer), at: 0)
+                }
+            } else if family == AF_INET6 {
+                var a = n.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                if inet_ntop(AF_INET6, &a, &buffer, socklen_t(buffer.count)) != nil {
+                    candidates.append(Self.text(buffer))
+                }
+            }
+            node = n.pointee.ai_next
+        }
+        return candidates.first
+    }
+}
+
+/// One loop's connection in the store's table.
+///
+/// `@unchecked Sendable`: the table is shared by all loops (behind the store's mutex, which
+/// guards only the table), but each connection is only ever used on its own loop's thread —
+/// by store calls made there, `close` tasks posted there, and hiredis hooks that loop runs.
+/// `RedisConnection` asserts this.
+private final class RedisSlot: @unchecked Sendable {
+    let loop: EventLoop
+    let connection: RedisConnection
+
+    init(loop: EventLoop, connection: RedisConnection) {
+        self.loop = loop
+        self.connection = connection
+    }
+}

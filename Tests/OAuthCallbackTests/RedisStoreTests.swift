@@ -1,0 +1,528 @@
+import Foundation
+import ProxyCore
+import Synchronization
+import Testing
+@testable import OAuthCallback
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The Redis store against a real `redis-server` (Debian's) on a free loopback port, driven by
+// a real event loop thread. Serialized: the timing tests (fail-fast, timeouts) should not
+// compete for the 2 cores, and some tests kill and restart their server.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct RedisStoreTests {
+    // MARK: Operations
+
+    @Test func setIfAbsentIsTrueOnceThenFalseOnTheLoopAndNeverInsideTheCall() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        let first = await env.setIfAbsent("replay:a", [1, 2, 3], ttl: 60)
+        let second = await env.setIfAbsent("replay:a", [9], ttl: 60)
+        #expect(try first.value.get() == true)
+        #expect(try second.value.get() == false)
+        for outcome in [first, second] {
+            #expect(outcome.onLoopThread)
+            #expect(!outcome.insideCall)
+        }
+        // The first value and its TTL are left alone.
+        #expect(try await env.get("replay:a").value.get() == [1, 2, 3])
+        let ttl = Int(redis.cli("TTL", "cbp:replay:a").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        #expect(ttl > 50 && ttl <= 60)
+    }
+
+    @Test func entriesExpireAfterTheirTTL() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("state:x", Array("v".utf8), ttl: 1).value.get() == true)
+        try await env.set("session:y", Array("s".utf8), ttl: 1).value.get()
+        #expect(try await env.get("state:x").value.get() == Array("v".utf8))
+        try await Task.sleep(for: .milliseconds(1_200))
+        #expect(try await env.get("state:x").value.get() == nil)
+        #expect(try await env.get("session:y").value.get() == nil)
+        #expect(try await env.setIfAbsent("state:x", Array("w".utf8), ttl: 1).value.get() == true)
+    }
+
+    @Test func getAndDeleteReturnsTheValueOnceThenNil() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        try await env.set("relay:c", Array("payload".utf8), ttl: 60).value.get()
+        let first = await env.getAndDelete("relay:c")
+        #expect(try first.value.get() == Array("payload".utf8))
+        #expect(first.onLoopThread && !first.insideCall)
+        #expect(try await env.getAndDelete("relay:c").value.get() == nil)
+        #expect(try await env.get("relay:c").value.get() == nil)
+    }
+
+    @Test func setReplacesAndDeleteReportsWhetherALiveEntryWasThere() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        try await env.set("session:s", [1], ttl: 60).value.get()
+        try await env.set("session:s", [2], ttl: 60).value.get()
+        #expect(try await env.get("session:s").value.get() == [2])
+        #expect(try await env.delete("session:s").value.get() == true)
+        #expect(try await env.delete("session:s").value.get() == false)
+    }
+
+    @Test func binaryValuesWithNULBytesRoundTrip() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        let value: [UInt8] = [0, 0, 1, 255, 0, 13, 10, 0x24, 0x2A, 0] + (0...255).map { UInt8($0) }
+        try await env.set("bin:a", value, ttl: 60).value.get()
+        #expect(try await env.get("bin:a").value.get() == value)
+        #expect(try await env.setIfAbsent("bin:b", value, ttl: 60).value.get() == true)
+        #expect(try await env.getAndDelete("bin:b").value.get() == value)
+        try await env.set("bin:empty", [], ttl: 60).value.get()
+        #expect(try await env.get("bin:empty").value.get() == [])
+    }
+
+    @Test func theKeyPrefixIsApplied() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        try await env.set("replay:k1", [1], ttl: 60).value.get()
+        let custom = try StoreLoop(redis.store(prefix: "tenant7:"))
+        defer { custom.shutdown() }
+        try await custom.set("replay:k1", [2], ttl: 60).value.get()
+        let keys = Set(redis.cli("KEYS", "*").split(separator: "\n").map { String($0) })
+        #expect(keys == ["cbp:replay:k1", "tenant7:replay:k1"])
+        #expect(try await env.get("replay:k1").value.get() == [1])
+        #expect(try await custom.get("replay:k1").value.get() == [2])
+    }
+
+    @Test func invalidArgumentsFailWithoutReachingRedisAndNeverInsideTheCall() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        let empty = await env.get("")
+        #expect(empty.value.redisFailure == .invalidArgument)
+        #expect(!empty.insideCall && empty.onLoopThread)
+        #expect(await env.set("k", [1], ttl: 0).value.redisFailure == .invalidArgument)
+        #expect(await env.setIfAbsent(String(repeating: "k", count: 513), [1], ttl: 5).value.redisFailure == .invalidArgument)
+    }
+
+    // MARK: AUTH and SELECT
+
+    @Test func authenticatesWithAPasswordAndSelectsTheDatabase() async throws {
+        let redis = try RedisServer(password: "s3cr3t-pw")
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store(password: "s3cr3t-pw", database: 3))
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("replay:p", [7], ttl: 60).value.get() == true)
+        #expect(redis.cli("-n", "3", "EXISTS", "cbp:replay:p").hasPrefix("1"))
+        #expect(redis.cli("-n", "0", "EXISTS", "cbp:replay:p").hasPrefix("0"))
+    }
+
+    @Test func authenticatesAsAnACLUser() async throws {
+        let redis = try RedisServer(password: "admin-pw")
+        defer { redis.stop() }
+        #expect(redis.cli("ACL", "SETUSER", "proxy", "on", ">proxy-pw", "~cbp:*", "+@all").hasPrefix("OK"))
+        let env = try StoreLoop(redis.store(username: "proxy", password: "proxy-pw"))
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("replay:u", [1], ttl: 60).value.get() == true)
+        #expect(try await env.getAndDelete("replay:u").value.get() == [1])
+        // The ACL user's key pattern holds: outside the prefix it is refused (fail closed).
+        let other = try StoreLoop(redis.store(username: "proxy", password: "proxy-pw", prefix: "other:"))
+        defer { other.shutdown() }
+        #expect(await other.get("x").value.redisFailure == .unavailable)
+    }
+
+    @Test func aWrongPasswordFailsEveryOperationUnavailableWithoutLeakingIt() async throws {
+        let redis = try RedisServer(password: "right-pw")
+        defer { redis.stop() }
+        let log = try LogCapture()
+        let secret = "Wr0ng-Passw0rd-xyz"
+        let env = try StoreLoop(redis.store(password: secret), logger: log.logger)
+        defer { env.shutdown() }
+        var errors: [StoreError] = []
+        for _ in 0..<3 {
+            let outcomes = [await env.setIfAbsent("a", [1], ttl: 5).value.map { _ in () },
+                            await env.get("a").value.map { _ in () },
+                            await env.getAndDelete("a").value.map { _ in () },
+                            await env.set("a", [1], ttl: 5).value.map { _ in () },
+                            await env.delete("a").value.map { _ in () }]
+            for outcome in outcomes {
+                guard case .failure(let error) = outcome else {
+                    Issue.record("an operation succeeded with a wrong password")
+                    continue
+                }
+                #expect(error.code == .unavailable)
+                errors.append(error)
+            }
+            try await Task.sleep(for: .milliseconds(60))
+        }
+        let text = log.text() + errors.map(\.description).joined(separator: "\n")
+        #expect(!text.isEmpty)
+        #expect(!text.contains(secret))
+        #expect(!text.contains("right-pw"))
+        #expect(log.text().contains("redis store unavailable"))
+    }
+
+    // MARK: Failures
+
+    @Test func redisKilledFailsFastThenServiceReturnsOnItsOwn() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let log = try LogCapture()
+        let env = try StoreLoop(redis.store(), logger: log.logger)
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("k0", [0], ttl: 60).value.get() == true)
+
+        redis.kill()
+        // The in-flight connection notices the EOF; every call fails fast, none hangs.
+        var worst = 0.0
+        for i in 0..<20 {
+            let outcome = await env.setIfAbsent("k\(i + 1)", [1], ttl: 60)
+            #expect(outcome.value.redisFailure == .unavailable)
+            #expect(!outcome.insideCall && outcome.onLoopThread)
+            worst = max(worst, outcome.elapsed)
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(worst < 0.2, "slowest failure took \(worst) s")
+
+        try redis.start()
+        let back = EventLoop.monotonicNow()
+        var recovered = false
+        while EventLoop.monotonicNow() - back < 5_000_000_000 {
+            if case .success(true) = await env.setIfAbsent("after", [2], ttl: 60).value {
+                recovered = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(recovered)
+        print("redis store: recovered \(Double(EventLoop.monotonicNow() - back) / 1e6) ms after restart; slowest fail-fast \(worst * 1e3) ms")
+        #expect(log.text().contains("redis store unavailable"))
+        #expect(log.text().contains("redis store reconnected"))
+    }
+
+    @Test func redisDownFromTheStartFailsUnavailableAtOnce() async throws {
+        let port = RedisServer.freePort()
+        let store = RedisStore(RedisStore.Configuration(url: RedisURL(host: "127.0.0.1", port: port)))
+        let env = try StoreLoop(store)
+        defer { env.shutdown() }
+        for _ in 0..<5 {
+            let outcome = await env.get("k")
+            #expect(outcome.value.redisFailure == .unavailable)
+            #expect(outcome.elapsed < 0.2)
+            #expect(!outcome.insideCall)
+        }
+    }
+
+    @Test func aStalledRedisTimesOutAtTheConfiguredTimeoutThenRecovers() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store(timeoutMilliseconds: 300))
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("warm", [1], ttl: 60).value.get() == true)
+        let sleeper = redis.cliInBackground("DEBUG", "SLEEP", "2")
+        try await Task.sleep(for: .milliseconds(150))   // let the server start sleeping
+        let outcome = await env.get("warm")
+        #expect(outcome.value.redisFailure == .timeout)
+        #expect(outcome.elapsed >= 0.29 && outcome.elapsed < 0.6, "timed out after \(outcome.elapsed) s")
+        #expect(outcome.onLoopThread && !outcome.insideCall)
+        sleeper.waitUntilExit()
+        let back = EventLoop.monotonicNow()
+        var recovered = false
+        while EventLoop.monotonicNow() - back < 5_000_000_000 {
+            if case .success(let v) = await env.get("warm").value, v == [1] {
+                recovered = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(recovered)
+    }
+
+    // MARK: Load
+
+    @Test func aThousandConcurrentSetIfAbsentFromOneLoopComplete() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        let started = EventLoop.monotonicNow()
+        let results = await env.batch(count: 1_000) { store, loop, i, done in
+            // 900 distinct keys, and 100 calls racing for one key.
+            let key = i < 900 ? "load:\(i)" : "load:contended"
+            store.setIfAbsent(key: key, value: Array("v\(i)".utf8), ttlSeconds: 60, on: loop) { done($0) }
+        }
+        let elapsed = Double(EventLoop.monotonicNow() - started) / 1e9
+        #expect(results.count == 1_000)
+        #expect(results.allSatisfy { $0.onLoop && !$0.inside })
+        let values = results.map { try? $0.result.get() }
+        #expect(values[..<900].allSatisfy { $0 == true })
+        #expect(values[900...].filter { $0 == true }.count == 1)
+        #expect(values[900...].filter { $0 == false }.count == 99)
+        print("redis store: 1000 concurrent setIfAbsent in \(elapsed * 1e3) ms")
+    }
+
+    // MARK: URL
+
+    @Test func parsesRedisURLs() throws {
+        let full = try RedisURL(parsing: "redis://app%40x:p%3Ass@redis.internal:6380/4")
+        #expect(full == RedisURL(host: "redis.internal", port: 6380, username: "app@x", password: "p:ss", database: 4))
+        #expect(!full.description.contains("p:ss") && !full.description.contains("p%3Ass"))
+        #expect(full.description == "redis://app@x:***@redis.internal:6380/4")
+        #expect(try RedisURL(parsing: "redis://:pw@10.0.0.1") == RedisURL(host: "10.0.0.1", password: "pw"))
+        #expect(try RedisURL(parsing: "redis://localhost") == RedisURL(host: "localhost"))
+        #expect(try RedisURL(parsing: "redis://[::1]:7000/2") == RedisURL(host: "::1", port: 7000, database: 2))
+        for bad in ["http://x", "rediss://x", "redis://", "redis://h:0", "redis://h:99999", "redis://h/x", "redis://:%zz@h"] {
+            #expect(throws: StoreError.self) { try RedisURL(parsing: bad) }
+        }
+        do {
+            _ = try RedisURL(parsing: "redis://u:topsecret@h:notaport")
+        } catch {
+            #expect(!error.description.contains("topsecret"))
+        }
+    }
+}
+
+// MARK: - Harness
+
+private extension Result where Failure == StoreError {
+    var redisFailure: StoreError.Code? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}
+
+/// A `redis-server` subprocess on a free loopback port; `stop()` kills it.
+private final class RedisServer: @unchecked Sendable {
+    let port: Int
+    let password: String?
+    private var process: Process?
+
+    init(password: String? = nil) throws {
+        self.port = Self.freePort()
+        self.password = password
+        try start()
+    }
+
+    func start() throws {
+        var args = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--enable-debug-command", "yes", "--loglevel", "warning"]
+        if let password { args += ["--requirepass", password] }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        for _ in 0..<200 {
+            if cli("PING").hasPrefix("PONG") { return }
+            usleep(10_000)
+        }
+        throw POSIXError(.ETIMEDOUT)
+    }
+
+    /// SIGKILL: a crash, not a clean shutdown.
+    func kill() {
+        guard let p = process else { return }
+        Glibc.kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    func stop() { kill() }
+
+    private func cliProcess(_ args: [String]) -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+        var full = ["-p", "\(port)"]
+        if let password { full += ["--no-auth-warning", "-a", password] }
+        p.arguments = full + args
+        return p
+    }
+
+    @discardableResult
+    func cli(_ args: String...) -> String {
+        let p = cliProcess(args)
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return "" }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func cliInBackground(_ args: String...) -> Process {
+        let p = cliProcess(args)
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try? p.run()
+        return p
+    }
+
+    func store(username: String? = nil, password: String? = nil, database: Int = 0, prefix: String = "cbp:",
+               timeoutMilliseconds: UInt64 = 1_000) -> RedisStore {
+        let url = RedisURL(host: "127.0.0.1", port: port, username: username, password: password, database: database)
+        var config = RedisStore.Configuration(url: url, keyPrefix: prefix, commandTimeout: timeoutMilliseconds * 1_000_000)
+        config.backoffMax = 500_000_000
+        return RedisStore(config)
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+}
+
+/// A logger writing into a temporary file, read back by the test.
+private final class LogCapture: Sendable {
+    let logger: Logger
+    private let path: String
+    private let fd: Int32
+
+    init() throws {
+        path = NSTemporaryDirectory() + "redis-store-log-\(UUID().uuidString)"
+        fd = open(path, O_CREAT | O_WRONLY | O_APPEND, 0o600)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        logger = Logger(level: .debug, format: .json, fd: fd)
+    }
+
+    func text() -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+}
+
+private struct Outcome<T: Sendable>: Sendable {
+    let value: T
+    let onLoopThread: Bool
+    let insideCall: Bool
+    let elapsed: Double
+}
+
+private struct BatchItem<T: Sendable>: Sendable {
+    let result: T
+    let onLoop: Bool
+    let inside: Bool
+}
+
+/// Flags shared between a call and its completion, on the loop's thread only.
+private final class CallFlags: @unchecked Sendable {
+    var inside = true
+}
+
+/// A store on a real loop thread; each call is made on the loop (the Store contract).
+private final class StoreLoop: Sendable {
+    let store: RedisStore
+    let thread: EventLoopThread
+    private let loopThreadID = Atomic<UInt>(0)
+
+    var loop: EventLoop { thread.loop }
+
+    init(_ store: RedisStore, logger: Logger? = nil) throws {
+        if let logger {
+            self.store = RedisStore(store.configuration, logger: logger)
+        } else {
+            self.store = store
+        }
+        let box = ThreadIDBox()
+        thread = try EventLoopThread(setup: { _ in box.id.store(UInt(pthread_self()), ordering: .releasing) })
+        while box.id.load(ordering: .acquiring) == 0 { usleep(1_000) }
+        loopThreadID.store(box.id.load(ordering: .acquiring), ordering: .relaxed)
+    }
+
+    func isLoopThread() -> Bool {
+        pthread_equal(pthread_t(loopThreadID.load(ordering: .relaxed)), pthread_self()) != 0
+    }
+
+    func call<T: Sendable>(_ op: @escaping @Sendable (RedisStore, EventLoop, @escaping (T) -> Void) -> Void) async -> Outcome<T> {
+        let loop = self.loop
+        let store = self.store
+        let start = EventLoop.monotonicNow()
+        return await withCheckedContinuation { continuation in
+            loop.execute {
+                let flags = CallFlags()
+                op(store, loop) { value in
+                    let elapsed = Double(EventLoop.monotonicNow() - start) / 1e9
+                    continuation.resume(returning: Outcome(value: value, onLoopThread: self.isLoopThread(),
+                                                           insideCall: flags.inside, elapsed: elapsed))
+                }
+                flags.inside = false
+            }
+        }
+    }
+
+    /// Issues `count` calls in one loop task, then waits for all their completions.
+    func batch<T: Sendable>(count: Int, _ op: @escaping @Sendable (RedisStore, EventLoop, Int, @escaping (T) -> Void) -> Void) async -> [BatchItem<T>] {
+        let loop = self.loop
+        let store = self.store
+        return await withCheckedContinuation { continuation in
+            loop.execute {
+                let flags = CallFlags()
+                var items = [BatchItem<T>?](repeating: nil, count: count)
+                var left = count
+                for i in 0..<count {
+                    op(store, loop, i) { value in
+                        items[i] = BatchItem(result: value, onLoop: self.isLoopThread(), inside: flags.inside)
+                        left -= 1
+                        if left == 0 { continuation.resume(returning: items.map { $0! }) }
+                    }
+                }
+                flags.inside = false
+            }
+        }
+    }
+
+    func setIfAbsent(_ key: String, _ value: [UInt8], ttl: Int64) async -> Outcome<Result<Bool, StoreError>> {
+        await call { store, loop, done in store.setIfAbsent(key: key, value: value, ttlSeconds: ttl, on: loop, done) }
+    }
+
+    func set(_ key: String, _ value: [UInt8], ttl: Int64) async -> Outcome<Result<Void, StoreError>> {
+        await call { store, loop, done in store.set(key: key, value: value, ttlSeconds: ttl, on: loop, done) }
+    }
+
+    func get(_ key: String) async -> Outcome<Result<[UInt8]?, StoreError>> {
+        await call { store, loop, done in store.get(key: key, on: loop, done) }
+    }
+
+    func getAndDelete(_ key: String) async -> Outcome<Result<[UInt8]?, StoreError>> {
+        await call { store, loop, done in store.getAndDelete(key: key, on: loop, done) }
+    }
+
+    func delete(_ key: String) async -> Outcome<Result<Bool, StoreError>> {
+        await call { store, loop, done in store.delete(key: key, on: loop, done) }
+    }
+
+    /// The store's close runs on the loop before the loop's stop (tasks run in order).
+    func shutdown() {
+        store.close()
+        thread.stop()
+        thread.join()
+    }
+}
+
+private final class ThreadIDBox: Sendable {
+    let id = Atomic<UInt>(0)
+}

@@ -1,0 +1,115 @@
+"""The Redis store: several proxy instances share one redis-server (Debian's), and when Redis
+is gone callbacks fail closed (503) while ordinary proxying goes on; service comes back by itself."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
+from idp_harness import IdP, make_test_pki  # noqa: E402
+from helpers import HTTPConn, free_port  # noqa: E402
+
+IOS = "123-ios.apps.googleusercontent.com"
+
+
+class Redis:
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.tmp = tmp
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--dir", str(self.tmp)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("idp")
+    with IdP.start(make_test_pki(str(d)), log_dir=d) as srv:
+        yield srv
+
+
+@pytest.fixture
+def redis(tmp_path):
+    r = Redis(tmp_path)
+    yield r
+    r.stop()
+
+
+def start(proxy_factory, upstream, tmp_path, idp, redis, name):
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(f"""
+store: redis://127.0.0.1:{redis.port}/0
+oauth: {{ ca_file: {idp.ca_cert} }}
+providers:
+  google:
+    kind: google
+    handoff: verify
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+""")
+    return proxy_factory(upstream, extra=["--config", str(config)])
+
+
+def callback(p, grant):
+    target = "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
+        "code": grant.code, "state": grant.state, "code_verifier": grant.code_verifier})
+    with HTTPConn(p.port, timeout=10) as c:
+        c.request("GET", target)
+        return c.read_response()
+
+
+def test_a_code_exchanged_on_one_instance_is_refused_on_another(proxy_factory, upstream, tmp_path, idp, redis):
+    a = start(proxy_factory, upstream, tmp_path, idp, redis, "a")
+    b = start(proxy_factory, upstream, tmp_path, idp, redis, "b")
+    grant = idp.get_code(IOS)
+    idp.request("POST", "/_test/reset-stats")
+    assert callback(a, grant).status == 200
+    r = callback(b, grant)
+    assert r.status == 400, r
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 1
+
+
+def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory, upstream, tmp_path, idp, redis):
+    p = start(proxy_factory, upstream, tmp_path, idp, redis, "p")
+    assert callback(p, idp.get_code(IOS)).status == 200
+    redis.stop()
+    grant = idp.get_code(IOS)
+    idp.request("POST", "/_test/reset-stats")
+    r = callback(p, grant)
+    assert r.status == 503, r
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0, "never exchange without the replay guard"
+    with HTTPConn(p.port) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+    redis.start()
+    deadline = time.monotonic() + 5
+    status = None
+    while time.monotonic() < deadline:
+        status = callback(p, grant).status
+        if status != 503:
+            break
+        time.sleep(0.2)
+    assert status == 200, "service must come back by itself when Redis returns"
