@@ -27,11 +27,11 @@ let package = Package(
         // hiredis (libhiredis-dev): the Redis store's async client, driven by the event loops.
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis",
                        providers: [.apt(["libhiredis-dev"])]),
-        // The engine: event loops, HTTP/1.1 codec, proxying. Knows nothing of OAuth.
+        // The engine: event loops, HTTP/1.1 codec, TLS (OpenSSL), proxying. Knows nothing of OAuth.
         // Dynamic exclusivity checks cost ~30% of the instructions per proxied request
         // (measured with bench/instructions); the engine's state is confined to one loop
         // thread and the compile-time checks still apply.
-        .target(name: "ProxyCore", dependencies: ["CProxyLinux"],
+        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib", "CHiredis"]),

@@ -550,6 +550,8 @@ def cmd_report(a):
         w("Not run or failed (see logs).")
     w("")
 
+    tls_targets = tls_section(d, meta, rounds, w)
+
     # Targets
     w("## Targets")
     w("")
@@ -585,6 +587,8 @@ def cmd_report(a):
       f"{'no data' if k is None else ('met' if k <= 4 else '**missed**')} |")
     w(f"| ready in under 50 ms | {fmt_ms(st_med)} ms (exec → /healthz, median) | "
       f"{'no data' if st_med is None else ('met' if st_med < 50 else '**missed**')} |")
+    for row in tls_targets:
+        w(row)
     w("")
     big = [labels[k] for k, v in spread["rps"].items() if v and v > 1.25]
     if noisy or big:
@@ -623,6 +627,72 @@ def cmd_report(a):
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
+
+
+TLS_SCENARIOS = [
+    ("hs-ec", "New full handshakes/s, ECDSA P-256 (`openssl s_time -new -www /`, 2 clients, one request each)",
+     ("cp-ec", "nginx-ec"), 0.9),
+    ("hs-rsa", "New full handshakes/s, RSA 2048 (same)", ("cp-rsa", "nginx-rsa"), 0.9),
+    ("resume", "New connections/s with session resumption, ECDSA (`wrk -t1 -c50 -H \"Connection: close\"`)",
+     ("cp-ec", "nginx-ec"), 0.9),
+    ("keepalive", "HTTPS keep-alive requests/s, ECDSA (`wrk -t1 -c50`)", ("cp-ec", "nginx-ec"), 1.0),
+]
+
+
+def tls_section(d, meta, rounds, w):
+    """The TLS tables (when bench/run ran its TLS section); returns rows for the Targets table."""
+    if meta.get("tls") != "1":
+        return []
+    w("## TLS (callback-proxy vs nginx, same certificate and key, 2 workers each)")
+    w("")
+    w(f"OpenSSL: {meta.get('openssl_version', '?')} (both servers link the system library). wrk resumes its TLS "
+      "session on every reconnect (checked with nginx's `$ssl_session_reused`), so its `Connection: close` run "
+      "measures resumed handshakes; `openssl s_time -new` makes full ones.")
+    w("")
+    sanity = os.path.join(d, "tls-sanity.tsv")
+    if os.path.exists(sanity):
+        w("| server | sanity (status, body bytes) | certificate SHA-256 |")
+        w("|---|---|---|")
+        for line in open(sanity):
+            k, out, fp = line.rstrip("\n").split("\t")
+            w(f"| {k} | {out} | `{fp[:23]}…` |")
+        w("")
+    rows = []
+    labels = {"cp-ec": "callback-proxy", "cp-rsa": "callback-proxy", "nginx-ec": "nginx", "nginx-rsa": "nginx"}
+    for scenario, title, (cp, ngx), target in TLS_SCENARIOS:
+        runs = {}
+        for k in (cp, ngx):
+            runs[k] = []
+            for r in range(1, rounds + 1):
+                path = os.path.join(d, f"tls-{scenario}-{k}-r{r}.txt")
+                runs[k].append(parse_wrk(open(path, errors="replace").read()) if os.path.exists(path)
+                               else {"ok": False, "error": "not run"})
+        w(f"### {title}")
+        w("")
+        w("| server | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " | median |")
+        w("|---" * (rounds + 2) + "|")
+        medians = {}
+        for k in (cp, ngx):
+            vals = [p.get("rps") if p["ok"] else None for p in runs[k]]
+            medians[k] = med(vals)
+            cells = [fmt_rps(p.get("rps")) if p["ok"] else ("FAILED" if p.get("error") else
+                     f"{fmt_rps(p.get('rps'))} ⚠ " + ", ".join(f"{a} {b}" for a, b in p["errors"].items()))
+                     for p in runs[k]]
+            w(f"| {labels[k]} | " + " | ".join(cells) + f" | **{fmt_rps(medians[k])}** |")
+        per = [ratio(a.get("rps"), b.get("rps")) if a["ok"] and b["ok"] else None for a, b in zip(runs[cp], runs[ngx])]
+        rm = ratio(medians[cp], medians[ngx])
+        w("")
+        w(f"callback-proxy ÷ nginx: **{fmt_ratio(rm)}** (per round: {' '.join(fmt_ratio(x) for x in per)})")
+        w("")
+        verdict = "no data" if rm is None else ("met" if rm >= target else "**missed**")
+        pr = med(per)
+        if rm is not None and pr is not None and (rm >= target) != (pr >= target):
+            verdict = f"**unclear** ({'met' if rm >= target else 'missed'} by the ratio of medians, " \
+                      f"{'met' if pr >= target else 'missed'} by the per-round ratios)"
+        name = {"hs-ec": "TLS handshakes (ECDSA)", "hs-rsa": "TLS handshakes (RSA 2048)",
+                "resume": "TLS resumed connections", "keepalive": "HTTPS keep-alive throughput"}[scenario]
+        rows.append(f"| {name} ≥ {target:g}× nginx | {fmt_ratio(rm)} (median of per-round ratios {fmt_ratio(pr)}) | {verdict} |")
+    return rows
 
 
 def main():

@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/pem.h>
 #include <openssl/ec.h>
 #include <openssl/ecdsa.h>
@@ -47,5 +48,38 @@ static inline EVP_PKEY *COpenSSL_EVP_PKEY_Q_keygen_RSA(size_t bits) {
 }
 static inline EVP_PKEY *COpenSSL_EVP_PKEY_Q_keygen_EC(const char *curve) {
     return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve);
+}
+
+// --- TLS (ProxyCore's listeners and HTTPS upstreams) ---
+
+// SSL_OP_* are composite macros (SSL_OP_BIT(n)) that Swift cannot import.
+static const uint64_t COpenSSL_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
+static const uint64_t COpenSSL_SSL_OP_IGNORE_UNEXPECTED_EOF = SSL_OP_IGNORE_UNEXPECTED_EOF;
+static const uint64_t COpenSSL_SSL_OP_CIPHER_SERVER_PREFERENCE = SSL_OP_CIPHER_SERVER_PREFERENCE;
+static const uint64_t COpenSSL_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
+
+// SSL_CTX_set_min_proto_version is a macro over SSL_CTX_ctrl.
+static inline int COpenSSL_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+// SSL_CTX_set_mode is a macro over SSL_CTX_ctrl.
+static inline long COpenSSL_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+// SSL_CTX_set_session_cache_mode is a macro over SSL_CTX_ctrl.
+static inline long COpenSSL_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+// SSL_CTX_add1_chain_cert is a macro over SSL_CTX_ctrl.
+static inline int COpenSSL_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *cert) {
+    return (int)SSL_CTX_add1_chain_cert(ctx, cert);
+}
+// SSL_CTX_set_tlsext_servername_callback / _arg are macros over SSL_CTX_callback_ctrl / SSL_CTX_ctrl,
+// and the callback's type is erased to void (*)(void) there.
+static inline int COpenSSL_SSL_CTX_set_servername_callback(SSL_CTX *ctx, int (*cb)(SSL *, int *, void *), void *arg) {
+    if (!SSL_CTX_set_tlsext_servername_callback(ctx, cb)) return 0;
+    return (int)SSL_CTX_set_tlsext_servername_arg(ctx, arg);
+}
+// SSL_set_tlsext_host_name is a macro over SSL_ctrl (and casts away const).
+static inline int COpenSSL_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
 }
 #endif

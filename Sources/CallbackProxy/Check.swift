@@ -20,6 +20,8 @@ enum Check {
             return .failure(ConfigProblems([ConfigProblem(path: "upstream", line: nil,
                 message: "is required (in the file, or --upstream http://127.0.0.1:3000)")]))
         }
+        let tlsProblems = TLSWiring.check(config)
+        if !tlsProblems.isEmpty { return .failure(ConfigProblems(tlsProblems)) }
         // Build the providers too (e.g. load Apple's key), so a file that passes check starts.
         if !config.oauth.providers.isEmpty {
             do {
@@ -33,7 +35,17 @@ enum Check {
 
     /// `callback-proxy check --config FILE`: every problem on its own line, exit 0 or 1.
     static func run(_ options: Options) -> Int32 {
-        switch load(options) {
+        // The certificates and keys are loaded too (each file read once), so a file that
+        // passes check starts.
+        var loaded = load(options)
+        if case .success(let c) = loaded {
+            do throws(ConfigProblems) {
+                _ = try TLSWiring(c)
+            } catch {
+                loaded = .failure(error)
+            }
+        }
+        switch loaded {
         case .success(let c):
             print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!.address))")
             return 0

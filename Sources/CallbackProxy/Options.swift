@@ -12,6 +12,8 @@ struct Options {
     var command: Command = .run
     var configPath: String? = nil
     private var edits: [(inout AppConfig) -> Void] = []
+    /// `--tls-min-version`, applied to whichever TLS settings result from the file and flags.
+    var tlsMinVersion: TLSVersion? = nil
 
     static let version = "0.1.0"
 
@@ -23,7 +25,7 @@ struct Options {
 
       --config FILE                   YAML (or JSON) configuration; flags below override it
       --listen HOST:PORT              public listener (repeatable; default 127.0.0.1:8080)
-      --upstream URL                  http://HOST:PORT or unix:/path (required, here or in the file)
+      --upstream URL                  http://HOST:PORT, https://HOST:PORT or unix:/path (required, here or in the file)
       --internal-listen HOST:PORT     internal listener for /healthz (default 127.0.0.1:8081; "off" disables)
       --loops N                       event-loop threads (default: number of cores)
       --max-body-size SIZE            largest request body, e.g. 512k, 100m, 2g; 0 = no limit (default 100m)
@@ -35,6 +37,15 @@ struct Options {
       --upstream-timeout DUR          waiting for / between upstream response bytes (default 60s) → 504
       --drain-timeout DUR             graceful shutdown limit on SIGTERM/SIGINT (default 30s)
       --trusted-proxy CIDR            peers whose X-Forwarded-* headers are extended, not replaced (repeatable)
+      --tls-cert FILE                 serve TLS on the --listen addresses: PEM certificate chain (with --tls-key)
+      --tls-key FILE                  PEM private key of --tls-cert (read once; reloaded on SIGHUP with the certificate)
+      --tls-min-version V             1.2 or 1.3 (default 1.2; TLS 1.0/1.1 are never accepted)
+      --tls-handshake-timeout DUR     a client's TLS handshake must finish within this (default 10s)
+      --redirect-http HOST:PORT       plain-HTTP listener that answers 308 to https://<host><path> (needs TLS)
+      --upstream-ca FILE              trust these CAs (PEM) for an https:// upstream instead of the system store
+      --upstream-client-cert FILE     client certificate (PEM chain) for an https:// upstream that wants mutual TLS
+      --upstream-client-key FILE      its private key
+      --upstream-server-name NAME     name sent as SNI and verified in the upstream's certificate (default: its host)
       --access-log DEST               stdout, stderr, off or a file path (default stdout)
       --log-level LEVEL               debug, info, warn, error (default info)
       --log-format FORMAT             json or text (default json)
@@ -89,7 +100,7 @@ struct Options {
             case "--upstream":
                 let v = try value()
                 guard let t = UpstreamTarget.parse(v) else {
-                    throw OptionError("--upstream: '\(v)' is not http://HOST:PORT or unix:/path (HTTPS upstreams are not supported yet)")
+                    throw OptionError("--upstream: '\(v)' is not http://HOST:PORT, https://HOST:PORT or unix:/path (HOST is an IP address)")
                 }
                 o.edits.append { $0.upstream = t }
             case "--loops":
@@ -114,6 +125,29 @@ struct Options {
                 let v = try value()
                 guard let c = CIDR.parse(v) else { throw OptionError("--trusted-proxy: '\(v)' is not an address or CIDR range") }
                 o.edits.append { $0.proxy.trustedProxies.append(c) }
+            case "--tls-cert":
+                let v = try value()
+                o.edits.append { c in if c.tls == nil { c.tls = TLSServerSettings(certFile: v, keyFile: "") } else { c.tls!.certFile = v } }
+            case "--tls-key":
+                let v = try value()
+                o.edits.append { c in if c.tls == nil { c.tls = TLSServerSettings(certFile: "", keyFile: v) } else { c.tls!.keyFile = v } }
+            case "--tls-min-version":
+                let v = try value()
+                guard let version = TLSVersion(v) else { throw OptionError("--tls-min-version: '\(v)' is not 1.2 or 1.3") }
+                // Applied after the file; checked together with the certificate (Check.load).
+                o.tlsMinVersion = version
+            case "--tls-handshake-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.tlsHandshake = d }
+            case "--redirect-http":
+                let v = try value()
+                guard let a = SocketAddress.parse(v), a.isIP else { throw OptionError("--redirect-http: '\(v)' is not HOST:PORT or [V6]:PORT") }
+                o.edits.append { $0.redirectHTTP = a }
+            case "--upstream-ca": let v = try value(); o.edits.append { $0.upstreamTLS.caFile = v }
+            case "--upstream-client-cert": let v = try value(); o.edits.append { $0.upstreamTLS.clientCertFile = v }
+            case "--upstream-client-key": let v = try value(); o.edits.append { $0.upstreamTLS.clientKeyFile = v }
+            case "--upstream-server-name":
+                let v = try value()
+                guard UpstreamTLSSettings.isValidServerName(v) else { throw OptionError("--upstream-server-name: '\(v)' is not a DNS name or an IP address") }
+                o.edits.append { $0.upstreamTLS.serverName = v }
             case "--access-log": let v = try value(); o.edits.append { $0.accessLog = v }
             case "--log-level":
                 let v = try value()
@@ -135,6 +169,10 @@ struct Options {
     func resolve(_ base: AppConfig) -> AppConfig {
         var c = base
         for edit in edits { edit(&c) }
+        if let v = tlsMinVersion {
+            if c.tls == nil { c.tls = TLSServerSettings(certFile: "", keyFile: "") }
+            c.tls!.minVersion = v
+        }
         c.proxy.upstream = c.upstream
         return c
     }

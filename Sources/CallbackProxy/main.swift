@@ -51,8 +51,23 @@ do {
     for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
     exit(2)
 }
+// Certificates and keys: each file read once, here; a problem names the file and exits 2.
+let tls: TLSWiring
+do {
+    tls = try TLSWiring(config)
+} catch {
+    for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
+    exit(2)
+}
 var listeners = config.listen.map {
-    ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases)
+    ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases,
+                 tls: tls.credentials, upstreamTLS: tls.upstream)
+}
+if let redirectAddress = config.redirectHTTP {
+    var redirectConfig = config.proxy
+    redirectConfig.upstream = nil
+    listeners.append(ListenerSpec(name: "redirect", address: redirectAddress, config: redirectConfig,
+                                  phases: HTTPSRedirect(httpsPort: TLSWiring.httpsPort(config))))
 }
 if let internalAddress = config.internalListen {
     var internalConfig = config.proxy
@@ -74,7 +89,9 @@ let readyMillis = Double((EventLoop.monotonicNow() - started) / 1000) / 1000
 log.info("ready", [
     "listen": config.listen.map(\.description).joined(separator: ","),
     "internal": config.internalListen?.description ?? "off",
-    "upstream": config.upstream!.address.description,
+    "upstream": (config.upstream!.tls ? "https://" : "") + config.upstream!.address.description,
+    "tls": tls.credentials.map { "on (subject \($0.summary.subject), expires \($0.summary.notAfter))" } ?? "off",
+    "redirect_http": config.redirectHTTP?.description ?? "off",
     "loops": "\(loops)",
     "providers": config.oauth.providers.keys.sorted().joined(separator: ","),
     "startup_ms": "\(readyMillis)",
@@ -83,7 +100,21 @@ log.info("ready", [
 while true {
     let signal = Signals.wait()
     if signal == SIGHUP {
-        log.info("SIGHUP received: nothing to reload yet", [:])
+        // New handshakes get the new certificates; established connections keep theirs. A
+        // bad file leaves the running certificates in place.
+        guard let credentials = tls.credentials else {
+            log.info("SIGHUP received: nothing to reload (no TLS listener)", [:])
+            continue
+        }
+        do {
+            try credentials.reload()
+            let summary = credentials.summary
+            log.info("TLS certificates reloaded", ["cert": credentials.settings.certFile, "subject": summary.subject,
+                                                  "not_after": summary.notAfter, "sni_certificates": "\(credentials.settings.sni.count)"])
+        } catch {
+            log.error("TLS certificate reload failed; still serving the previous certificates",
+                      ["file": error.file ?? "", "error": error.message])
+        }
         continue
     }
     log.info("shutting down", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])

@@ -8,6 +8,12 @@ public struct AppConfig: Sendable {
     /// The internal listener (/healthz, later the relay token endpoint and /metrics). nil = off.
     public var internalListen: SocketAddress? = .ipv4(host: "127.0.0.1", port: 8081)
     public var upstream: UpstreamTarget? = nil
+    /// TLS on the public listeners; nil = plain HTTP.
+    public var tls: TLSServerSettings? = nil
+    /// A plain-HTTP listener that answers everything with a redirect to HTTPS (needs `tls`).
+    public var redirectHTTP: SocketAddress? = nil
+    /// Trust, name and client certificate for an `https://` upstream.
+    public var upstreamTLS = UpstreamTLSSettings()
     /// Event-loop threads; nil = one per core.
     public var loops: Int? = nil
     /// Limits, timeouts, trusted proxies.

@@ -71,7 +71,14 @@ public struct ConfigLoader {
                 m.problems.add(m.child("internal_listen"), m.node("internal_listen")?.line, "'\(v)' is not HOST:PORT or off")
             }
         }
-        if let u = m.parsed("upstream", "http://HOST:PORT or unix:/path", UpstreamTarget.parse) { c.upstream = u }
+        if let u = m.parsed("upstream", "http://HOST:PORT, https://HOST:PORT or unix:/path", UpstreamTarget.parse) { c.upstream = u }
+        if let t = m.mapping("tls") { c.tls = readTLS(t) }
+        if let v = m.string("redirect_http") {
+            if let a = SocketAddress.parse(v), a.isIP { c.redirectHTTP = a } else {
+                m.problems.add(m.child("redirect_http"), m.node("redirect_http")?.line, "'\(v)' is not HOST:PORT or [V6]:PORT")
+            }
+        }
+        if let u = m.mapping("upstream_tls") { readUpstreamTLS(u, into: &c.upstreamTLS) }
         if let n = m.int("loops", in: 1...256) { c.loops = n }
         if let s = m.string("store") {
             if s == "memory" { c.store = .memory } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") { c.store = .redis(url: s) } else {
@@ -99,6 +106,7 @@ public struct ConfigLoader {
             if let v = t.parsed("upstream_connect", d, Units.duration) { c.proxy.timeouts.upstreamConnect = v }
             if let v = t.parsed("upstream", d, Units.duration) { c.proxy.timeouts.upstreamResponse = v }
             if let v = t.parsed("drain", d, Units.duration) { c.proxy.timeouts.drain = v }
+            if let v = t.parsed("tls_handshake", d, Units.duration) { c.proxy.timeouts.tlsHandshake = v }
             t.finish()
         }
         if let list = m.strings("trusted_proxies") {
@@ -108,6 +116,70 @@ public struct ConfigLoader {
                 }
             }
         }
+    }
+
+    // MARK: TLS
+
+    /// `tls: { cert, key, min_version, sni: [{ names, cert, key }] }`. Only paths are read here:
+    /// the files themselves are read once, when the listener is built.
+    private func readTLS(_ m: MappingReader) -> TLSServerSettings? {
+        let cert = m.string("cert", required: true)
+        let key = m.string("key", required: true)
+        let minVersion = m.parsed("min_version", "1.2 or 1.3", TLSVersion.init)
+        var sni: [SNICertificate] = []
+        if let node = m.node("sni") {
+            if case .sequence(let items, _) = node {
+                var seen: [String: String] = [:]
+                for (i, item) in items.enumerated() {
+                    let path = "\(m.child("sni"))[\(i)]"
+                    let entry = MappingReader(item, path: path, problems: m.problems)
+                    let names = entry.strings("names") ?? []
+                    if entry.node("names") == nil { m.problems.add("\(path).names", item.line, "is required (the server names this certificate serves)") }
+                    var valid: [String] = []
+                    for name in names {
+                        let lower = name.lowercased()
+                        if !SNICertificate.isValidPattern(name) {
+                            m.problems.add("\(path).names", entry.node("names")?.line, "'\(name)' is not a DNS name or *.domain pattern")
+                        } else if let other = seen[lower] {
+                            m.problems.add("\(path).names", entry.node("names")?.line, "'\(name)' is already served by \(other)")
+                        } else {
+                            seen[lower] = path
+                            valid.append(name)
+                        }
+                    }
+                    let entryCert = entry.string("cert", required: true)
+                    let entryKey = entry.string("key", required: true)
+                    entry.finish()
+                    if let entryCert, let entryKey, !valid.isEmpty {
+                        sni.append(SNICertificate(names: valid, certFile: entryCert, keyFile: entryKey))
+                    }
+                }
+            } else {
+                m.problems.add(m.child("sni"), node.line, "must be a list of { names, cert, key }, not \(node.kindName)")
+            }
+        }
+        m.finish()
+        guard let cert, let key else { return nil }
+        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni)
+    }
+
+    /// `upstream_tls: { ca, client_cert, client_key, server_name }`.
+    private func readUpstreamTLS(_ m: MappingReader, into u: inout UpstreamTLSSettings) {
+        if let f = m.string("ca") {
+            if readFile(f) == nil { m.problems.add(m.child("ca"), m.node("ca")?.line, "cannot read '\(f)'") } else { u.caFile = f }
+        }
+        let cert = m.string("client_cert")
+        let key = m.string("client_key")
+        if (cert == nil) != (key == nil) {
+            m.problems.add(m.child(cert == nil ? "client_cert" : "client_key"), m.line, "client_cert and client_key go together")
+        } else {
+            u.clientCertFile = cert
+            u.clientKeyFile = key
+        }
+        if let n = m.parsed("server_name", "a DNS name or an IP address", { UpstreamTLSSettings.isValidServerName($0) ? $0 : nil }) {
+            u.serverName = n
+        }
+        m.finish()
     }
 
     // MARK: OAuth

@@ -26,12 +26,25 @@ import Testing
         ("http://127.0.0.1", "127.0.0.1:80"),
         ("HTTP://127.0.0.1:3000/", "127.0.0.1:3000"),
         ("unix:/tmp/app.sock", "unix:/tmp/app.sock"),
+        ("http://[::1]", "[::1]:80"),
     ])
     func upstreamTargetsParse(text: String, expected: String) {
         #expect(UpstreamTarget.parse(text)?.address.description == expected)
+        #expect(UpstreamTarget.parse(text)?.tls == false)
     }
 
-    @Test(arguments: ["https://127.0.0.1:443", "ftp://x", "127.0.0.1:3000", "http://"])
+    @Test(arguments: [
+        ("https://127.0.0.1:8443", "127.0.0.1:8443"),
+        ("https://127.0.0.1", "127.0.0.1:443"),
+        ("HTTPS://[::1]/", "[::1]:443"),
+    ])
+    func httpsUpstreamTargetsParseWithTLS(text: String, expected: String) {
+        let target = UpstreamTarget.parse(text)
+        #expect(target?.address.description == expected)
+        #expect(target?.tls == true)
+    }
+
+    @Test(arguments: ["ftp://x", "127.0.0.1:3000", "http://", "https://", "https://:443", "https://example.com:443"])
     func unsupportedUpstreamsAreRefused(text: String) {
         #expect(UpstreamTarget.parse(text) == nil)
     }

@@ -95,6 +95,16 @@ public final class EventLoop: @unchecked Sendable {
         channel.interest = events
     }
 
+    /// Gives `old`'s fd and epoll registration to `new` (same fd) without a system call: a
+    /// TLS connection's handshake channel hands over to its request state machine this way.
+    func handOver(_ old: Channel, to new: Channel) {
+        let fd = Int(old.fd)
+        precondition(new.fd == old.fd && fd < channels.count && channels[fd] === old, "hand-over of an unregistered channel")
+        channels[fd] = new
+        new.interest = old.interest
+        old.interest = 0
+    }
+
     /// Unregisters the channel without closing its fd (the fd belongs to someone else).
     func unregister(_ channel: Channel) {
         let fd = Int(channel.fd)

@@ -33,6 +33,8 @@ final class ClientConnection: Channel {
 
     let listener: ListenerContext
     let peer: PeerAddress
+    /// The socket, plain or with its TLS session.
+    let transport: Transport
     /// The peer as text (X-Forwarded-For, access log), formatted once per connection:
     /// inet_ntop formats through printf, too slow to repeat per request.
     lazy var peerText: [UInt8] = {
@@ -84,9 +86,10 @@ final class ClientConnection: Channel {
     /// Bytes of pipelined requests buffered while the current one is in flight.
     static let pipelineLimit = 64 * 1024
 
-    init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress) {
+    init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress, transport: Transport? = nil) {
         self.listener = listener
         self.peer = peer
+        self.transport = transport ?? Transport(fd: fd)
         super.init(fd: fd, loop: loop)
         watchHangup = true
     }
@@ -116,6 +119,15 @@ final class ClientConnection: Channel {
             return
         }
         listener.connectionOpened(loop)
+    }
+
+    /// Takes over from a finished TLS handshake (`TLSAccept`), which already holds the epoll
+    /// registration (handed over in place) and counts as an open connection.
+    func startAfterHandshake() {
+        setDeadline(.keepAlive, config.timeouts.clientHeader)
+        want(read: true, write: false)
+        // The request usually follows the client's Finished message at once.
+        readable()
     }
 
     @inline(__always)
@@ -156,10 +168,9 @@ final class ClientConnection: Channel {
             break
         }
         if input.base == nil { input = loop.buffers.take() }
-        input.reserveWritable(8 * 1024)
         let result: IOResult
         do {
-            result = try Socket.read(fd, into: input.writePointer, count: input.writable)
+            result = try transport.read(into: &input, reserve: 8 * 1024)
         } catch {
             abort(reason: "client read failed")
             return
@@ -393,16 +404,24 @@ final class ClientConnection: Channel {
 
     /// Writes as much of `output` as the socket takes; arranges for the rest.
     func flush() {
-        while !output.isEmpty {
-            let r: IOResult
-            do {
-                r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
-            } catch {
+        if transport.isPlain {
+            while !output.isEmpty {
+                let r: IOResult
+                do {
+                    r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
+                } catch {
+                    abort(reason: "client write failed")
+                    return
+                }
+                guard case .done(let n) = r else { break }
+                output.moveReader(n)
+                bytesOut += UInt64(n)
+            }
+        } else {
+            guard let n = transport.drainTLS(&output) else {
                 abort(reason: "client write failed")
                 return
             }
-            guard case .done(let n) = r else { break }
-            output.moveReader(n)
             bytesOut += UInt64(n)
         }
         if output.isEmpty {
@@ -438,7 +457,7 @@ final class ClientConnection: Channel {
 
     private func startLinger() {
         if skipLinger { finishClose(); return }
-        shutdown(fd, Int32(SHUT_WR))
+        transport.shutdownWrite()
         setDeadline(.linger, Timeouts.second)
         want(read: true, write: false)
         discardInput()
@@ -462,6 +481,7 @@ final class ClientConnection: Channel {
         guard state != .closed else { return }
         state = .closed
         deadline = 0
+        transport.prepareClose()
         loop.close(self)
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
@@ -470,7 +490,9 @@ final class ClientConnection: Channel {
         listener.connectionClosed(loop)
     }
 
-    /// Closes now (nothing in flight, or nothing worth saving).
+    /// Closes now (nothing in flight, or nothing worth saving). Out of line: inlined into the
+    /// event handlers it would cost their hot paths register saves.
+    @inline(never)
     func close() {
         guard state != .closed else { return }
         if inRequest { logAccess() ; inRequest = false }

@@ -13,7 +13,13 @@ final class ListenerContext: @unchecked Sendable {
     let responseParser: ResponseParser
     let log: Logger
     let accessLog: AccessLog?
-    let tls = false
+    /// Set on TLS listeners: the certificates new handshakes use.
+    let credentials: TLSCredentials?
+    /// Requests arrived over TLS (`X-Forwarded-Proto: https`).
+    let tls: Bool
+    /// `config.upstream != nil`, kept apart: testing the optional struct costs a copy of it
+    /// (and its strings) on every request.
+    let hasUpstream: Bool
     /// The `Host` sent upstream when the client sent none (HTTP/1.0).
     let upstreamHost: String
     private var perLoop: [PerLoop]
@@ -32,6 +38,9 @@ final class ListenerContext: @unchecked Sendable {
         requestParser = RequestParser(limits: spec.config.limits)
         responseParser = ResponseParser(limits: spec.config.limits)
         self.log = log
+        credentials = spec.tls
+        tls = spec.tls != nil
+        hasUpstream = spec.config.upstream != nil
         switch spec.config.upstream?.address {
         case .ipv4(let h, let p)?: upstreamHost = "\(h):\(p)"
         case .ipv6(let h, let p)?: upstreamHost = "[\(h)]:\(p)"
@@ -40,7 +49,9 @@ final class ListenerContext: @unchecked Sendable {
         self.accessLog = spec.accessLogged ? accessLog : nil
         perLoop = (0..<loops).map { _ in PerLoop() }
         if let target = spec.config.upstream {
-            for p in perLoop { p.pool = UpstreamPool(target: target, capacity: spec.config.upstreamPoolSize) }
+            precondition(!target.tls || spec.upstreamTLS != nil, "an https:// upstream needs ListenerSpec.upstreamTLS")
+            let client = target.tls ? spec.upstreamTLS : nil
+            for p in perLoop { p.pool = UpstreamPool(target: target, capacity: spec.config.upstreamPoolSize, tls: client) }
         }
     }
 
@@ -76,13 +87,20 @@ public struct ListenerSpec: Sendable {
     /// Whether requests on this listener go to the access log (health probes on the internal
     /// listener would drown the lines operators look for).
     public var accessLogged: Bool
+    /// Set to make this a TLS listener.
+    public var tls: TLSCredentials?
+    /// Required when `config.upstream` is `https://`: how upstream connections do TLS.
+    public var upstreamTLS: UpstreamTLSClient?
 
-    public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true) {
+    public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true,
+                tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil) {
         self.name = name
         self.address = address
         self.config = config
         self.phases = phases
         self.accessLogged = accessLogged
+        self.tls = tls
+        self.upstreamTLS = upstreamTLS
     }
 }
 
@@ -109,6 +127,10 @@ final class Acceptor: Channel {
             }
             guard let fd else { return }
             if !peer.isUnix { Socket.setNoDelay(fd) }
+            if let credentials = context.credentials {
+                TLSAccept.start(fd: fd, loop: loop, listener: context, peer: peer, credentials: credentials)
+                continue
+            }
             let connection = ClientConnection(fd: fd, loop: loop, listener: context, peer: peer)
             connection.start()
         }

@@ -37,24 +37,46 @@ public struct Timeouts: Sendable {
     public var clientSend: UInt64 = 60 * second
     /// On shutdown, how long in-flight requests may take before the process exits anyway.
     public var drain: UInt64 = 30 * second
+    /// A TLS client's handshake must finish within this after its connection is accepted.
+    /// (Upstream handshakes count towards `upstreamConnect`.)
+    public var tlsHandshake: UInt64 = 10 * second
     public init() {}
 }
 
 /// The upstream: where its connections go and the `Host`-independent facts about it.
 public struct UpstreamTarget: Sendable, Equatable {
     public var address: SocketAddress
+    /// `https://`: connections do TLS (see `UpstreamTLSClient`).
+    public var tls: Bool = false
 
-    /// Parses `http://HOST:PORT` or `unix:/path`.
+    public init(address: SocketAddress, tls: Bool = false) {
+        self.address = address
+        self.tls = tls
+    }
+
+    /// Parses `http://HOST:PORT`, `https://HOST:PORT` (port 80 / 443 by default) or `unix:/path`.
+    /// HOST is an IP address: names are not resolved (see `SocketAddress.parse`).
     public static func parse(_ text: String) -> UpstreamTarget? {
         if text.hasPrefix("unix:") {
             return SocketAddress.parse(text).map { UpstreamTarget(address: $0) }
         }
-        guard text.lowercased().hasPrefix("http://") else { return nil }
-        var rest = Substring(text.dropFirst(7))
+        let lower = text.lowercased()
+        let tls = lower.hasPrefix("https://")
+        guard tls || lower.hasPrefix("http://") else { return nil }
+        var rest = Substring(text.dropFirst(tls ? 8 : 7))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         if rest.isEmpty || rest.hasPrefix(":") { return nil }
-        if !rest.contains(":") { rest += ":80" }
-        return SocketAddress.parse(String(rest)).map { UpstreamTarget(address: $0) }
+        // A port is present unless the text ends in a bare IPv4 address or a bracketed IPv6 one.
+        if !(rest.hasPrefix("[") ? rest.contains("]:") : rest.contains(":")) { rest += tls ? ":443" : ":80" }
+        return SocketAddress.parse(String(rest)).map { UpstreamTarget(address: $0, tls: tls) }
+    }
+
+    /// The host as written in a URL (an IPv6 address without brackets), for TLS name checks.
+    public var host: String {
+        switch address {
+        case .ipv4(let h, _), .ipv6(let h, _): return h
+        case .unix: return "localhost"
+        }
     }
 }
 

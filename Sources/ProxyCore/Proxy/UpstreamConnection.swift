@@ -6,7 +6,7 @@ import Glibc
 /// One connection to the upstream. While it serves a request it reports to its client
 /// connection; between requests it waits in its loop's pool, watched for a close by the upstream.
 final class UpstreamConnection: Channel {
-    enum State { case connecting, active, idle, tunnel, closed }
+    enum State { case connecting, handshaking, active, idle, tunnel, closed }
 
     var state: State = .connecting
     unowned(unsafe) var client: ClientConnection?
@@ -20,10 +20,13 @@ final class UpstreamConnection: Channel {
     var receivedAny = false
     var paused = false
     var shutdownPending = false
+    /// The socket; gains a TLS session once connected when the upstream is `https://`.
+    var transport: Transport
 
     init(fd: Int32, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
         self.pool = pool
         self.timeouts = timeouts
+        transport = Transport(fd: fd)
         super.init(fd: fd, loop: loop)
     }
 
@@ -60,9 +63,15 @@ final class UpstreamConnection: Channel {
                 fail(SystemError(call: "connect", errno: err == 0 ? ECONNREFUSED : err).description)
                 return
             }
+            if pool.tls != nil {
+                startTLS()
+                return
+            }
             state = .active
             deadline = loop.now + timeouts.upstreamResponse
             flush()
+        case .handshaking:
+            handshake()
         case .idle:
             // Any readiness on an idle connection is a close (or stray bytes we cannot use).
             pool.remove(self)
@@ -79,13 +88,43 @@ final class UpstreamConnection: Channel {
         }
     }
 
+    /// Connected to an `https://` upstream: the handshake starts. (Out of line, like all TLS
+    /// code here, so that the plain event path keeps its shape.)
+    @inline(never)
+    private func startTLS() {
+        guard let session = pool.tls?.makeSession(fd: fd) else {
+            fail("cannot allocate a TLS session")
+            return
+        }
+        transport = Transport(fd: fd, tls: session)
+        // The connect deadline also bounds the handshake.
+        state = .handshaking
+        handshake()
+    }
+
+    @inline(never)
+    private func handshake() {
+        guard let session = transport.tls else { return }
+        switch session.handshake() {
+        case .done:
+            state = .active
+            deadline = loop.now + timeouts.upstreamResponse
+            flush()
+        case .wantRead:
+            want(read: true, write: false)
+        case .wantWrite:
+            want(read: false, write: true)
+        case .failed(let failure):
+            fail("TLS handshake with \(pool.tls?.serverName ?? "upstream") failed: \(failure.reason)")
+        }
+    }
+
     private func read() {
-        input.reserveWritable(16 * 1024)
         let r: IOResult
         do {
-            r = try Socket.read(fd, into: input.writePointer, count: input.writable)
+            r = try transport.read(into: &input, reserve: 16 * 1024)
         } catch {
-            fail(error.description)
+            fail(transport.describe(error))
             return
         }
         guard case .done(let n) = r else { return }
@@ -108,21 +147,29 @@ final class UpstreamConnection: Channel {
     }
 
     func flush() {
-        while !output.isEmpty {
-            let r: IOResult
-            do {
-                r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
-            } catch {
-                fail(error.description)
+        if transport.isPlain {
+            while !output.isEmpty {
+                let r: IOResult
+                do {
+                    r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
+                } catch {
+                    fail(error.description)
+                    return
+                }
+                guard case .done(let n) = r else { break }
+                output.moveReader(n)
+                if state != .tunnel { deadline = loop.now + timeouts.upstreamResponse }
+            }
+        } else {
+            guard let n = transport.drainTLS(&output) else {
+                fail(transport.tlsFailure)
                 return
             }
-            guard case .done(let n) = r else { break }
-            output.moveReader(n)
-            if state != .tunnel { deadline = loop.now + timeouts.upstreamResponse }
+            if n > 0 && state != .tunnel { deadline = loop.now + timeouts.upstreamResponse }
         }
         if output.isEmpty {
             output.clear()
-            if shutdownPending { shutdown(fd, Int32(SHUT_WR)); shutdownPending = false }
+            if shutdownPending { transport.shutdownWrite(); shutdownPending = false }
             want(read: !paused, write: false)
             client?.upstreamDrained()
         } else {
@@ -149,12 +196,12 @@ final class UpstreamConnection: Channel {
     }
 
     func shutdownAfterFlush() {
-        if output.isEmpty { shutdown(fd, Int32(SHUT_WR)) } else { shutdownPending = true }
+        if output.isEmpty { transport.shutdownWrite() } else { shutdownPending = true }
     }
 
     override func onTimeout() {
         switch state {
-        case .connecting: client?.upstreamTimedOut(connecting: true)
+        case .connecting, .handshaking: client?.upstreamTimedOut(connecting: true)
         case .active: client?.upstreamTimedOut(connecting: false)
         case .idle:
             pool.remove(self)
@@ -181,6 +228,7 @@ final class UpstreamConnection: Channel {
         state = .closed
         client = nil
         deadline = 0
+        transport.prepareClose()
         loop.close(self)
     }
 }
@@ -189,11 +237,14 @@ final class UpstreamConnection: Channel {
 final class UpstreamPool {
     let target: UpstreamTarget
     let capacity: Int
+    /// Set for `https://` upstreams.
+    let tls: UpstreamTLSClient?
     private var idle: [UpstreamConnection] = []
 
-    init(target: UpstreamTarget, capacity: Int) {
+    init(target: UpstreamTarget, capacity: Int, tls: UpstreamTLSClient?) {
         self.target = target
         self.capacity = capacity
+        self.tls = tls
         idle.reserveCapacity(capacity)
     }
 

@@ -34,6 +34,20 @@ public enum SocketAddress: Sendable, Equatable, CustomStringConvertible {
         return .ipv4(host: host, port: port)
     }
 
+    /// An IPv4 or IPv6 address (not a unix socket).
+    public var isIP: Bool {
+        if case .unix = self { return false }
+        return true
+    }
+
+    /// The TCP port (nil for a unix socket).
+    public var port: UInt16? {
+        switch self {
+        case .ipv4(_, let p), .ipv6(_, let p): return p
+        case .unix: return nil
+        }
+    }
+
     public var description: String {
         switch self {
         case .ipv4(let h, let p): return "\(h):\(p)"

@@ -8,10 +8,10 @@ public struct SystemError: Error, Sendable, CustomStringConvertible {
     public let call: String
     public let errno: Int32
 
-    public var description: String {
-        let text = strerror(errno).map { String(cString: $0) } ?? "errno \(errno)"
-        return "\(call): \(text)"
-    }
+    public var description: String { "\(call): \(reason)" }
+
+    /// The errno's text alone ("No such file or directory").
+    public var reason: String { strerror(errno).map { String(cString: $0) } ?? "errno \(errno)" }
 }
 
 /// Outcome of a non-blocking I/O call.

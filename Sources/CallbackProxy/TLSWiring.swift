@@ -1,0 +1,66 @@
+import ProxyConfiguration
+import ProxyCore
+
+/// Builds the TLS pieces from the configuration: the public listeners' certificates
+/// (reloadable on SIGHUP) and the client side of an `https://` upstream. Every certificate
+/// and key file is read here, once.
+struct TLSWiring {
+    let credentials: TLSCredentials?
+    let upstream: UpstreamTLSClient?
+
+    init(_ config: AppConfig) throws(ConfigProblems) {
+        var problems: [ConfigProblem] = []
+        var credentials: TLSCredentials? = nil
+        if let tls = config.tls {
+            do { credentials = try TLSCredentials(tls) } catch {
+                problems.append(ConfigProblem(path: "tls", line: nil, message: error.description))
+            }
+        }
+        var upstream: UpstreamTLSClient? = nil
+        if let target = config.upstream, target.tls {
+            do { upstream = try UpstreamTLSClient(config.upstreamTLS, host: target.host) } catch {
+                problems.append(ConfigProblem(path: "upstream_tls", line: nil, message: error.description))
+            }
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems) }
+        self.credentials = credentials
+        self.upstream = upstream
+    }
+
+    /// What the file and flags must agree on, before any file is read.
+    static func check(_ config: AppConfig) -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        if let tls = config.tls {
+            if tls.certFile.isEmpty || tls.keyFile.isEmpty {
+                problems.append(ConfigProblem(path: "tls", line: nil,
+                    message: "needs both a certificate and a key (tls.cert and tls.key, or --tls-cert and --tls-key)"))
+            }
+            if config.listen.contains(where: { !$0.isIP }) {
+                problems.append(ConfigProblem(path: "listen", line: nil, message: "TLS listeners must be HOST:PORT addresses, not unix sockets"))
+            }
+        }
+        if let redirect = config.redirectHTTP {
+            if config.tls == nil {
+                problems.append(ConfigProblem(path: "redirect_http", line: nil,
+                    message: "redirects to HTTPS, so it needs TLS on the public listener (tls, or --tls-cert and --tls-key)"))
+            }
+            if config.listen.contains(redirect) || config.internalListen == redirect {
+                problems.append(ConfigProblem(path: "redirect_http", line: nil, message: "\(redirect) is already used by another listener"))
+            }
+        }
+        if config.upstream?.tls != true && !config.upstreamTLS.isDefault {
+            problems.append(ConfigProblem(path: "upstream_tls", line: nil,
+                message: "applies to https:// upstreams only (the upstream is not https://)"))
+        }
+        if (config.upstreamTLS.clientCertFile == nil) != (config.upstreamTLS.clientKeyFile == nil) {
+            problems.append(ConfigProblem(path: "upstream_tls", line: nil,
+                message: "a client certificate needs both its certificate and its key (client_cert and client_key)"))
+        }
+        return problems
+    }
+
+    /// The port clients are redirected to: the first public listener's.
+    static func httpsPort(_ config: AppConfig) -> UInt16 {
+        config.listen.first?.port ?? 443
+    }
+}

@@ -1,0 +1,224 @@
+import COpenSSL
+import Synchronization
+
+/// One loaded generation of a TLS listener's certificates: an `SSL_CTX` for the default
+/// certificate and one per SNI entry, all configured alike. Immutable once built; a reload
+/// builds a new one. Handshakes started from it keep it alive (the SNI callback points to it).
+///
+/// `@unchecked Sendable`: the contexts are fully configured before the object is shared, and
+/// OpenSSL allows `SSL_new` on one `SSL_CTX` from several threads at once.
+final class TLSServerContext: @unchecked Sendable {
+    /// SSL_CTX of the default certificate; new connections start here.
+    let defaultContext: OpaquePointer
+    /// SSL_CTXs of the SNI entries, in configuration order.
+    private let named: [OpaquePointer]
+    /// Lower-cased exact names → index in `named`.
+    private let exact: [String: Int]
+    /// Lower-cased `example.com` of a `*.example.com` pattern → index in `named`.
+    private let wildcard: [String: Int]
+    /// The default certificate's subject and expiry, for the operator log.
+    let summary: (subject: String, notAfter: String)
+
+    /// The TLS 1.2 cipher suites: ECDHE key exchange and AEAD ciphers only (Mozilla's
+    /// "intermediate" list without DHE). TLS 1.3 keeps OpenSSL's defaults, all AEAD.
+    static let tls12Ciphers = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ].joined(separator: ":")
+
+    private init(defaultContext: OpaquePointer, named: [OpaquePointer], exact: [String: Int], wildcard: [String: Int],
+                 summary: (String, String)) {
+        self.defaultContext = defaultContext
+        self.named = named
+        self.exact = exact
+        self.wildcard = wildcard
+        self.summary = summary
+    }
+
+    deinit {
+        SSL_CTX_free(defaultContext)
+        for ctx in named { SSL_CTX_free(ctx) }
+    }
+
+    /// Reads every file named in `settings` (once) and builds the contexts. Throws the first
+    /// problem, naming its file.
+    static func load(_ settings: TLSServerSettings) throws(TLSSetupError) -> TLSServerContext {
+        let (defaultContext, summary) = try makeContext(settings, certFile: settings.certFile, keyFile: settings.keyFile)
+        var named: [OpaquePointer] = []
+        var exact: [String: Int] = [:]
+        var wildcard: [String: Int] = [:]
+        do throws(TLSSetupError) {
+            for entry in settings.sni {
+                let (ctx, _) = try makeContext(settings, certFile: entry.certFile, keyFile: entry.keyFile)
+                named.append(ctx)
+                for name in entry.names {
+                    let lower = name.lowercased()
+                    if lower.hasPrefix("*.") { wildcard[String(lower.dropFirst(2))] = named.count - 1 } else { exact[lower] = named.count - 1 }
+                }
+            }
+        } catch {
+            SSL_CTX_free(defaultContext)
+            for ctx in named { SSL_CTX_free(ctx) }
+            throw error
+        }
+        let server = TLSServerContext(defaultContext: defaultContext, named: named, exact: exact, wildcard: wildcard, summary: summary)
+        if !named.isEmpty {
+            // Only the context a handshake starts from runs the servername callback.
+            let arg = Unmanaged.passUnretained(server).toOpaque()
+            _ = COpenSSL_SSL_CTX_set_servername_callback(defaultContext, { ssl, _, arg in
+                guard let ssl, let arg else { return SSL_TLSEXT_ERR_OK }
+                Unmanaged<TLSServerContext>.fromOpaque(arg).takeUnretainedValue().selectCertificate(ssl)
+                return SSL_TLSEXT_ERR_OK
+            }, arg)
+        }
+        return server
+    }
+
+    /// A server-side session on `fd`, or nil when OpenSSL cannot allocate one.
+    func makeSession(fd: Int32) -> TLSSession? {
+        guard let ssl = SSL_new(defaultContext) else { TLSErrorQueue.clear(); return nil }
+        guard SSL_set_fd(ssl, fd) == 1 else {
+            TLSErrorQueue.clear()
+            SSL_free(ssl)
+            return nil
+        }
+        SSL_set_accept_state(ssl)
+        return TLSSession(ssl: ssl)
+    }
+
+    /// SNI: switches the handshake to the certificate configured for the client's name. An
+    /// unknown name or none at all gets the default certificate.
+    private func selectCertificate(_ ssl: OpaquePointer) {
+        guard let raw = SSL_get_servername(ssl, Int32(TLSEXT_NAMETYPE_host_name)) else { return }
+        let name = String(cString: raw).lowercased()
+        var index = exact[name]
+        if index == nil, let dot = name.firstIndex(of: ".") {
+            index = wildcard[String(name[name.index(after: dot)...])]
+        }
+        if let index { SSL_set_SSL_CTX(ssl, named[index]) }
+    }
+
+    private static func makeContext(_ settings: TLSServerSettings, certFile: String, keyFile: String)
+        throws(TLSSetupError) -> (OpaquePointer, (String, String)) {
+        guard let ctx = SSL_CTX_new(TLS_server_method()) else {
+            throw TLSSetupError(file: nil, "cannot create a TLS context: \(TLSErrorQueue.drain() ?? "out of memory")")
+        }
+        do throws(TLSSetupError) {
+            try configure(ctx, minVersion: settings.minVersion)
+            let summary = try useCertificate(ctx, certFile: certFile, keyFile: keyFile)
+            // ALPN: HTTP/1.1 is all this listener speaks. A client that offers only other
+            // protocols (h2 alone) is served without ALPN rather than refused.
+            SSL_CTX_set_alpn_select_cb(ctx, { _, out, outLength, offered, offeredLength, _ in
+                guard let out, let outLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
+                var i = 0
+                let count = Int(offeredLength)
+                while i < count {
+                    let length = Int(offered[i])
+                    if length == 8 && i + 9 <= count && memcmp(offered + i + 1, "http/1.1", 8) == 0 {
+                        out.pointee = offered + i + 1
+                        outLength.pointee = 8
+                        return SSL_TLSEXT_ERR_OK
+                    }
+                    i += 1 + length
+                }
+                return SSL_TLSEXT_ERR_NOACK
+            }, nil)
+            return (ctx, summary)
+        } catch {
+            SSL_CTX_free(ctx)
+            throw error
+        }
+    }
+
+    /// Protocol versions, ciphers and modes shared by server and client contexts.
+    static func configure(_ ctx: OpaquePointer, minVersion: TLSVersion) throws(TLSSetupError) {
+        let version = minVersion == .tls13 ? TLS1_3_VERSION : TLS1_2_VERSION
+        guard COpenSSL_SSL_CTX_set_min_proto_version(ctx, version) == 1,
+              SSL_CTX_set_cipher_list(ctx, tls12Ciphers) == 1 else {
+            throw TLSSetupError(file: nil, "cannot configure TLS: \(TLSErrorQueue.drain() ?? "unknown error")")
+        }
+        // No renegotiation (a DoS vector, and it would make writes wait on reads); no
+        // compression (CRIME). A peer that closes without close_notify reads as EOF: HTTP
+        // framing, not the TLS alert, decides whether a message was complete.
+        SSL_CTX_set_options(ctx, COpenSSL_SSL_OP_NO_RENEGOTIATION | COpenSSL_SSL_OP_NO_COMPRESSION
+                            | COpenSSL_SSL_OP_CIPHER_SERVER_PREFERENCE | COpenSSL_SSL_OP_IGNORE_UNEXPECTED_EOF)
+        // Partial writes and moving buffers match how connections retry from their output
+        // buffers; released buffers keep idle keep-alive connections small (OpenSSL's 2×17 KiB
+        // record buffers are returned between reads and writes).
+        _ = COpenSSL_SSL_CTX_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS))
+        // Resumption by session tickets only (stateless, shared by all loops through the one
+        // SSL_CTX); no server-side session cache to grow with every client.
+        _ = COpenSSL_SSL_CTX_set_session_cache_mode(ctx, Int(SSL_SESS_CACHE_OFF))
+    }
+
+    /// Loads a certificate chain and its key into `ctx` and checks that they belong together.
+    @discardableResult
+    static func useCertificate(_ ctx: OpaquePointer, certFile: String, keyFile: String) throws(TLSSetupError) -> (String, String) {
+        let (leaf, chain) = try PEMFile.certificateChain(certFile)
+        defer {
+            X509_free(leaf)
+            for c in chain { X509_free(c) }
+        }
+        guard SSL_CTX_use_certificate(ctx, leaf) == 1 else {
+            throw TLSSetupError(file: certFile, "certificate refused: \(TLSErrorQueue.drain() ?? "unknown error")")
+        }
+        for c in chain where COpenSSL_SSL_CTX_add1_chain_cert(ctx, c) != 1 {
+            throw TLSSetupError(file: certFile, "chain certificate refused: \(TLSErrorQueue.drain() ?? "unknown error")")
+        }
+        let key = try PEMFile.privateKey(keyFile)
+        defer { EVP_PKEY_free(key) }
+        guard SSL_CTX_use_PrivateKey(ctx, key) == 1, SSL_CTX_check_private_key(ctx) == 1 else {
+            TLSErrorQueue.clear()
+            throw TLSSetupError(file: keyFile, "does not match the certificate in '\(certFile)'")
+        }
+        return (describe(leaf))
+    }
+
+    /// Subject and expiry of a certificate ("/CN=example.com", "Jan  1 00:00:00 2027 GMT").
+    static func describe(_ cert: OpaquePointer) -> (String, String) {
+        var subject = "?"
+        if let line = X509_NAME_oneline(X509_get_subject_name(cert), nil, 0) {
+            subject = String(cString: line)
+            COpenSSL_free(line)
+        }
+        var notAfter = "?"
+        if let bio = BIO_new(BIO_s_mem()) {
+            if ASN1_TIME_print(bio, X509_get0_notAfter(cert)) == 1 {
+                var buffer = [CChar](repeating: 0, count: 64)
+                let n = BIO_read(bio, &buffer, Int32(buffer.count - 1))
+                if n > 0 { notAfter = String(decoding: buffer[0..<Int(n)].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+            }
+            BIO_free(bio)
+        }
+        TLSErrorQueue.clear()
+        return (subject, notAfter)
+    }
+}
+
+/// A TLS listener's certificates, reloadable while it runs: `reload()` (SIGHUP) re-reads the
+/// files and swaps in a new generation for new handshakes; connections already established
+/// keep theirs. A reload that fails changes nothing.
+public final class TLSCredentials: Sendable {
+    public let settings: TLSServerSettings
+    private let current: Mutex<TLSServerContext>
+
+    /// Loads the files (each read once). Throws the first problem, naming its file.
+    public init(_ settings: TLSServerSettings) throws(TLSSetupError) {
+        self.settings = settings
+        current = Mutex(try TLSServerContext.load(settings))
+    }
+
+    /// Re-reads every file; on success new handshakes use the new certificates. On failure
+    /// the previous ones stay in use and the error names the file at fault.
+    public func reload() throws(TLSSetupError) {
+        let fresh = try TLSServerContext.load(settings)
+        current.withLock { $0 = fresh }
+    }
+
+    /// The default certificate's subject and expiry, for the operator log.
+    public var summary: (subject: String, notAfter: String) { current.withLock { $0.summary } }
+
+    /// The generation new handshakes start from.
+    var context: TLSServerContext { current.withLock { $0 } }
+}

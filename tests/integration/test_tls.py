@@ -1,0 +1,717 @@
+"""TLS: termination on the proxy's listeners (TLS 1.2/1.3 only, ALPN, SNI, reload on SIGHUP, handshake
+timeout, plain HTTP on the TLS port), the plain-HTTP → HTTPS redirect listener, and HTTPS upstreams
+(verification against a CA file or the system store, name checks, mutual TLS).
+
+Every certificate is generated per session by the `openssl` CLI into a temporary directory: a test CA,
+a second unrelated CA ("wrong CA"), server certificates for several names, a client certificate.
+Plain HTTP sent to the TLS port is answered with a plain-text 400 and the connection is closed.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import http.server
+
+import pytest
+from cryptography import x509
+
+from helpers import HTTPConn, free_port
+
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+# The refusal tests build TLS 1.0/1.1 clients on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+
+
+# ---------------------------------------------------------------------------------------------
+# Test PKI (openssl CLI)
+
+class PKI:
+    def __init__(self, root):
+        self.root = root
+        self.serial = 1000
+
+    def path(self, name):
+        return os.path.join(self.root, name)
+
+    def _run(self, *args):
+        subprocess.run([OPENSSL, *args], check=True, capture_output=True, cwd=self.root)
+
+    def key(self, name, kind="ec"):
+        out = self.path(f"{name}.key")
+        if kind == "ec":
+            self._run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", out)
+        else:
+            self._run("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", out)
+        return out
+
+    def ca(self, name, cn):
+        key = self.key(name)
+        cert = self.path(f"{name}.pem")
+        self._run("req", "-x509", "-new", "-key", key, "-out", cert, "-days", "30", "-subj", f"/CN={cn}",
+                  "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        return cert, key
+
+    def issue(self, name, cn, sans, ca=("ca.pem", "ca.key"), kind="ec", client=False):
+        """A certificate for `sans` (DNS names and IP addresses) signed by `ca`; returns (cert, key)."""
+        key = self.key(name, kind)
+        csr = self.path(f"{name}.csr")
+        self._run("req", "-new", "-key", key, "-out", csr, "-subj", f"/CN={cn}")
+        ext = self.path(f"{name}.ext")
+        alt = ",".join(("IP:" if s.replace(".", "").isdigit() or ":" in s else "DNS:") + s for s in sans)
+        with open(ext, "w") as f:
+            if alt:
+                f.write(f"subjectAltName={alt}\n")
+            f.write("extendedKeyUsage=" + ("clientAuth" if client else "serverAuth") + "\n")
+        self.serial += 1
+        cert = self.path(f"{name}.pem")
+        self._run("x509", "-req", "-in", csr, "-CA", self.path(ca[0]), "-CAkey", self.path(ca[1]),
+                  "-set_serial", str(self.serial), "-out", cert, "-days", "30", "-extfile", ext)
+        return cert, key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    p = PKI(str(tmp_path_factory.mktemp("pki")))
+    p.ca("ca", "CallbackProxy Test CA")
+    p.ca("wrongca", "Unrelated CA")
+    p.issue("default", "default.test", ["default.test", "127.0.0.1"])
+    p.issue("default2", "default-v2.test", ["default.test", "127.0.0.1"])
+    p.issue("a", "a.test", ["a.test"])
+    p.issue("b", "b.test", ["b.test"], kind="rsa")
+    p.issue("wild", "wild.test", ["*.wild.test"])
+    p.issue("upstream", "upstream-ip", ["127.0.0.1"])
+    p.issue("upname", "up.test", ["up.test"])
+    p.issue("upwrong", "upstream-wrong-ca", ["127.0.0.1"], ca=("wrongca.pem", "wrongca.key"))
+    p.issue("client", "proxy-client", [], client=True)
+    return p
+
+
+def client_context(pki, minimum=None, maximum=None, alpn=("h2", "http/1.1")):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(pki.path("ca.pem"))
+    if minimum:
+        ctx.minimum_version = minimum
+    if maximum:
+        ctx.maximum_version = maximum
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
+class TLSConn(HTTPConn):
+    """HTTPConn over TLS (verified against the test CA)."""
+
+    def __init__(self, port, server_hostname="default.test", ctx=None, pki=None, timeout=5.0):
+        super().__init__(port, timeout=timeout)
+        ctx = ctx or client_context(pki)
+        self.sock = ctx.wrap_socket(self.sock, server_hostname=server_hostname)
+
+    def peer_cert(self):
+        return x509.load_der_x509_certificate(self.sock.getpeercert(binary_form=True))
+
+
+def common_name(cert):
+    return cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+
+
+def hdr(echo, name):
+    return [v for n, v in echo["headers"] if n.lower() == name.lower()]
+
+
+@pytest.fixture
+def tls_files(pki, tmp_path):
+    """Copies of the default certificate and key in the test's own directory (reload tests rewrite them)."""
+    cert, key = str(tmp_path / "server.pem"), str(tmp_path / "server.key")
+    shutil.copy(pki.path("default.pem"), cert)
+    shutil.copy(pki.path("default.key"), key)
+    return cert, key
+
+
+@pytest.fixture
+def tls_proxy(proxy_factory, upstream, tls_files):
+    def start(extra=(), opts=None, **kw):
+        cert, key = tls_files
+        return proxy_factory(upstream, extra=["--tls-cert", cert, "--tls-key", key, *extra], opts=opts, **kw)
+    return start
+
+
+def wait_for_log(proxy, needle, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in proxy.stderr_text().splitlines():
+            if needle in line:
+                return json.loads(line)
+        time.sleep(0.02)
+    raise AssertionError(f"no log line containing {needle!r}; stderr: {proxy.stderr_text()[-2000:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Termination
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
+def test_python_client_reaches_the_upstream_over_tls_with_forwarded_proto_https(tls_proxy, pki, version):
+    proxy = tls_proxy()
+    ctx = client_context(pki, minimum=version, maximum=version)
+    with TLSConn(proxy.port, ctx=ctx) as c:
+        assert c.sock.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
+        assert c.sock.selected_alpn_protocol() == "http/1.1"
+        if version == ssl.TLSVersion.TLSv1_2:
+            # ECDHE key exchange with an AEAD cipher only
+            name = c.sock.cipher()[0]
+            assert name.startswith("ECDHE-") and ("GCM" in name or "CHACHA20" in name), name
+        for i in range(3):  # keep-alive over the same TLS connection
+            c.request("GET", f"/echo?i={i}", host="default.test")
+            r = c.read_response()
+            assert r.status == 200
+            e = r.json()
+            assert hdr(e, "x-forwarded-proto") == ["https"]
+            assert e["target"] == f"/echo?i={i}"
+
+
+@pytest.mark.parametrize("flags,expected", [(["--tlsv1.2", "--tls-max", "1.2"], "TLSv1.2"), (["--tlsv1.3"], "TLSv1.3")])
+def test_curl_reaches_the_upstream_over_tls(tls_proxy, pki, flags, expected):
+    proxy = tls_proxy()
+    out = subprocess.run(
+        ["curl", "-sS", "-v", "--cacert", pki.path("ca.pem"), "--resolve", f"default.test:{proxy.port}:127.0.0.1",
+         *flags, f"https://default.test:{proxy.port}/echo?via=curl"],
+        capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert f"SSL connection using {expected}" in out.stderr
+    assert "ALPN: server accepted http/1.1" in out.stderr
+    e = json.loads(out.stdout)
+    assert hdr(e, "x-forwarded-proto") == ["https"]
+    assert hdr(e, "host") == [f"default.test:{proxy.port}"]
+
+
+def legacy_client_context(version):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    ctx.minimum_version = version
+    ctx.maximum_version = version
+    return ctx
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1], ids=["tls1.0", "tls1.1"])
+def test_tls10_and_tls11_are_refused(tls_proxy, pki, version):
+    # The client can really speak the old version: a permissive local server accepts it.
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(pki.path("default.pem"), pki.path("default.key"))
+    server_ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    server_ctx.minimum_version = ssl.TLSVersion.TLSv1
+    listener = socket.create_server(("127.0.0.1", 0))
+    versions = []
+
+    def serve():
+        conn, _ = listener.accept()
+        try:
+            with server_ctx.wrap_socket(conn, server_side=True) as s:
+                versions.append(s.version())
+                s.recv(1)
+        except (OSError, ssl.SSLError) as e:
+            versions.append(f"server error: {e}")
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with socket.create_connection(listener.getsockname(), timeout=5) as raw:
+        with legacy_client_context(version).wrap_socket(raw) as s:
+            assert s.version() in ("TLSv1", "TLSv1.1")
+    t.join(5)
+    listener.close()
+    assert versions and versions[0] in ("TLSv1", "TLSv1.1"), versions
+
+    proxy = tls_proxy()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as raw:
+        with pytest.raises(ssl.SSLError) as e:
+            legacy_client_context(version).wrap_socket(raw)
+    assert "VERSION" in str(e.value).upper(), e.value
+    # and the proxy keeps serving
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+
+
+def test_min_version_13_refuses_tls12(tls_proxy, pki):
+    proxy = tls_proxy(extra=["--tls-min-version", "1.3"])
+    with pytest.raises(ssl.SSLError):
+        TLSConn(proxy.port, ctx=client_context(pki, maximum=ssl.TLSVersion.TLSv1_2))
+    with TLSConn(proxy.port, pki=pki) as c:
+        assert c.sock.version() == "TLSv1.3"
+
+
+def test_plain_http_on_the_tls_port_gets_a_plain_400_and_a_close(tls_proxy, pki, upstream):
+    proxy = tls_proxy()
+    with HTTPConn(proxy.port) as c:
+        c.request("GET", "/echo")
+        r = c.read_response()
+        assert r.status == 400
+        assert b"HTTPS" in r.body
+        assert r.closes()
+        assert c.wait_closed(2)
+    assert upstream.record.requests() == []
+    assert proxy.proc.poll() is None
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+
+
+def test_garbage_on_the_tls_port_is_closed_without_harm(tls_proxy, pki):
+    proxy = tls_proxy()
+    with HTTPConn(proxy.port) as c:
+        c.send(b"\x16\x03\x01\x00\x05hello-not-tls" + bytes(range(256)))
+        assert c.wait_closed(3)
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+
+
+def test_large_bodies_cross_tls_both_ways(tls_proxy, pki):
+    proxy = tls_proxy()
+    with TLSConn(proxy.port, pki=pki, timeout=20) as c:
+        body = os.urandom(3 * 1024 * 1024 + 17)
+        c.request("POST", "/sink", body=body)
+        r = c.read_response(timeout=20)
+        assert r.status == 200 and r.json()["len"] == len(body)
+        import hashlib
+        assert r.json()["sha256"] == hashlib.sha256(body).hexdigest()
+        c.request("GET", "/bytes?n=5000000")
+        r = c.read_response(timeout=20)
+        assert r.status == 200 and len(r.body) == 5_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# SNI
+
+def sni_config(tmp_path, pki, tls_files):
+    cert, key = tls_files
+    path = tmp_path / "tls.yaml"
+    path.write_text(f"""
+tls:
+  cert: {cert}
+  key: {key}
+  min_version: "1.2"
+  sni:
+    - names: [a.test]
+      cert: {pki.path('a.pem')}
+      key: {pki.path('a.key')}
+    - names: [B.test, also-b.test]
+      cert: {pki.path('b.pem')}
+      key: {pki.path('b.key')}
+    - names: ["*.wild.test"]
+      cert: {pki.path('wild.pem')}
+      key: {pki.path('wild.key')}
+""")
+    return str(path)
+
+
+@pytest.mark.parametrize("name,expected_cn", [
+    ("a.test", "a.test"),
+    ("b.test", "b.test"),
+    ("B.TEST", "b.test"),
+    ("also-b.test", "b.test"),
+    ("x.wild.test", "wild.test"),
+    ("wild.test", "default.test"),
+    ("a.b.wild.test", "default.test"),
+    ("unknown.test", "default.test"),
+    (None, "default.test"),
+])
+def test_sni_picks_the_certificate_for_the_name(proxy_factory, upstream, pki, tls_files, tmp_path, name, expected_cn):
+    proxy = proxy_factory(upstream, extra=["--config", sni_config(tmp_path, pki, tls_files)])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # an unknown name gets the default certificate, which does not match it
+    ctx.load_verify_locations(pki.path("ca.pem"))
+    with TLSConn(proxy.port, server_hostname=name, ctx=ctx) as c:
+        cert = c.peer_cert()
+        assert common_name(cert) == expected_cn
+        c.request("GET", "/echo", host=name or "127.0.0.1")
+        assert c.read_response().status == 200
+
+
+def test_sni_names_are_verified_by_a_strict_client(proxy_factory, upstream, pki, tls_files, tmp_path):
+    proxy = proxy_factory(upstream, extra=["--config", sni_config(tmp_path, pki, tls_files)])
+    for name in ("a.test", "b.test", "deep.wild.test", "default.test"):
+        with TLSConn(proxy.port, server_hostname=name, pki=pki) as c:  # check_hostname on
+            c.request("GET", "/echo", host=name)
+            assert c.read_response().status == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Reload
+
+def replace_files(pki, tls_files, name):
+    cert, key = tls_files
+    for src, dst in ((pki.path(f"{name}.pem"), cert), (pki.path(f"{name}.key"), key)):
+        tmp = dst + ".new"
+        shutil.copy(src, tmp)
+        os.replace(tmp, dst)
+
+
+def test_reload_under_load_drops_nothing_and_new_handshakes_see_the_new_certificate(tls_proxy, pki, tls_files):
+    proxy = tls_proxy(opts={"--loops": "2"})
+    stop = threading.Event()
+    results = {"ok": 0, "failed": [], "cns": []}
+    lock = threading.Lock()
+
+    def new_connections():
+        while not stop.is_set():
+            try:
+                with TLSConn(proxy.port, pki=pki, timeout=5) as c:
+                    cn = common_name(c.peer_cert())
+                    c.request("GET", "/echo")
+                    r = c.read_response()
+                    with lock:
+                        if r.status == 200:
+                            results["ok"] += 1
+                            results["cns"].append((time.monotonic(), cn))
+                        else:
+                            results["failed"].append(r.status)
+            except Exception as e:  # noqa: BLE001 — every failure counts
+                with lock:
+                    results["failed"].append(repr(e))
+
+    keepalive_ok = [0]
+
+    def keepalive():
+        try:
+            with TLSConn(proxy.port, pki=pki, timeout=5) as c:
+                while not stop.is_set():
+                    c.request("GET", "/echo")
+                    assert c.read_response().status == 200
+                    keepalive_ok[0] += 1
+        except Exception as e:  # noqa: BLE001
+            with lock:
+                results["failed"].append("keep-alive: " + repr(e))
+
+    threads = [threading.Thread(target=new_connections) for _ in range(3)] + [threading.Thread(target=keepalive)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.7)
+        before = keepalive_ok[0]
+        replace_files(pki, tls_files, "default2")
+        reloaded_at = time.monotonic()
+        proxy.signal(signal.SIGHUP)
+        proxy.stopped_on_purpose = False
+        wait_for_log(proxy, "TLS certificates reloaded")
+        time.sleep(0.7)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert results["failed"] == []
+    assert results["ok"] > 20, results["ok"]
+    assert keepalive_ok[0] > before, "the keep-alive connection made no progress after the reload"
+    seen = [cn for _, cn in results["cns"]]
+    assert "default.test" in seen
+    assert seen[-1] == "default-v2.test"
+    # once the new certificate appeared, no handshake got the old one again
+    first_new = seen.index("default-v2.test")
+    assert all(cn == "default-v2.test" for cn in seen[first_new:])
+    assert any(t > reloaded_at for t, cn in results["cns"] if cn == "default-v2.test")
+
+
+def test_a_bad_file_on_reload_keeps_the_old_certificate_and_says_which_file(tls_proxy, pki, tls_files):
+    proxy = tls_proxy()
+    cert, key = tls_files
+    with TLSConn(proxy.port, pki=pki) as kept:
+        kept.request("GET", "/echo")
+        assert kept.read_response().status == 200
+        # a key that does not belong to the certificate
+        shutil.copy(pki.path("a.key"), key)
+        proxy.signal(signal.SIGHUP)
+        proxy.stopped_on_purpose = False
+        line = wait_for_log(proxy, "TLS certificate reload failed")
+        assert line["level"] == "error"
+        assert line["file"] == key
+        assert "does not match" in line["error"]
+        # then a certificate file that is not a certificate
+        with open(cert, "w") as f:
+            f.write("not a certificate\n")
+        shutil.copy(pki.path("default.key"), key)
+        proxy.signal(signal.SIGHUP)
+        proxy.stopped_on_purpose = False
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and proxy.stderr_text().count("TLS certificate reload failed") < 2:
+            time.sleep(0.02)
+        lines = [json.loads(l) for l in proxy.stderr_text().splitlines() if "reload failed" in l]
+        assert len(lines) == 2 and lines[1]["file"] == cert, lines
+        # the running certificate is still served, and the old connection still works
+        with TLSConn(proxy.port, pki=pki) as c:
+            assert common_name(c.peer_cert()) == "default.test"
+            c.request("GET", "/echo")
+            assert c.read_response().status == 200
+        kept.request("GET", "/echo")
+        assert kept.read_response().status == 200
+    key_body = open(pki.path("a.key")).read().split("-----")[2].strip().splitlines()[1]
+    assert key_body not in proxy.stderr_text() and "PRIVATE KEY" not in proxy.stderr_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up errors
+
+def run_briefly(proxy_bin, args, timeout=10):
+    return subprocess.run([proxy_bin, "--listen", f"127.0.0.1:{free_port()}", "--internal-listen", "off",
+                           "--upstream", "http://127.0.0.1:9", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("case", ["missing-cert", "missing-key", "mismatched-key", "not-a-key", "key-without-cert"])
+def test_start_up_problems_exit_2_naming_the_file(proxy_bin, pki, tmp_path, case):
+    cert, key = pki.path("default.pem"), pki.path("default.key")
+    missing = str(tmp_path / "nope.pem")
+    bogus = tmp_path / "bogus.key"
+    bogus.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    args, named = {
+        "missing-cert": (["--tls-cert", missing, "--tls-key", key], missing),
+        "missing-key": (["--tls-cert", cert, "--tls-key", missing], missing),
+        "mismatched-key": (["--tls-cert", cert, "--tls-key", pki.path("a.key")], pki.path("a.key")),
+        "not-a-key": (["--tls-cert", cert, "--tls-key", str(bogus)], str(bogus)),
+        "key-without-cert": (["--tls-key", key], "tls"),
+    }[case]
+    out = run_briefly(proxy_bin, args)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert named in out.stderr
+    assert "PRIVATE KEY" not in out.stderr and "AAAA" not in out.stderr
+
+
+def test_check_loads_the_certificates_too(proxy_bin, pki, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"upstream: http://127.0.0.1:9\ntls: {{ cert: {pki.path('default.pem')}, key: {pki.path('a.key')} }}\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(cfg)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1
+    assert pki.path("a.key") in out.stdout and "does not match" in out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Handshake timeout
+
+def client_hello_bytes():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="default.test")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("sent", ["nothing", "half-a-client-hello"])
+def test_a_client_that_stalls_mid_handshake_is_dropped_at_the_timeout(tls_proxy, pki, sent):
+    proxy = tls_proxy(extra=["--tls-handshake-timeout", "1s"])
+    hello = client_hello_bytes()
+    with HTTPConn(proxy.port, timeout=10) as c:
+        if sent != "nothing":
+            c.send(hello[: len(hello) // 2])
+        start = time.monotonic()
+        assert not c.wait_closed(0.7), "dropped before the handshake timeout"
+        assert c.wait_closed(3), "still open long after the handshake timeout"
+        took = time.monotonic() - start
+    assert 0.8 <= took <= 2.5, took
+    # an honest client meanwhile is fine
+    with TLSConn(proxy.port, pki=pki) as ok:
+        ok.request("GET", "/echo")
+        assert ok.read_response().status == 200
+
+
+def test_handshake_timeout_does_not_cut_established_connections(tls_proxy, pki):
+    proxy = tls_proxy(extra=["--tls-handshake-timeout", "1s"])
+    with TLSConn(proxy.port, pki=pki) as c:
+        time.sleep(1.5)
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Redirect listener
+
+@pytest.fixture
+def redirecting(tls_proxy):
+    port = free_port()
+    proxy = tls_proxy(extra=["--redirect-http", f"127.0.0.1:{port}"])
+    proxy.redirect_port = port
+    return proxy
+
+
+@pytest.mark.parametrize("host,target,location", [
+    ("example.com", "/a/b?c=1&d=%20", "https://example.com:{tls}/a/b?c=1&d=%20"),
+    ("Example.COM:{plain}", "/", "https://example.com:{tls}/"),
+    ("127.0.0.1:{plain}", "/x?y", "https://127.0.0.1:{tls}/x?y"),
+    ("[::1]:{plain}", "//double/slash", "https://[::1]:{tls}//double/slash"),
+])
+def test_redirect_listener_answers_308_to_the_same_host_and_path_over_https(redirecting, host, target, location):
+    ports = {"plain": redirecting.redirect_port, "tls": redirecting.port}
+    with HTTPConn(redirecting.redirect_port) as c:
+        c.request("GET", target, host=host.format(**ports))
+        r = c.read_response()
+    assert r.status == 308
+    assert r.one("location") == location.format(**ports)
+
+
+def test_redirect_keeps_the_method_and_uses_the_absolute_form_authority(redirecting):
+    with HTTPConn(redirecting.redirect_port) as c:
+        c.send(b"POST http://abs.example/form?q=1 HTTP/1.1\r\nHost: other.example\r\nContent-Length: 3\r\n\r\nabc")
+        r = c.read_response("POST")
+    assert r.status == 308
+    assert r.one("location") == f"https://abs.example:{redirecting.port}/form?q=1"
+
+
+@pytest.mark.parametrize("host", [
+    "evil.example@good.test", "good.test\\@evil.example", "good.test%2f@evil", "good.test:99999",
+    "good.test:80:80", "-bad.test", "good..test", "good.test.", "[::1", "[fe80::1%25eth0]", "good.test/x",
+    "xn--.test:abc", "a" * 64 + ".test",
+])
+def test_redirect_refuses_a_hostile_host_with_400(redirecting, host):
+    with HTTPConn(redirecting.redirect_port) as c:
+        c.request("GET", "/", host=host)
+        r = c.read_response()
+    assert r.status == 400, r
+    assert r.one("location") is None
+
+
+def test_redirect_without_tls_is_a_configuration_error(proxy_bin):
+    out = run_briefly(proxy_bin, ["--redirect-http", f"127.0.0.1:{free_port()}"])
+    assert out.returncode == 2 and "redirect_http" in out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS upstreams
+
+class TLSUpstream:
+    """A small HTTPS upstream (threads) that answers every request with what it saw, as JSON."""
+
+    def __init__(self, pki, name, require_client_cert=False):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(pki.path(f"{name}.pem"), pki.path(f"{name}.key"))
+        self.sni = []
+
+        def on_sni(sock, server_name, _ctx):
+            self.sni.append(server_name)
+        ctx.sni_callback = on_sni
+        if require_client_cert:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(pki.path("ca.pem"))
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                peer = self.connection.getpeercert()
+                body = json.dumps({"path": self.path, "headers": [[k, v] for k, v in self.headers.items()],
+                                   "client_cert": bool(peer), "tls": self.connection.version()}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server.handle_error = lambda *a: None  # refused handshakes are the point of some tests
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        outer.url = f"https://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def tls_upstream(pki):
+    started = []
+
+    def start(name="upstream", **kw):
+        u = TLSUpstream(pki, name, **kw)
+        started.append(u)
+        return u
+    yield start
+    for u in started:
+        u.stop()
+
+
+def test_https_upstream_with_the_right_ca_works(proxy_factory, tls_upstream, pki):
+    up = tls_upstream()
+    proxy = proxy_factory(upstream_url=up.url, extra=["--upstream-ca", pki.path("ca.pem")])
+    with proxy.conn() as c:
+        for i in range(3):  # the pooled TLS connection is reused
+            c.request("GET", f"/hello?i={i}", host="app.test")
+            r = c.read_response()
+            assert r.status == 200, r
+            e = r.json()
+            assert e["path"] == f"/hello?i={i}"
+            assert e["tls"] in ("TLSv1.2", "TLSv1.3")
+            assert hdr({"headers": e["headers"]}, "host") == ["app.test"]
+    # an IP address is never sent as SNI, and one pooled connection served all three requests
+    assert len(up.sni) <= 1 and all(name is None for name in up.sni), up.sni
+
+
+def test_https_upstream_gets_sni_and_name_verification(proxy_factory, tls_upstream, pki):
+    up = tls_upstream("upname")
+    proxy = proxy_factory(upstream_url=up.url, extra=["--upstream-ca", pki.path("ca.pem"), "--upstream-server-name", "up.test"])
+    with proxy.conn() as c:
+        c.request("GET", "/x")
+        assert c.read_response().status == 200
+    assert up.sni == ["up.test"]
+
+
+@pytest.mark.parametrize("case", ["wrong-ca", "system-store", "wrong-name", "ip-not-in-certificate"])
+def test_https_upstream_that_fails_verification_gives_502_and_a_clear_log_line(proxy_factory, tls_upstream, pki, case):
+    name, extra, reason = {
+        "wrong-ca": ("upwrong", ["--upstream-ca", pki.path("ca.pem")], "certificate verify failed"),
+        "system-store": ("upstream", [], "certificate verify failed"),
+        "wrong-name": ("upname", ["--upstream-ca", pki.path("ca.pem"), "--upstream-server-name", "other.test"], "hostname mismatch"),
+        "ip-not-in-certificate": ("upname", ["--upstream-ca", pki.path("ca.pem")], "IP address mismatch"),
+    }[case]
+    up = tls_upstream(name)
+    proxy = proxy_factory(upstream_url=up.url, extra=extra)
+    with proxy.conn() as c:
+        c.request("GET", "/x")
+        r = c.read_response()
+    assert r.status == 502
+    line = wait_for_log(proxy, "request failed")
+    assert line["status"] == "502"
+    assert "TLS handshake with" in line["reason"] and reason in line["reason"], line
+
+
+def test_https_upstream_with_mutual_tls(proxy_factory, tls_upstream, pki):
+    up = tls_upstream(require_client_cert=True)
+    without = proxy_factory(upstream_url=up.url, extra=["--upstream-ca", pki.path("ca.pem")])
+    with without.conn() as c:
+        c.request("GET", "/x")
+        assert c.read_response().status == 502
+    with_cert = proxy_factory(upstream_url=up.url, extra=[
+        "--upstream-ca", pki.path("ca.pem"),
+        "--upstream-client-cert", pki.path("client.pem"), "--upstream-client-key", pki.path("client.key")])
+    with with_cert.conn() as c:
+        c.request("GET", "/x")
+        r = c.read_response()
+        assert r.status == 200 and r.json()["client_cert"] is True
+
+
+def test_tls_on_both_sides(proxy_factory, tls_upstream, pki, tls_files):
+    up = tls_upstream()
+    cert, key = tls_files
+    proxy = proxy_factory(upstream_url=up.url, extra=["--upstream-ca", pki.path("ca.pem"), "--tls-cert", cert, "--tls-key", key])
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/both")
+        r = c.read_response()
+        assert r.status == 200
+        assert hdr({"headers": r.json()["headers"]}, "x-forwarded-proto") == ["https"]
+
+
+def test_upstream_tls_options_need_an_https_upstream(proxy_bin, pki):
+    out = run_briefly(proxy_bin, ["--upstream-ca", pki.path("ca.pem")])
+    assert out.returncode == 2 and "upstream_tls" in out.stderr
