@@ -113,3 +113,63 @@ def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory,
             break
         time.sleep(0.2)
     assert status == 200, "service must come back by itself when Redis returns"
+
+
+def test_a_relay_code_minted_on_one_instance_is_redeemed_through_another(proxy_factory, tmp_path, idp, redis):
+    """Scale-out: the WebView's callback reaches instance A, the app's token request instance B."""
+    from test_relay import App, CALLBACK, WEB, WEB_SECRET
+    os.environ["WEB_SECRET"] = WEB_SECRET
+    app = App()
+    try:
+        config = tmp_path / "relay.yaml"
+        config.write_text(f"""
+store: redis://127.0.0.1:{redis.port}/0
+oauth: {{ ca_file: {idp.ca_cert} }}
+providers:
+  google:
+    kind: google
+    handoff: relay
+    app_callback: {CALLBACK}
+    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+""")
+        a = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
+        b = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
+        app.token_url = f"http://127.0.0.1:{b.internal_port}/_oauth/token"
+        r = callback(a, idp.get_code(IOS))
+        assert r.status == 200, r
+        page = r.json()
+        assert page["redeemed"] == 200 and page["token"]["access_token"], page
+        relay_code = [s for s in app.seen if s["path"] == CALLBACK][-1]["query"]["code"]
+        app.token_url = f"http://127.0.0.1:{a.internal_port}/_oauth/token"
+        assert app.redeem(relay_code) == (400, {"error": "invalid_grant"}), "single use across instances"
+    finally:
+        app.stop()
+
+
+def test_a_session_cookie_issued_by_one_instance_is_honoured_by_another(proxy_factory, upstream, tmp_path, idp, redis):
+    from test_session import SECRET, WEB, get, set_cookies, sign_in
+    os.environ["SESSION_SECRET"] = SECRET
+    os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
+    config = tmp_path / "session.yaml"
+    config.write_text(f"""
+store: redis://127.0.0.1:{redis.port}/0
+oauth:
+  ca_file: {idp.ca_cert}
+  session: {{ secret_env: SESSION_SECRET, secure: false }}
+providers:
+  google:
+    kind: google
+    handoff: session
+    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
+    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+""")
+    a = proxy_factory(upstream, extra=["--config", str(config)])
+    b = proxy_factory(upstream, extra=["--config", str(config)])
+    r, _, _, _ = sign_in(a, idp)
+    assert r.status == 302, r
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    info = get(b, "/_oauth/userinfo", cookies=session)
+    assert info.status == 200 and info.json()["email"] == "alice@example.test"
