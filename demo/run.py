@@ -5,10 +5,14 @@
   strict test IdP (OpenID provider, HTTPS) https://127.0.0.1:<port>   (throwaway CA)
   callback-proxy in front of the site      http://127.0.0.1:8080       (internal: 8081)
 
-It then plays the wrapper app once: signs in at the IdP with the *native* iOS client and PKCE,
-hands the unconsumed code to the proxy at /_oauth_callback, and shows what the proxy answered —
-then replays the same callback to show it refused. Ctrl-C stops everything.
+It then plays the wrapper app once: signs in at the IdP with the *native* iOS client and PKCE and
+loads /_oauth_callback with the unconsumed code. The proxy exchanges and verifies it, then (relay
+mode) forwards the site's own callback with a one-time relay code, which the site redeems at the
+proxy's relay token endpoint — and the site shows the user signed in. The same callback replayed
+is refused. Ctrl-C stops everything.
 """
+import http.cookiejar
+import json
 import os
 import signal
 import subprocess
@@ -38,21 +42,28 @@ def wait_http(url, timeout=10):
     raise SystemExit(f"demo: {url} did not come up")
 
 
+JAR = http.cookiejar.CookieJar()
+BROWSER = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(JAR))
+
+
 def callback(grant):
     query = urllib.parse.urlencode({
         "provider": "google", "platform": "ios", "client_id": grant.client_id,
         "redirect_uri": grant.redirect_uri, "code": grant.code, "state": grant.state,
         "code_verifier": grant.code_verifier})
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:8080/_oauth_callback?{query}", timeout=15) as r:
+        with BROWSER.open(f"http://127.0.0.1:8080/_oauth_callback?{query}", timeout=15) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
 
 
 def text_of(html):
-    start = html.find("<p>")
-    return html[start + 3:html.find("</p>", start)] if start >= 0 else html[:200]
+    for tag in ("<p id=who>", "<p>"):
+        start = html.find(tag)
+        if start >= 0:
+            return html[start + len(tag):html.find("</p>", start)]
+    return html[:200]
 
 
 def main():
@@ -62,7 +73,10 @@ def main():
     procs = []
     idp = IdP.start(make_test_pki(str(tmp)), log_dir=tmp)
     try:
-        procs.append(subprocess.Popen([sys.executable, str(ROOT / "demo" / "site.py"), "3000"]))
+        web = next(c for c in json.load(open(idp.clients_file))["clients"] if "client_secret" in c)
+        env = dict(os.environ, DEMO_CLIENT_ID=web["client_id"], DEMO_CLIENT_SECRET=web["client_secret"],
+                   WEB_CLIENT_SECRET=web["client_secret"])
+        procs.append(subprocess.Popen([sys.executable, str(ROOT / "demo" / "site.py"), "3000"], env=env))
         config = tmp / "demo.yaml"
         config.write_text(f"""\
 listen: 127.0.0.1:8080
@@ -72,12 +86,14 @@ oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
   google:
     kind: google
-    handoff: verify
+    handoff: relay
+    app_callback: /users/auth/google_oauth2/callback
+    app_client: {{ id: {web["client_id"]}, secret_env: WEB_CLIENT_SECRET }}
     endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native:
       ios: {{ client_id: {IOS_CLIENT} }}
 """)
-        proxy = subprocess.Popen([BIN, "--config", str(config)])
+        proxy = subprocess.Popen([BIN, "--config", str(config)], env=env)
         procs.append(proxy)
         wait_http("http://127.0.0.1:8081/healthz")
         wait_http("http://127.0.0.1:3000/")
@@ -86,7 +102,7 @@ providers:
         grant = idp.get_code(IOS_CLIENT, username="alice@example.test")
         print("   got an unconsumed code; loading /_oauth_callback into the WebView")
         status, page = callback(grant)
-        print(f"   proxy answered {status}: {text_of(page)}")
+        print(f"   the WebView ends on the site's own page ({status}): {text_of(page)}")
         status, page = callback(grant)
         print(f"== the same callback again → {status}: {text_of(page)}")
         print(f"""
