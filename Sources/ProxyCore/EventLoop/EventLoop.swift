@@ -30,8 +30,6 @@ public final class EventLoop: @unchecked Sendable {
     let buffers = BufferPool()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
-    /// Per-loop state other modules attach (upstream pools, caches), keyed by a type.
-    var attachments: [ObjectIdentifier: AnyObject] = [:]
 
     static let sweepInterval: UInt64 = 100_000_000
 
@@ -126,11 +124,6 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     // MARK: Timers
-
-    /// Runs `task` on this loop after `delay` nanoseconds.
-    func schedule(after delay: UInt64, _ task: @escaping () -> Void) {
-        timers.push(deadline: now + delay, task)
-    }
 
     func scheduleCancellable(after delay: UInt64, handle: TimerHandle, _ task: @escaping () -> Void) {
         timers.push(deadline: now + delay, handle: handle, task)

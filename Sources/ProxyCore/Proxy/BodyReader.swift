@@ -26,8 +26,6 @@ struct BodyReader {
     init(chunked: Void) { mode = .chunked(ChunkedDecoder()) }
     init(untilClose: Void) { mode = .untilClose }
 
-    var isFinished: Bool { if case .none = mode { return true } else { return false } }
-
     /// Transfers what is available in `source` to `destination`. `chunkedOut` re-encodes as
     /// chunked (otherwise the bare bytes are written: sized bodies, or HTTP/1.0 clients).
     mutating func transfer(from source: inout ByteBuffer, to destination: inout ByteBuffer, chunkedOut: Bool) -> Step {

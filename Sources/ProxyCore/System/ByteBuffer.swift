@@ -49,34 +49,29 @@ public struct ByteBuffer {
     @inline(__always) public var writePointer: UnsafeMutableRawPointer { base! + writer }
 
     /// Makes room for at least `count` more bytes: first by moving the readable bytes down
-    /// (from `keepFrom`, which lets a caller pin bytes before `reader`), then by growing.
-    /// Returns how far the retained bytes moved down, so pinned offsets can be adjusted.
-    @inline(__always) @discardableResult
-    public mutating func reserveWritable(_ count: Int, keepFrom: Int? = nil) -> Int {
-        if capacity - writer >= count { return 0 }
-        return makeRoom(count, keepFrom: keepFrom)
+    /// over the consumed ones, then by growing.
+    @inline(__always)
+    public mutating func reserveWritable(_ count: Int) {
+        if capacity - writer >= count { return }
+        makeRoom(count)
     }
 
     @inline(never)
-    private mutating func makeRoom(_ count: Int, keepFrom: Int?) -> Int {
-        let start = min(keepFrom ?? reader, reader)
-        let live = writer - start
-        if start > 0 && capacity - live >= count {
-            if live > 0 { memmove(base!, base! + start, live) }
-            reader -= start
-            writer -= start
-            return start
+    private mutating func makeRoom(_ count: Int) {
+        let live = writer - reader
+        if reader > 0 && capacity - live >= count {
+            if live > 0 { memmove(base!, base! + reader, live) }
+        } else {
+            var newCapacity = max(capacity, 4096)
+            while newCapacity - live < count { newCapacity *= 2 }
+            let fresh = malloc(newCapacity)!
+            if live > 0 { memcpy(fresh, base! + reader, live) }
+            Glibc.free(base)
+            base = fresh
+            capacity = newCapacity
         }
-        var newCapacity = max(capacity, 4096)
-        while newCapacity - live < count { newCapacity *= 2 }
-        let fresh = malloc(newCapacity)!
-        if live > 0 { memcpy(fresh, base! + start, live) }
-        Glibc.free(base)
-        base = fresh
-        capacity = newCapacity
-        reader -= start
-        writer -= start
-        return start
+        writer = live
+        reader = 0
     }
 
     @inline(__always) public mutating func moveReader(_ n: Int) {
