@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from selenium.common.exceptions import NoSuchElementException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -13,17 +13,22 @@ TIMEOUT = 15
 PROXY_PAGES = ("Sign-in failed", "Signed in")
 
 
+# A page that is navigating away can drop an element between finding it and reading it:
+# that is "not there (yet)", exactly like not finding it.
+GONE = (NoSuchElementException, StaleElementReferenceException)
+
+
 def text_of(driver, element_id) -> str | None:
     try:
         return driver.find_element(By.ID, element_id).text
-    except NoSuchElementException:
+    except GONE:
         return None
 
 
 def body(driver) -> str:
     try:
         return driver.find_element(By.TAG_NAME, "body").text
-    except NoSuchElementException:
+    except GONE:
         return ""
 
 
@@ -63,7 +68,8 @@ def tap_sign_out(driver):
 
 def wait_for(driver, predicate, what, timeout=TIMEOUT):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.05).until(predicate)
+        return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                             ignored_exceptions=GONE).until(predicate)
     except Exception as exc:
         raise AssertionError(f"timed out waiting for {what}; at {driver.current_url}: "
                              f"{body(driver)[:800]!r}") from exc
