@@ -4,14 +4,25 @@ import ProxyCore
 /// The internal listener's routes. It never proxies: anything unknown is a 404.
 struct InternalEndpoints: HTTPPhases {
     let relay: RelayTokenEndpoint?
+    let metrics: MetricsRegistry
+    let readiness: Readiness
 
     func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
         if let relay, let decision = relay.decision(request) { return decision }
         if request.pathEquals("/healthz") {
             return .respond(Response(status: 200, text: "ok\n", headers: [("Cache-Control", "no-store")]))
         }
+        if request.pathEquals("/readyz") {
+            return readiness.decision(on: request.eventLoop)
+        }
+        if request.pathEquals("/metrics") {
+            return .respond(Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                     text: metrics.render(), headers: [("Cache-Control", "no-store")]))
+        }
         return .respond(Response(status: 404, text: "404 Not Found\n"))
     }
+
+    func route(_ request: borrowing RequestView) -> RequestRoute? { .internal }
 }
 
 /// The public listener's phases until the OAuth layer is wired in: pass everything through.

@@ -9,21 +9,30 @@ struct OAuthWiring {
     /// Served on the internal listener: the relay token endpoint (relay mode).
     let relayEndpoint: RelayTokenEndpoint?
     let http: CurlClient?
+    /// The shared state (nil: no providers), for readiness checks.
+    let store: (any Store)?
 
     /// With no providers configured, the proxy is a plain reverse proxy.
-    init(_ config: AppConfig, log: Logger) throws(ConfigProblems) {
+    init(_ config: AppConfig, log: Logger, metrics registry: MetricsRegistry) throws(ConfigProblems) {
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
             relayEndpoint = nil
             http = nil
+            store = nil
             return
         }
         let http = CurlClient(caFile: config.oauth.caFile)
-        let providers = try Self.providers(config, http: http)
-        let store: any Store
+        let storeKind: String
+        switch config.store {
+        case .memory: storeKind = "memory"
+        case .redis: storeKind = "redis"
+        }
+        let metrics = OAuthMetrics(registry: registry, settings: config.oauth, storeKind: storeKind)
+        let providers = try Self.providers(config, http: http, metrics: metrics)
+        let rawStore: any Store
         switch config.store {
         case .memory:
-            store = MemoryStore()
+            rawStore = MemoryStore()
         case .redis(let text):
             // The password never sits in the file: CALLBACK_PROXY_REDIS_PASSWORD (if set) is used.
             var url: RedisURL
@@ -35,8 +44,9 @@ struct OAuthWiring {
             if let password = ConfigLoader.processEnvironment()["CALLBACK_PROXY_REDIS_PASSWORD"], !password.isEmpty {
                 url.password = password
             }
-            store = RedisStore(RedisStore.Configuration(url: url), logger: log)
+            rawStore = RedisStore(RedisStore.Configuration(url: url), logger: log)
         }
+        let store = rawStore.measured(by: metrics)
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil
@@ -47,20 +57,23 @@ struct OAuthWiring {
                 throw ConfigProblems([ConfigProblem(path: "oauth.session", line: nil, message: "cannot build the session cookie: \(error)")])
             }
         }
-        phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, session: session, log: log)
+        phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, session: session, metrics: metrics, log: log)
         relayEndpoint = RelayTokenEndpoint(settings: config.oauth, relayCodes: relayCodes, providers: providers,
-                                           http: http, log: log)
+                                           http: http, metrics: metrics, log: log)
         self.http = http
+        self.store = store
     }
 
     /// One provider per configured entry; every problem is reported, not just the first.
-    static func providers(_ config: AppConfig, http: any HTTPFetching) throws(ConfigProblems) -> [String: any IdentityProvider] {
+    static func providers(_ config: AppConfig, http: any HTTPFetching,
+                          metrics: OAuthMetrics? = nil) throws(ConfigProblems) -> [String: any IdentityProvider] {
         var out: [String: any IdentityProvider] = [:]
         var problems: [ConfigProblem] = []
         let options = ProviderOptions(config.oauth)
         for (name, settings) in config.oauth.providers.sorted(by: { $0.key < $1.key }) {
             do {
-                out[name] = try ProviderFactory.make(settings, http: http, options: options)
+                out[name] = try ProviderFactory.make(settings, http: metrics.map { http.measured(provider: name, by: $0) } ?? http,
+                                                     options: options)
             } catch {
                 problems.append(ConfigProblem(path: "providers.\(name)", line: nil, message: error.problem))
             }

@@ -44,9 +44,14 @@ let log = Logger(level: config.logLevel, format: config.logFormat)
 guard let accessLog = AccessLog.open(config.accessLog, loops: loops) else {
     fail("access log: cannot open '\(config.accessLog)'")
 }
+let metrics = MetricsRegistry()
+metrics.gauge("callback_proxy_build_info", "The running version (value 1).", labels: ["version": Options.version]) { 1 }
+let startTime = Double(time(nil))
+metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
+let engineMetrics = EngineMetrics(registry: metrics)
 let oauth: OAuthWiring
 do {
-    oauth = try OAuthWiring(config, log: log)
+    oauth = try OAuthWiring(config, log: log, metrics: metrics)
 } catch {
     for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
     exit(2)
@@ -69,19 +74,24 @@ if let redirectAddress = config.redirectHTTP {
     listeners.append(ListenerSpec(name: "redirect", address: redirectAddress, config: redirectConfig,
                                   phases: HTTPSRedirect(httpsPort: TLSWiring.httpsPort(config))))
 }
+let readiness = Readiness(store: oauth.store, upstream: config.upstream?.address)
 if let internalAddress = config.internalListen {
     var internalConfig = config.proxy
     internalConfig.upstream = nil
-    listeners.append(ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
-                                  phases: InternalEndpoints(relay: oauth.relayEndpoint), accessLogged: false))
+    var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
+                            phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness),
+                            accessLogged: false)
+    spec.drainsLast = true
+    listeners.append(spec)
 }
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()
 let server: ProxyServer
 do {
-    server = try ProxyServer(listeners: listeners, loopCount: loops, log: log, accessLog: accessLog)
+    server = try ProxyServer(listeners: listeners, loopCount: loops, log: log, accessLog: accessLog, metrics: engineMetrics)
     try server.start()
+    readiness.markListening()
 } catch {
     fail("cannot start: \(error)")
 }
@@ -118,6 +128,7 @@ while true {
         continue
     }
     log.info("shutting down", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
+    readiness.markDraining()
     let drained = server.shutdown(timeout: config.proxy.timeouts.drain)
     if !drained { log.warn("drain timeout reached; exiting with requests still in flight", [:]) }
     log.info("stopped", [:])

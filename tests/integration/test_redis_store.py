@@ -104,6 +104,14 @@ def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory,
     with HTTPConn(p.port) as c:
         c.request("GET", "/echo")
         assert c.read_response().status == 200
+    # the operator's view: the store failure is counted, /readyz names the store
+    from test_observability import readyz, samples, scrape, value
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_store_errors_total", store="redis") >= 1
+    assert value(s, "callback_proxy_callbacks_total", provider="google", platform="ios",
+                 outcome="store_unavailable") == 1
+    status, body = readyz(p)
+    assert status == 503 and "store" in body["failed"] and "upstream" not in body["failed"], body
     redis.start()
     deadline = time.monotonic() + 5
     status = None
@@ -113,6 +121,7 @@ def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory,
             break
         time.sleep(0.2)
     assert status == 200, "service must come back by itself when Redis returns"
+    assert readyz(p) == (200, {"ready": True})
 
 
 def test_a_relay_code_minted_on_one_instance_is_redeemed_through_another(proxy_factory, tmp_path, idp, redis):

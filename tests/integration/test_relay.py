@@ -10,6 +10,7 @@ import http.server
 import json
 import sys
 import threading
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -106,10 +107,10 @@ def app():
     a.stop()
 
 
-def start_proxy(proxy_factory, tmp_path, idp, app, handoff="relay", extra_provider=""):
+def start_proxy(proxy_factory, tmp_path, idp, app, handoff="relay", extra_provider="", relay_ttl="60s"):
     config = tmp_path / "proxy.yaml"
     config.write_text(f"""
-oauth: {{ ca_file: {idp.ca_cert}, idp_timeout: 5s }}
+oauth: {{ ca_file: {idp.ca_cert}, idp_timeout: 5s, relay_code_ttl: {relay_ttl} }}
 providers:
   google:
     kind: google
@@ -235,3 +236,53 @@ def test_params_mode_forwards_the_tokens(proxy_factory, tmp_path, idp, app):
     page = json.loads(body)
     assert page["params"] == ["access_token", "expires_in", "id_token", "state", "token_type"]
     assert page["state"] == grant.state
+
+
+def test_metrics_count_callbacks_relay_codes_and_idp_calls(proxy_factory, tmp_path, idp, app):
+    from test_observability import samples, scrape, value
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    # one sign-in that succeeds and whose relay code the app redeems
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert json.loads(body)["redeemed"] == 200
+    # a foreign client (refused before any IdP call), an unconfigured provider and platform
+    # (counted as "unknown": requests cannot mint label values), the wrapper's error=
+    get(callback_url(p, idp.get_code(IOS), client_id="someone-else.apps.googleusercontent.com"))
+    get(callback_url(p, idp.get_code(IOS), provider="made-up-provider"))
+    get(callback_url(p, idp.get_code(IOS), platform="made-up-platform"))
+    get(f"http://127.0.0.1:{p.port}/_oauth_callback?" + urllib.parse.urlencode(
+        {"provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": IOS_REDIRECT,
+         "state": "s-1", "error": "access_denied"}))
+    s = samples(scrape(p))
+    cb = "callback_proxy_callbacks_total"
+    assert value(s, cb, provider="google", platform="ios", outcome="success") == 1
+    assert value(s, cb, provider="google", platform="ios", outcome="refused") == 1
+    assert value(s, cb, provider="unknown", platform="unknown", outcome="refused") == 1
+    assert value(s, cb, provider="google", platform="unknown", outcome="refused") == 1
+    assert value(s, cb, provider="google", platform="ios", outcome="denied") == 1
+    assert not [k for k in s if k[0] == cb and ("provider", "made-up-provider") in k[1]]
+    assert value(s, "callback_proxy_relay_codes_minted_total", provider="google") == 1
+    assert value(s, "callback_proxy_relay_codes_redeemed_total", provider="google") == 1
+    # exactly one token exchange reached the IdP (the refusals were decided locally)
+    assert value(s, "callback_proxy_idp_request_seconds_count", provider="google", call="token") == 1
+    assert value(s, "callback_proxy_idp_request_seconds_count", provider="google", call="jwks") >= 1
+    # the callback requests are their own route, apart from proxied traffic; the error= one
+    # was forwarded into the app's failure path and still counts as a callback
+    assert value(s, "callback_proxy_requests_total", route="callback", code_class="2xx") == 2
+    assert value(s, "callback_proxy_requests_total", route="callback", code_class="4xx") == 3
+    assert value(s, "callback_proxy_requests_total", route="proxied", code_class="2xx") == 0
+    assert value(s, "callback_proxy_store_errors_total", store="memory") == 0
+
+
+def test_a_relay_code_never_redeemed_is_counted_and_named_as_a_likely_misconfiguration(proxy_factory, tmp_path, idp, app):
+    """The classic mistake: the app's token URL still points at the IdP, so the relay code it
+    receives is never redeemed here. The operator sees a warning and a counter."""
+    from test_observability import samples, scrape, value
+    p = start_proxy(proxy_factory, tmp_path, idp, app, relay_ttl="2s")
+    app.redeem = lambda code: (0, None)  # the app never calls the relay endpoint
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert status == 200
+    deadline = time.monotonic() + 5
+    while value(samples(scrape(p)), "callback_proxy_relay_codes_expired_total", provider="google") != 1:
+        assert time.monotonic() < deadline, "the unredeemed relay code was not counted"
+        time.sleep(0.1)
+    assert "is the app's token URL pointed at the proxy" in p.stderr_text()

@@ -260,6 +260,11 @@ def test_plain_http_on_the_tls_port_gets_a_plain_400_and_a_close(tls_proxy, pki,
     with TLSConn(proxy.port, pki=pki) as c:
         c.request("GET", "/echo")
         assert c.read_response().status == 200
+    # the failed handshake is counted (the good one is not)
+    from test_observability import samples, scrape, value
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_tls_handshake_failures_total", listener="public") == 1
+    assert value(s, "callback_proxy_connections_total", listener="public") == 2
 
 
 def test_garbage_on_the_tls_port_is_closed_without_harm(tls_proxy, pki):
@@ -517,6 +522,8 @@ def test_a_client_that_stalls_mid_handshake_is_dropped_at_the_timeout(tls_proxy,
         assert c.wait_closed(3), "still open long after the handshake timeout"
         took = time.monotonic() - start
     assert 0.8 <= took <= 2.5, took
+    from test_observability import samples, scrape, value
+    assert value(samples(scrape(proxy)), "callback_proxy_tls_handshake_failures_total", listener="public") == 1
     # an honest client meanwhile is fine
     with TLSConn(proxy.port, pki=pki) as ok:
         ok.request("GET", "/echo")

@@ -1,5 +1,14 @@
 import ProxyCore
 
+/// What an outbound call is for: the `call` label of `callback_proxy_idp_request_seconds`.
+public enum OutboundCall: String, Sendable {
+    case token, jwks, userinfo, discovery
+    case debugToken = "debug_token"
+    /// A token request of the app's passed through the relay endpoint to the provider.
+    case relayForward = "relay_forward"
+    case other
+}
+
 /// An outbound HTTP request to an identity provider (token, JWKS, discovery, Graph API).
 public struct OutboundRequest: Sendable {
     public var method: String
@@ -11,9 +20,11 @@ public struct OutboundRequest: Sendable {
     /// Whether the request may be sent again after it was (possibly) delivered. Token requests
     /// are not: an authorization code is single-use, so only failures to *connect* are retried.
     public var idempotent: Bool
+    public var call: OutboundCall
 
     public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [],
-                body: [UInt8] = [], timeout: UInt64 = 10_000_000_000, idempotent: Bool = true) {
+                body: [UInt8] = [], timeout: UInt64 = 10_000_000_000, idempotent: Bool = true, call: OutboundCall = .other) {
+        self.call = call
         self.method = method
         self.url = url
         self.headers = headers
@@ -24,10 +35,10 @@ public struct OutboundRequest: Sendable {
 
     /// A form POST (`application/x-www-form-urlencoded`), never retried once sent.
     public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [],
-                            timeout: UInt64 = 10_000_000_000) -> OutboundRequest {
+                            timeout: UInt64 = 10_000_000_000, call: OutboundCall = .token) -> OutboundRequest {
         OutboundRequest(method: "POST", url: url,
                         headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")] + headers,
-                        body: Array(FormEncoding.encode(fields).utf8), timeout: timeout, idempotent: false)
+                        body: Array(FormEncoding.encode(fields).utf8), timeout: timeout, idempotent: false, call: call)
     }
 }
 

@@ -15,9 +15,11 @@ public struct RelayTokenEndpoint: Sendable {
     private let providers: [String: any IdentityProvider]
     private let http: any HTTPFetching
     private let log: Logger
+    private let metrics: OAuthMetrics
 
     public init(settings: OAuthSettings, relayCodes: RelayCodes, providers: [String: any IdentityProvider],
-                http: any HTTPFetching, log: Logger) {
+                http: any HTTPFetching, metrics: OAuthMetrics, log: Logger) {
+        self.metrics = metrics
         path = Array(settings.relayTokenPath.utf8)
         self.settings = settings
         self.relayCodes = relayCodes
@@ -71,9 +73,11 @@ public struct RelayTokenEndpoint: Sendable {
         guard form["grant_type"] == "authorization_code" else {
             return sink.respond(Self.error(400, "unsupported_grant_type"))
         }
+        let metrics = self.metrics
         relayCodes.redeem(code, on: loop) { result in
             switch result {
             case .success(let record?) where record.provider == provider.name:
+                metrics.relayRedeemed(provider.name)
                 log.info("relay code redeemed", ["provider": provider.name])
                 sink.respond(Response(status: 200, headers: Self.jsonHeaders, body: record.body))
             case .success:
@@ -92,7 +96,7 @@ public struct RelayTokenEndpoint: Sendable {
         guard let resolver = providers[provider.name] as? any TokenEndpointProviding else {
             return sink.respond(Self.error(500, "server_error"))
         }
-        let http = self.http
+        let http = MeasuredFetcher(inner: self.http, provider: provider.name, metrics: metrics)
         let log = self.log
         let timeout = settings.idpTimeout
         resolver.tokenEndpoint(on: loop) { result in
@@ -102,7 +106,8 @@ public struct RelayTokenEndpoint: Sendable {
             }
             var headers: [(name: String, value: String)] = [("Content-Type", contentType), ("Accept", "application/json")]
             if let authorization { headers.append(("Authorization", authorization)) }
-            let request = OutboundRequest(method: "POST", url: url, headers: headers, body: body, timeout: timeout, idempotent: false)
+            let request = OutboundRequest(method: "POST", url: url, headers: headers, body: body, timeout: timeout, idempotent: false,
+                                          call: .relayForward)
             http.fetch(request, on: loop) { answer in
                 switch answer {
                 case .success(let r):

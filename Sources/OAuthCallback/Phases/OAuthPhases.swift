@@ -9,8 +9,12 @@ public struct OAuthPhases: HTTPPhases {
     private let session: SessionLayer?
     private let callbackPath: [UInt8]
     private let log: Logger
+    private let metrics: OAuthMetrics
+    private let oauthPrefix: StaticString = "/_oauth/"
 
-    public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil, log: Logger) {
+    public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil,
+                metrics: OAuthMetrics, log: Logger) {
+        self.metrics = metrics
         self.pipeline = pipeline
         self.relayCodes = relayCodes
         self.session = session
@@ -32,13 +36,15 @@ public struct OAuthPhases: HTTPPhases {
         let loop = request.eventLoop
         let cookies = SessionLayer.cookies(request.headers(named: "Cookie"))
         let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, session: session, cookies: cookies,
-                              log: log, loop: loop, started: loop.nowNanoseconds)
+                              log: log, metrics: metrics, loop: loop, started: loop.nowNanoseconds,
+                              requestID: request.requestID)
         // Session mode: the sign-in must have been started in this browser (/_oauth/start's state
         // cookie) — refused before the code is spent — and the id_token must carry its nonce.
         var expectedNonce: String? = nil
         if let session, let name = SessionLayer.queryValue(query, "provider"),
            pipeline.settings.providers[name]?.handoff == .session {
             guard let record = session.stateRecord(cookies) else {
+                metrics.callback(provider: name, platform: SessionLayer.queryValue(query, "platform"), .refused)
                 log.info("callback failed", ["provider": name, "source": "client", "reason": "state_mismatch",
                                              "detail": "no state cookie: the sign-in was not started in this browser"])
                 return .respond(CallbackPage.error(status: 400, message: "This sign-in was not started in this browser. Please start signing in again."))
@@ -53,6 +59,11 @@ public struct OAuthPhases: HTTPPhases {
 
     public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {
         session?.upstreamEdits(request, &edits)
+    }
+
+    public func route(_ request: borrowing RequestView) -> RequestRoute? {
+        if request.pathEquals(callbackPath) { return .callback }
+        return request.pathHasPrefix(oauthPrefix) ? .oauth : nil
     }
 
     /// Whatever answers the callback URL (our page or the app's relayed response) is not cached
@@ -71,8 +82,10 @@ struct Handoff: Sendable {
     let session: SessionLayer?
     let cookies: [(name: String, value: String)]
     let log: Logger
+    let metrics: OAuthMetrics
     let loop: EventLoop
     let started: UInt64
+    let requestID: String
 
     func complete(_ outcome: CallbackOutcome, _ sink: ResponseSink) {
         switch outcome {
@@ -87,6 +100,7 @@ struct Handoff: Sendable {
                 relayCodes.mint(identity, provider: provider, on: loop) { result in
                     switch result {
                     case .success(let code):
+                        metrics.relayMinted(provider.name)
                         logVerified(parameters, mode: "relay")
                         watchRedemption(code, provider: provider.name)
                         sink.proceed(UpstreamRewrite(target: HandoffTarget.relay(appCallback, code: code, state: parameters.state)))
@@ -121,10 +135,13 @@ struct Handoff: Sendable {
     /// broke the contract (bad parameters, foreign client, replay) or an outage of ours gets
     /// the proxy's own page — forwarding those would let anyone drive the app's callback.
     private func fail(_ failure: CallbackFailure, _ parameters: CallbackParameters?, _ sink: ResponseSink) {
+        metrics.callback(provider: parameters?.provider, platform: parameters?.platform,
+                         OAuthMetrics.outcome(failure, reportedByApp: parameters?.providerError != nil))
         let level: Logger.Level = failure.source == .client ? .info : .warn
         log.log(level, "callback failed", ["provider": parameters?.provider ?? "", "platform": parameters?.platform ?? "",
                                            "source": failure.source.rawValue, "reason": failure.code,
-                                           "detail": failure.logDetail, "duration_ms": elapsed()])
+                                           "detail": failure.logDetail, "duration_ms": elapsed(),
+                                           "request_id": requestID])
         if let parameters, parameters.providerError != nil || failure.source == .idp,
            let provider = settings.providers[parameters.provider], provider.handoff == .relay || provider.handoff == .params,
            let appCallback = provider.appCallback {
@@ -135,8 +152,9 @@ struct Handoff: Sendable {
     }
 
     private func logVerified(_ parameters: CallbackParameters, mode: String) {
+        metrics.callback(provider: parameters.provider, platform: parameters.platform, .success)
         log.info("callback verified", ["provider": parameters.provider, "platform": parameters.platform,
-                                       "handoff": mode, "duration_ms": elapsed()])
+                                       "handoff": mode, "duration_ms": elapsed(), "request_id": requestID])
     }
 
     /// A relay code still unredeemed near its expiry almost always means the app's token URL
@@ -145,9 +163,11 @@ struct Handoff: Sendable {
         let ttl = UInt64(max(1, settings.relayCodeTTLSeconds - 1)) * 1_000_000_000
         let relayCodes = self.relayCodes
         let log = self.log
+        let metrics = self.metrics
         loop.scheduleTimer(after: ttl) {
             relayCodes.isPending(code, on: loop) { pending in
                 if pending {
+                    metrics.relayExpired(provider)
                     log.warn("relay code was never redeemed: is the app's token URL pointed at the proxy's relay endpoint?",
                              ["provider": provider])
                 }

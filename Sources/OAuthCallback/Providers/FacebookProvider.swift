@@ -90,10 +90,10 @@ public struct FacebookProvider: IdentityProvider {
             [secret.value, request.code] + (request.codeVerifier.map { [$0] } ?? []) + (accessToken.map { [$0] } ?? [])
         }
 
-        func get(_ path: String, _ query: [(String, String)]) -> OutboundRequest {
+        func get(_ path: String, _ query: [(String, String)], call: OutboundCall) -> OutboundRequest {
             OutboundRequest(method: "GET", url: provider.graph + path + "?" + FormEncoding.encode(query),
                             headers: [("Accept", "application/json")], timeout: provider.options.timeout,
-                            idempotent: true)
+                            idempotent: true, call: call)
         }
 
         func exchange() {
@@ -130,7 +130,7 @@ public struct FacebookProvider: IdentityProvider {
         func debugToken(_ tokens: TokenResponse, idTokenSubject: String?) {
             let context = "\(name) /debug_token"
             let request = get("/debug_token", [("input_token", tokens.accessToken),
-                                               ("access_token", "\(appID)|\(secret.value)")])
+                                               ("access_token", "\(appID)|\(secret.value)")], call: .debugToken)
             provider.http.fetch(request, on: loop) { result in
                 switch graphObject(result, context: context, accessToken: tokens.accessToken) {
                 case .failure(let failure): return fail(failure)
@@ -162,7 +162,8 @@ public struct FacebookProvider: IdentityProvider {
             let context = "\(name) /me"
             let request = get("/me", [("fields", "id,name,email"), ("access_token", tokens.accessToken),
                                       ("appsecret_proof", FacebookProvider.appSecretProof(accessToken: tokens.accessToken,
-                                                                                          appSecret: secret))])
+                                                                                          appSecret: secret))],
+                              call: .userinfo)
             provider.http.fetch(request, on: loop) { result in
                 switch graphObject(result, context: context, accessToken: tokens.accessToken) {
                 case .failure(let failure): return fail(failure)

@@ -179,7 +179,7 @@ public final class JWKSSource: Sendable {
     /// Fetches the document; records the outcome; resumes every waiter on its own loop.
     private func fetch(on loop: EventLoop) {
         let request = OutboundRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
-                                      timeout: timeout, idempotent: true)
+                                      timeout: timeout, idempotent: true, call: .jwks)
         http.fetch(request, on: loop) { [self] result in
             let now = clock()
             var keys: JWKSet? = nil

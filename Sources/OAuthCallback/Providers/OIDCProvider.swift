@@ -193,7 +193,7 @@ extension OIDCProvider {
 
         private func fetch(on loop: EventLoop) {
             let request = OutboundRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
-                                          timeout: options.timeout, idempotent: true)
+                                          timeout: options.timeout, idempotent: true, call: .discovery)
             http.fetch(request, on: loop) { [self] result in
                 let outcome = metadata(from: result)
                 let now = clock()

@@ -28,6 +28,7 @@ public final class EventLoop: @unchecked Sendable {
     private var nextSweep: UInt64 = 0
     /// Standard-size buffers shared by this loop's connections.
     let buffers = BufferPool()
+    let requestIDs = RequestIDGenerator()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
 

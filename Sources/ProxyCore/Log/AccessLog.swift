@@ -48,6 +48,8 @@ public final class AccessLog: @unchecked Sendable {
         } else {
             out.append("\",\"method\":\"\",\"path\":\"")
         }
+        out.append("\",\"request_id\":\"")
+        r.request.connection.appendRequestID(to: &out)
         out.append("\",\"status\":")
         out.append(decimal: UInt64(r.status))
         out.append(",\"upstream_status\":")

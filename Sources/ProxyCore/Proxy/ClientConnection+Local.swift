@@ -8,10 +8,12 @@ extension ClientConnection {
     /// or failed request we cannot trust where the next request would start.
     func respondError(_ status: Int, _ reason: String) {
         closeAfterResponse = true
+        // The same id as the access-log line (and, for a 502/504, the upstream's log).
+        let id = requestIDString
         if status >= 500 {
-            listener.log.warn("request failed", ["status": "\(status)", "reason": reason])
+            listener.log.warn("request failed", ["status": "\(status)", "reason": reason, "request_id": id])
         } else {
-            listener.log.info("request refused", ["status": "\(status)", "reason": reason])
+            listener.log.info("request refused", ["status": "\(status)", "reason": reason, "request_id": id])
         }
         // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
         respondLocal(Response(status: status, text: "\(status) \(HTTPStatus.reason(status)): \(reason)\n",
@@ -70,8 +72,15 @@ extension ClientConnection {
             bytesIn: bytesIn, bytesOut: bytesOut + UInt64(output.readable),
             durationNanos: now - requestStart,
             upstreamNanos: upstreamStart == 0 ? 0 : (upstreamEnd == 0 ? now : upstreamEnd) - upstreamStart)
-        if headLength > 0 { listener.phases.logging(record) }
+        if headLength > 0 {
+            listener.phases.logging(record)
+            let route = listener.phases.route(record.request) ?? (upstreamStart != 0 ? .proxied : .local)
+            listener.engineMetrics.request(route, status: statusSent)
+        } else {
+            listener.engineMetrics.request(.local, status: statusSent)
+        }
         listener.accessLog?.write(record, hasHead: headLength > 0, loop: loop)
+        requestID = RequestID()
     }
 }
 

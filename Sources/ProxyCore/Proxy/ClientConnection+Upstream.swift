@@ -88,6 +88,9 @@ extension ClientConnection {
             case .xForwardedHost:
                 if !trusted || sawHost { continue }
                 sawHost = true
+            case .xRequestID:
+                // Replaced by the one id this request is logged under (below).
+                continue
             case .other:
                 if !head.connectionTokens.isEmpty && isNamedIn(head.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
             }
@@ -97,6 +100,9 @@ extension ClientConnection {
             out.append(bytes + field.value.start, count: field.value.count)
             out.append("\r\n")
         }
+        out.append("X-Request-Id: ")
+        appendRequestID(to: &out)
+        out.append("\r\n")
         out.append("X-Forwarded-For: ")
         for v in forwardedFor where v.count > 0 {
             out.append(bytes + v.start, count: v.count)
@@ -226,6 +232,7 @@ extension ClientConnection {
         let buffer = up.input.readableBytes
         let bytes = buffer.baseAddress!
         response.status = r.status
+        listener.engineMetrics.upstreamResponse.observe(nanos: loop.now - upstreamStart)
         var sendLength: UInt64? = nil
         switch r.framing {
         case .none:

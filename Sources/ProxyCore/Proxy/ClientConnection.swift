@@ -80,6 +80,7 @@ final class ClientConnection: Channel {
     var bytesOut: UInt64 = 0
     var statusSent = 0
     var inRequest = false
+    var requestID = RequestID()
 
     /// Bytes buffered towards a slow reader before we stop reading from the other side.
     static let highWater = 256 * 1024
@@ -232,6 +233,8 @@ final class ClientConnection: Channel {
     }
 
     override func onDrain() {
+        // A listener that drains last (the internal one) is still serving: not this round.
+        guard listener.isDraining(loop) else { return }
         closeAfterResponse = true
         if state == .readingHead && !inRequest && input.isEmpty { close() }
     }
@@ -268,6 +271,7 @@ final class ClientConnection: Channel {
         bytesIn = UInt64(input.readable)
         bytesOut = 0
         statusSent = 0
+        requestID = RequestID()
         retried = false
         response = ResponseState()
         requestBodyBytes = 0

@@ -16,6 +16,7 @@ enum HeaderKind {
     case xForwardedFor
     case xForwardedProto
     case xForwardedHost
+    case xRequestID
 
     static func of(_ buffer: UnsafeRawBufferPointer, _ range: ByteRange) -> HeaderKind {
         @inline(__always) func isName(_ lowercase: StaticString) -> Bool {
@@ -31,6 +32,7 @@ enum HeaderKind {
         case 10:
             if isName("connection") || isName("keep-alive") { return .hopByHop }
             return .other
+        case 12: return isName("x-request-id") ? .xRequestID : .other
         case 14: return isName("content-length") ? .contentLength : .other
         case 15: return isName("x-forwarded-for") ? .xForwardedFor : .other
         case 16:

@@ -13,6 +13,8 @@ final class ListenerContext: @unchecked Sendable {
     let responseParser: ResponseParser
     let log: Logger
     let accessLog: AccessLog?
+    let engineMetrics: EngineMetrics
+    let metrics: ListenerMetrics
     /// Set on TLS listeners: the certificates new handshakes use.
     let credentials: TLSCredentials?
     /// Requests arrived over TLS (`X-Forwarded-Proto: https`).
@@ -31,13 +33,15 @@ final class ListenerContext: @unchecked Sendable {
         var acceptors: [Acceptor] = []
     }
 
-    init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?) {
+    init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics) {
         self.spec = spec
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)
         responseParser = ResponseParser(limits: spec.config.limits)
         self.log = log
+        engineMetrics = metrics
+        self.metrics = metrics.listener(spec.name)
         credentials = spec.tls
         tls = spec.tls != nil
         hasUpstream = spec.config.upstream != nil
@@ -66,9 +70,13 @@ final class ListenerContext: @unchecked Sendable {
         return config.trustedProxies.contains { $0.contains(peer) }
     }
 
-    func connectionOpened(_ loop: EventLoop) { perLoop[loop.index].connections += 1 }
+    func connectionOpened(_ loop: EventLoop) {
+        perLoop[loop.index].connections += 1
+        metrics.open.increment()
+    }
 
     func connectionClosed(_ loop: EventLoop) {
+        metrics.open.decrement()
         let s = perLoop[loop.index]
         s.connections -= 1
         if s.draining && s.connections == 0 { onLoopIdle?(loop) }
@@ -91,6 +99,10 @@ public struct ListenerSpec: Sendable {
     public var tls: TLSCredentials?
     /// Required when `config.upstream` is `https://`: how upstream connections do TLS.
     public var upstreamTLS: UpstreamTLSClient?
+    /// Keeps accepting during a graceful shutdown until every other listener has drained: the
+    /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
+    /// sign-in, and whose /readyz tells the load balancer to stop sending work.
+    public var drainsLast = false
 
     public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true,
                 tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil) {
@@ -126,6 +138,7 @@ final class Acceptor: Channel {
                 return
             }
             guard let fd else { return }
+            context.metrics.accepted.increment()
             if !peer.isUnix { Socket.setNoDelay(fd) }
             if let credentials = context.credentials {
                 TLSAccept.start(fd: fd, loop: loop, listener: context, peer: peer, credentials: credentials)

@@ -11,6 +11,9 @@ public protocol HTTPPhases: Sendable {
     func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits)
     /// Once per request, after the response is done (or the connection failed).
     func logging(_ record: borrowing AccessRecord)
+    /// The metrics route of a request these phases own (`nil`: the engine's own view —
+    /// `proxied` when it went upstream, else `local`). Runs once per request: keep it cheap.
+    func route(_ request: borrowing RequestView) -> RequestRoute?
 }
 
 extension HTTPPhases {
@@ -18,6 +21,7 @@ extension HTTPPhases {
     public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {}
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {}
     public func logging(_ record: borrowing AccessRecord) {}
+    public func route(_ request: borrowing RequestView) -> RequestRoute? { nil }
 }
 
 /// What `requestFilter` decided.

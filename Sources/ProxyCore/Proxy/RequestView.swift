@@ -18,6 +18,9 @@ public struct RequestView {
     /// The loop this request runs on: slow work started from a phase is driven by it.
     public var eventLoop: EventLoop { connection.loop }
 
+    /// The id this request is logged and forwarded under (`X-Request-Id`; see `RequestID`).
+    public var requestID: String { connection.requestIDString }
+
     /// The path without the query.
     public var path: String {
         let p = pathRange

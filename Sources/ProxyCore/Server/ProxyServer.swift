@@ -16,13 +16,16 @@ public final class ProxyServer: Sendable {
     private let running = Atomic<Int>(0)
     private let threads = Mutex<[EventLoopThread]>([])
 
-    public init(listeners: [ListenerSpec], loopCount: Int, log: Logger, accessLog: AccessLog?) throws(SystemError) {
+    /// `metrics`: where the engine counts requests, connections and upstream latency (a
+    /// private registry nobody reads when not given).
+    public init(listeners: [ListenerSpec], loopCount: Int, log: Logger, accessLog: AccessLog?,
+                metrics: EngineMetrics = EngineMetrics(registry: MetricsRegistry())) throws(SystemError) {
         var loops: [EventLoop] = []
         for i in 0..<max(1, loopCount) { loops.append(try EventLoop(index: i)) }
         self.loops = loops
         self.log = log
         self.accessLog = accessLog
-        contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog) }
+        contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
     }
 
     /// Binds every listener (errors surface here, before anything runs) and starts the loops.
@@ -90,18 +93,8 @@ public final class ProxyServer: Sendable {
     public func shutdown(timeout: UInt64) -> Bool {
         for loop in loops {
             loop.execute { [self] in
-                for context in contexts {
-                    let s = context.state(loop)
-                    s.draining = true
-                    // Accept what is already queued first: closing a listener resets queued connections.
-                    for a in s.acceptors {
-                        a.onEvent(CProxyLinux_EPOLLIN)
-                        loop.close(a)
-                    }
-                    s.acceptors.removeAll()
-                    s.pool?.closeAll()
-                }
-                loop.forEachChannel { $0.onDrain() }
+                let first = contexts.filter { !$0.spec.drainsLast }
+                drain(first.isEmpty ? contexts : first, on: loop)
                 checkDrained(loop)
             }
         }
@@ -114,9 +107,35 @@ public final class ProxyServer: Sendable {
         return true
     }
 
+    /// Stops `group`'s listeners on `loop` and asks their connections to finish.
+    private func drain(_ group: [ListenerContext], on loop: EventLoop) {
+        for context in group {
+            let s = context.state(loop)
+            s.draining = true
+            // Accept what is already queued first: closing a listener resets queued connections.
+            for a in s.acceptors {
+                a.onEvent(CProxyLinux_EPOLLIN)
+                loop.close(a)
+            }
+            s.acceptors.removeAll()
+            s.pool?.closeAll()
+        }
+        // Connections of listeners not in `group` ignore this (they check their listener).
+        loop.forEachChannel { $0.onDrain() }
+    }
+
+    /// Once the first group is idle the listeners that drain last follow; once everything is
+    /// idle the loop stops.
     private func checkDrained(_ loop: EventLoop) {
-        let busy = contexts.reduce(0) { $0 + $1.state(loop).connections }
-        if busy == 0 && contexts.allSatisfy({ $0.state(loop).draining }) { loop.stop() }
+        let draining = contexts.filter { $0.state(loop).draining }
+        guard !draining.isEmpty, draining.allSatisfy({ $0.state(loop).connections == 0 }) else { return }
+        let remaining = contexts.filter { !$0.state(loop).draining }
+        if remaining.isEmpty {
+            loop.stop()
+        } else {
+            drain(remaining, on: loop)
+            checkDrained(loop)
+        }
     }
 }
 

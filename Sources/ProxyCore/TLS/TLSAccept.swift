@@ -62,6 +62,7 @@ final class TLSAccept: Channel {
         case .wantWrite:
             want(read: false, write: true)
         case .failed(let failure):
+            listener.metrics.tlsFailures.increment()
             if failure.plaintextHTTP {
                 refusePlaintext()
             } else {
@@ -73,11 +74,14 @@ final class TLSAccept: Channel {
     }
 
     override func onTimeout() {
-        if !lingering { listener.log.debug("TLS handshake timed out", ["peer": peer.text]) }
+        if !lingering {
+            listener.metrics.tlsFailures.increment()
+            listener.log.debug("TLS handshake timed out", ["peer": peer.text])
+        }
         close()
     }
 
-    override func onDrain() { close() }
+    override func onDrain() { if listener.isDraining(loop) { close() } }
 
     private func handOver() {
         deadline = 0

@@ -1,0 +1,68 @@
+import OAuthCallback
+import ProxyCore
+import Synchronization
+
+/// `/readyz`: may a load balancer send traffic here? Yes when the listeners are up, the store
+/// answers and the upstream accepts a connection; otherwise 503 with what failed, so a probe
+/// log says why. (`/healthz` only says the process is alive: a restart does not fix Redis.)
+final class Readiness: Sendable {
+    /// 0: starting, 1: serving, 2: draining (a load balancer should stop sending new work).
+    private let phase = Atomic<Int>(0)
+    private let store: (any Store)?
+    private let upstream: SocketAddress?
+    private let timeout: UInt64
+
+    init(store: (any Store)?, upstream: SocketAddress?, timeout: UInt64 = 2_000_000_000) {
+        self.store = store
+        self.upstream = upstream
+        self.timeout = timeout
+    }
+
+    /// Called once every listener is bound and the loops run.
+    func markListening() { phase.store(1, ordering: .releasing) }
+
+    /// Called when shutdown begins: in-flight requests finish, new ones should go elsewhere.
+    func markDraining() { phase.store(2, ordering: .releasing) }
+
+    /// The engine starts a deferred request on the request's loop, synchronously.
+    func decision(on loop: EventLoop) -> RequestDecision {
+        let readiness = self
+        return .deferred { sink in readiness.check(sink, on: loop) }
+    }
+
+    private func check(_ sink: ResponseSink, on loop: EventLoop) {
+        var problems: [String: String] = [:]
+        switch phase.load(ordering: .acquiring) {
+        case 0: problems["listeners"] = "not started"
+        case 2: problems["listeners"] = "draining"
+        default: break
+        }
+        checkStore(on: loop) { storeProblem in
+            if let storeProblem { problems["store"] = storeProblem }
+            self.checkUpstream(on: loop) { upstreamProblem in
+                if let upstreamProblem { problems["upstream"] = upstreamProblem }
+                sink.respond(Self.answer(problems))
+            }
+        }
+    }
+
+    private func checkStore(on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+        guard let store else { return done(nil) }
+        store.get(key: "readyz:probe", on: loop) { result in
+            if case .failure(let e) = result { done(e.code.rawValue) } else { done(nil) }
+        }
+    }
+
+    private func checkUpstream(on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+        guard let upstream else { return done(nil) }
+        UpstreamProbe.connect(to: upstream, on: loop, timeout: timeout, done)
+    }
+
+    static func answer(_ problems: [String: String]) -> Response {
+        var fields: [String: JSONValue] = ["ready": .bool(problems.isEmpty)]
+        if !problems.isEmpty { fields["failed"] = .object(problems.mapValues { .string($0) }) }
+        return Response(status: problems.isEmpty ? 200 : 503, headers: [
+            ("Content-Type", "application/json"), ("Cache-Control", "no-store"),
+        ], body: JSONValue.object(fields).serialized())
+    }
+}

@@ -1,0 +1,129 @@
+import ProxyCore
+
+/// The sign-in side's metrics. Label values come from configuration only: a provider or
+/// platform named in a request that is not configured is counted as `unknown`, so no
+/// request can mint new series.
+public final class OAuthMetrics: Sendable {
+    private let callbacks: MetricFamily<Counter>
+    private let idpLatency: MetricFamily<Histogram>
+    private let minted: MetricFamily<Counter>
+    private let redeemed: MetricFamily<Counter>
+    private let expired: MetricFamily<Counter>
+    let storeErrors: Counter
+    /// Configured provider → its configured native platforms.
+    private let known: [String: Set<String>]
+
+    public init(registry: MetricsRegistry, settings: OAuthSettings, storeKind: String) {
+        callbacks = registry.counter("callback_proxy_callbacks_total",
+                                     "Requests to the callback contract, by provider, platform and outcome.",
+                                     labels: ["provider", "platform", "outcome"])
+        idpLatency = registry.histogram("callback_proxy_idp_request_seconds",
+                                        "Calls to identity providers (token, JWKS, userinfo, …), whole call.",
+                                        labels: ["provider", "call"])
+        minted = registry.counter("callback_proxy_relay_codes_minted_total", "Relay codes minted.", labels: ["provider"])
+        redeemed = registry.counter("callback_proxy_relay_codes_redeemed_total",
+                                    "Relay codes redeemed at the relay token endpoint.", labels: ["provider"])
+        expired = registry.counter("callback_proxy_relay_codes_expired_total",
+                                   "Relay codes that reached their expiry unredeemed (is the app's token URL pointed at the proxy?).",
+                                   labels: ["provider"])
+        storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
+                                       labels: ["store"]).labels(storeKind)
+        known = settings.providers.mapValues { Set($0.native.keys) }
+    }
+
+    public enum Outcome: String, Sendable {
+        case success, refused, denied, replay
+        case idpError = "idp_error"
+        case storeUnavailable = "store_unavailable"
+        case error
+    }
+
+    func callback(provider: String?, platform: String?, _ outcome: Outcome) {
+        let p = provider.flatMap { known[$0] != nil ? $0 : nil }
+        let platformLabel = p.flatMap { name in platform.flatMap { known[name]!.contains($0) ? $0 : nil } } ?? "unknown"
+        callbacks.labels(p ?? "unknown", platformLabel, outcome.rawValue).increment()
+    }
+
+    /// How a failed callback is counted.
+    static func outcome(_ failure: CallbackFailure, reportedByApp: Bool) -> Outcome {
+        if reportedByApp { return .denied }
+        switch failure.source {
+        case .client: return failure.code == "replayed_code" ? .replay : .refused
+        case .idp: return .idpError
+        case .internal: return failure.code == "store_unavailable" ? .storeUnavailable : .error
+        }
+    }
+
+    func idpCall(provider: String, _ call: OutboundCall) -> Histogram {
+        idpLatency.labels(provider, call.rawValue)
+    }
+
+    func relayMinted(_ provider: String) { minted.labels(provider).increment() }
+    func relayRedeemed(_ provider: String) { redeemed.labels(provider).increment() }
+    func relayExpired(_ provider: String) { expired.labels(provider).increment() }
+}
+
+/// A provider's outbound calls, timed per kind of call.
+struct MeasuredFetcher: HTTPFetching {
+    let inner: any HTTPFetching
+    let provider: String
+    let metrics: OAuthMetrics
+
+    func fetch(_ request: OutboundRequest, on loop: EventLoop,
+               _ completion: @escaping (Result<OutboundResponse, OutboundError>) -> Void) {
+        let histogram = metrics.idpCall(provider: provider, request.call)
+        let started = loop.nowNanoseconds
+        inner.fetch(request, on: loop) { result in
+            histogram.observe(nanos: loop.nowNanoseconds - started)
+            completion(result)
+        }
+    }
+}
+
+/// Counts the store's failures; everything else passes straight through.
+struct MeasuredStore: Store {
+    let inner: any Store
+    let errors: Counter
+
+    private func counted<T>(_ completion: @escaping (Result<T, StoreError>) -> Void) -> (Result<T, StoreError>) -> Void {
+        let errors = self.errors
+        return { result in
+            if case .failure = result { errors.increment() }
+            completion(result)
+        }
+    }
+
+    func setIfAbsent(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                     _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        inner.setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, counted(completion))
+    }
+
+    func getAndDelete(key: String, on loop: EventLoop, _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
+        inner.getAndDelete(key: key, on: loop, counted(completion))
+    }
+
+    func get(key: String, on loop: EventLoop, _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
+        inner.get(key: key, on: loop, counted(completion))
+    }
+
+    func set(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+             _ completion: @escaping (Result<Void, StoreError>) -> Void) {
+        inner.set(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, counted(completion))
+    }
+
+    func delete(key: String, on loop: EventLoop, _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        inner.delete(key: key, on: loop, counted(completion))
+    }
+}
+
+extension Store {
+    /// This store with its failures counted in `metrics`.
+    public func measured(by metrics: OAuthMetrics) -> any Store { MeasuredStore(inner: self, errors: metrics.storeErrors) }
+}
+
+extension HTTPFetching {
+    /// This client with each call timed as `provider`'s.
+    public func measured(provider: String, by metrics: OAuthMetrics) -> any HTTPFetching {
+        MeasuredFetcher(inner: self, provider: provider, metrics: metrics)
+    }
+}

@@ -1,0 +1,69 @@
+/// What a request was, for `callback_proxy_requests_total{route}`. The engine knows whether it
+/// went upstream; the phases name the routes they own (`HTTPPhases.route`).
+public enum RequestRoute: Int, Sendable, CaseIterable {
+    /// Sent to the upstream.
+    case proxied
+    /// The `/_oauth_callback` contract (including a relay forward to the app's callback).
+    case callback
+    /// The proxy's other sign-in endpoints (`/_oauth/…`).
+    case oauth
+    /// The internal listener (health, metrics, relay token endpoint).
+    case `internal`
+    /// Answered by the proxy itself: malformed HTTP, limits, the HTTPS redirect.
+    case local
+
+    var label: String {
+        switch self {
+        case .proxied: return "proxied"
+        case .callback: return "callback"
+        case .oauth: return "oauth"
+        case .internal: return "internal"
+        case .local: return "local"
+        }
+    }
+}
+
+/// The engine's metrics. Every series the request path touches is looked up here, once.
+public final class EngineMetrics: Sendable {
+    public let registry: MetricsRegistry
+    /// [route][status / 100 - 1]
+    private let requests: [[Counter]]
+    let upstreamResponse: Histogram
+    private let open: MetricFamily<Gauge>
+    private let accepted: MetricFamily<Counter>
+    private let tlsFailures: MetricFamily<Counter>
+
+    public init(registry: MetricsRegistry) {
+        self.registry = registry
+        let family = registry.counter("callback_proxy_requests_total",
+                                      "Requests answered, by route and status class.", labels: ["route", "code_class"])
+        requests = RequestRoute.allCases.map { route in
+            (1...5).map { family.labels(route.label, "\($0)xx") }
+        }
+        upstreamResponse = registry.histogram(
+            "callback_proxy_upstream_response_seconds",
+            "From sending a request upstream (connect included) to receiving the response head.").labels()
+        open = registry.gauge("callback_proxy_open_connections", "Client connections open now.", labels: ["listener"])
+        accepted = registry.counter("callback_proxy_connections_total", "Client connections accepted.", labels: ["listener"])
+        tlsFailures = registry.counter("callback_proxy_tls_handshake_failures_total",
+                                       "TLS handshakes that failed or timed out (plaintext on a TLS port included).",
+                                       labels: ["listener"])
+    }
+
+    func listener(_ name: String) -> ListenerMetrics {
+        ListenerMetrics(open: open.labels(name), accepted: accepted.labels(name), tlsFailures: tlsFailures.labels(name))
+    }
+
+    /// A response was sent (status 0 — nothing sent, the peer went first — is not counted).
+    @inline(__always) func request(_ route: RequestRoute, status: Int) {
+        let cls = status / 100
+        guard cls >= 1 && cls <= 5 else { return }
+        requests[route.rawValue][cls - 1].increment()
+    }
+}
+
+struct ListenerMetrics: Sendable {
+    let open: Gauge
+    let accepted: Counter
+    let tlsFailures: Counter
+}
