@@ -3,11 +3,15 @@ with the tools this machine has (systemd-analyze, nginx, kubectl, apt-cache) and
 
 Each check that needs a tool skips only when that tool is absent."""
 
+import http.client
 import os
+import re
+import socket
 import subprocess
 import time
 
 import pytest
+import yaml
 
 from helpers import REPO_ROOT, free_port, http_get_status, wait_port_refused
 
@@ -322,3 +326,262 @@ def test_every_path_the_container_file_copies_exists():
         if w == "COPY" and not a.startswith("--from"):
             for src in a.split()[:-1]:
                 assert os.path.exists(os.path.join(REPO_ROOT, src)), src
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes: the proxy as a sidecar
+
+K8S = os.path.join(DEPLOY, "kubernetes", "callback-proxy-sidecar.yaml")
+
+
+def k8s_objects():
+    with open(K8S) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def one(objects, kind, name=None):
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name or ''}: {len(found)} found"
+    return found[0]
+
+
+def proxy_container(objects):
+    deployment = next(o for o in objects if o["kind"] == "Deployment"
+                      and any(c["name"] == "callback-proxy" for c in o["spec"]["template"]["spec"]["containers"]))
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "callback-proxy")
+    return deployment, container
+
+
+def sidecar_config(objects):
+    _, container = proxy_container(objects)
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/callback-proxy")
+    deployment, _ = proxy_container(objects)
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    config_map = one(objects, "ConfigMap", volume["configMap"]["name"])
+    config_path = container["args"][container["args"].index("--config") + 1]
+    assert config_path.startswith("/etc/callback-proxy/")
+    text = config_map["data"][os.path.basename(config_path)]
+    return text, yaml.safe_load(text)
+
+
+def port_number(container, port):
+    if isinstance(port, int):
+        return port
+    return next(p["containerPort"] for p in container["ports"] if p["name"] == port)
+
+
+def test_the_sidecar_probes_target_the_internal_listener():
+    objects = k8s_objects()
+    _, container = proxy_container(objects)
+    _, config = sidecar_config(objects)
+    internal_port = int(config["internal_listen"].rsplit(":", 1)[1])
+    # the kubelet probes the pod's address: the internal listener must not be loopback-only
+    assert not config["internal_listen"].startswith("127."), config["internal_listen"]
+    live, ready = container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]
+    assert (live["path"], port_number(container, live["port"])) == ("/healthz", internal_port)
+    assert (ready["path"], port_number(container, ready["port"])) == ("/readyz", internal_port)
+
+
+def test_the_service_sends_traffic_to_the_proxy_not_the_app_nor_the_internal_port():
+    objects = k8s_objects()
+    deployment, container = proxy_container(objects)
+    _, config = sidecar_config(objects)
+    public_port = int(str(config["listen"]).rsplit(":", 1)[1])
+    internal_port = int(config["internal_listen"].rsplit(":", 1)[1])
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    services = [o for o in objects if o["kind"] == "Service"
+                and all(labels.get(k) == v for k, v in o["spec"]["selector"].items())]
+    assert len(services) == 1
+    targets = [port_number(container, p["targetPort"]) for p in services[0]["spec"]["ports"]]
+    assert targets == [public_port], targets
+    assert internal_port not in targets
+    # the proxy's upstream is the app container in the same pod
+    app = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] != "callback-proxy")
+    app_port = app["ports"][0]["containerPort"]
+    assert config["upstream"] == f"http://127.0.0.1:{app_port}"
+
+
+def test_several_replicas_share_one_redis():
+    objects = k8s_objects()
+    deployment, container = proxy_container(objects)
+    _, config = sidecar_config(objects)
+    assert deployment["spec"]["replicas"] > 1
+    assert config["store"].startswith("redis://")
+    redis_host = config["store"][len("redis://"):].split(":")[0].split("/")[0]
+    one(objects, "Service", redis_host)
+    # the drain fits in the grace period
+    drain = int(config.get("timeouts", {}).get("drain", "30s").rstrip("s"))
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > drain
+
+
+def test_secrets_are_referenced_never_inlined():
+    objects = k8s_objects()
+    assert not [o for o in objects if o["kind"] == "Secret"], "a Secret with its values in the example"
+    text, config = sidecar_config(objects)
+    _, container = proxy_container(objects)
+    named = set(re.findall(r"_env: ([A-Z0-9_]+)", text))
+    assert named, "the configuration names no secret variable"
+    env = {e["name"]: e for e in container.get("env", [])}
+    for name in named:
+        assert name in env, f"{name} is not set in the container"
+        assert "value" not in env[name] and "secretKeyRef" in env[name]["valueFrom"], env[name]
+    for c in [c for o in objects if o["kind"] == "Deployment" for c in o["spec"]["template"]["spec"]["containers"]]:
+        for e in c.get("env", []):
+            if re.search(r"SECRET|PASSWORD", e["name"]):
+                assert "value" not in e, f"{c['name']}: {e['name']} has an inline value"
+
+
+def test_the_sidecar_configuration_passes_check(proxy_bin, tmp_path):
+    objects = k8s_objects()
+    text, _ = sidecar_config(objects)
+    path = tmp_path / "callback-proxy.yaml"
+    path.write_text(text)
+    r = run(proxy_bin, "check", "--config", str(path), env=clean_env(**SECRETS))
+    assert r.returncode == 0, r.stdout.decode()
+
+
+def test_the_proxy_container_runs_unprivileged():
+    _, container = proxy_container(k8s_objects())
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"]["drop"] == ["ALL"] and sc["runAsUser"] != 0
+
+
+def test_kubectl_renders_the_manifest_offline(tmp_path):
+    # `kubectl apply/create --dry-run=client` asks an API server for its resource types even
+    # with --validate=false; kustomize renders offline and refuses objects without kind or name.
+    if not os.access("/usr/bin/kubectl", os.X_OK):
+        pytest.skip("kubectl is not installed")
+    import shutil
+    shutil.copy(K8S, tmp_path / "sidecar.yaml")
+    (tmp_path / "kustomization.yaml").write_text("resources:\n- sidecar.yaml\n")
+    r = subprocess.run(["/usr/bin/kubectl", "kustomize", str(tmp_path)], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    rendered = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert sorted(o["kind"] for o in rendered) == sorted(o["kind"] for o in k8s_objects())
+
+
+# ---------------------------------------------------------------------------------------------
+# nginx in front: only the proxy's paths go to the proxy
+
+NGINX = "/usr/sbin/nginx"
+
+
+def nginx_config(tmp_path, snippet, proxy_port, app_port, listen_port, site_root=True):
+    with open(os.path.join(DEPLOY, "nginx", snippet)) as f:
+        text = f.read().replace("127.0.0.1:8080", f"127.0.0.1:{proxy_port}") \
+                       .replace("127.0.0.1:3000", f"127.0.0.1:{app_port}")
+    included = tmp_path / snippet
+    included.write_text(text)
+    root_location = (f"location / {{ proxy_pass http://127.0.0.1:{app_port}; proxy_set_header Host $host; }}"
+                     if site_root else "")
+    temp = " ".join(f"{k}_temp_path {tmp_path}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"""
+{'user root;' if os.geteuid() == 0 else ''}
+worker_processes 1;
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/nginx-error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    {temp}
+    server {{
+        listen 127.0.0.1:{listen_port};
+        server_name localhost;
+        include {included};
+        {root_location}
+    }}
+}}
+""")
+    return conf
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    if not os.access(NGINX, os.X_OK):
+        pytest.skip("nginx is not installed")
+    started = []
+
+    def go(conf, port):
+        r = subprocess.run([NGINX, "-t", "-c", str(conf), "-p", str(tmp_path)], capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr.decode()
+        p = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(tmp_path), "-g", "daemon off;"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(p)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert p.poll() is None, (tmp_path / "nginx-error.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return p
+            except OSError:
+                time.sleep(0.02)
+        raise AssertionError("nginx did not start")
+
+    yield go
+    for p in started:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def get(port, target, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", target, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def test_nginx_sends_only_the_callback_to_the_proxy(nginx, proxy_factory, upstream, tmp_path, monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    proxy = proxy_factory(upstream, extra=["--config", os.path.join(DEPLOY, "examples", "rails-devise-relay.yaml")])
+    port = free_port()
+    nginx(nginx_config(tmp_path, "callback-only.conf", proxy.port, upstream.port, port), port)
+
+    # a malformed callback reaches the proxy, which refuses it with its own contract page
+    status, headers, body = get(port, "/_oauth_callback?provider=google&platform=ios")
+    assert status == 400, (status, body)
+    assert headers.get("cache-control") == "no-store" and headers.get("referrer-policy") == "no-referrer", headers
+    # everything else goes straight to the app
+    status, _, _ = get(port, "/status/200?from=nginx")
+    assert status == 200
+    assert upstream.record.wait_for(lambda r: any(e["target"] == "/status/200?from=nginx" for e in r.requests()))
+    assert not any(e["target"].startswith("/_oauth_callback") for e in upstream.record.requests())
+    paths = [e.get("path") for e in proxy.wait_access_log(1)]
+    assert "/_oauth_callback" in paths and "/status/200" not in paths, paths
+
+
+def test_nginx_auth_request_asks_the_proxy_and_never_lets_an_anonymous_request_through(
+        nginx, proxy_factory, upstream, tmp_path, monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    proxy = proxy_factory(upstream, extra=["--config", os.path.join(DEPLOY, "examples", "header-auth-session.yaml"),
+                                           "--trusted-proxy", "127.0.0.1/32"])
+    port = free_port()
+    nginx(nginx_config(tmp_path, "session-auth-request.conf", proxy.port, upstream.port, port, site_root=False), port)
+
+    # not signed in: the proxy sends the browser to sign in, with this URL encoded as rd
+    status, headers, _ = get(port, "/private/page?a=1&b=2", {"X-Forwarded-Email": "forged@example.com"})
+    assert status == 302, headers
+    assert headers["location"] == "/_oauth/start?rd=%2Fprivate%2Fpage%3Fa%3D1%26b%3D2", headers
+    # a JSON client gets 401 instead
+    status, _, body = get(port, "/api/items", {"Accept": "application/json"})
+    assert status == 401 and b"unauthorized" in body
+    # the proxy's own endpoints answer through nginx
+    status, _, body = get(port, "/_oauth/userinfo")
+    assert status == 401, body
+    status, headers, _ = get(port, "/_oauth/start?provider=google&rd=/private")
+    assert status == 302 and headers["location"].startswith("https://accounts.google.com/"), headers
+    assert "client_id=123-web.apps.googleusercontent.com" in headers["location"]
+    status, _, _ = get(port, "/_oauth_callback?provider=google&platform=ios")
+    assert status == 400
+    # nothing reached the app: every request above was anonymous
+    time.sleep(0.2)
+    assert upstream.record.requests() == [], upstream.record.describe()
