@@ -585,3 +585,16 @@ def test_nginx_auth_request_asks_the_proxy_and_never_lets_an_anonymous_request_t
     # nothing reached the app: every request above was anonymous
     time.sleep(0.2)
     assert upstream.record.requests() == [], upstream.record.describe()
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/reference.md names every flag the binary accepts (the keys are checked by a Swift test)
+
+def test_the_reference_documents_every_flag(proxy_bin):
+    help_text = run(proxy_bin, "--help").stdout.decode()
+    flags = sorted(set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", help_text, re.M)))
+    assert len(flags) > 20, help_text
+    with open(os.path.join(REPO_ROOT, "docs", "reference.md")) as f:
+        rows = [l for l in f if l.startswith("| `--")]
+    missing = [f for f in flags if not any(r.startswith(f"| `{f}") for r in rows)]
+    assert missing == [], f"flags not in docs/reference.md: {missing}"
