@@ -8,12 +8,11 @@ import Glibc
 /// file that passes `check` starts.
 enum Check {
     static func load(_ options: Options) -> Result<AppConfig, ConfigProblems> {
-        var base = AppConfig()
-        if let path = options.configPath {
-            switch ConfigLoader().load(path: path) {
-            case .success(let c): base = c
-            case .failure(let p): return .failure(p)
-            }
+        // The file (or the defaults), then the CALLBACK_PROXY_… variables, then the flags.
+        let base: AppConfig
+        switch ConfigLoader().load(path: options.configPath) {
+        case .success(let c): base = c
+        case .failure(let p): return .failure(p)
         }
         let config = options.resolve(base)
         if config.upstream == nil {

@@ -34,16 +34,15 @@ struct OAuthWiring {
         case .memory:
             rawStore = MemoryStore()
         case .redis(let text):
-            // The password never sits in the file: CALLBACK_PROXY_REDIS_PASSWORD (if set) is used.
+            // The password never sits in the file: the loader took it from store_password_env /
+            // store_password_file, or CALLBACK_PROXY_REDIS_PASSWORD.
             var url: RedisURL
             do {
                 url = try RedisURL(parsing: text)
             } catch {
                 throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis:// URL: \(error)")])
             }
-            if let password = ConfigLoader.processEnvironment()["CALLBACK_PROXY_REDIS_PASSWORD"], !password.isEmpty {
-                url.password = password
-            }
+            if let password = config.storePassword { url.password = password.value }
             rawStore = RedisStore(RedisStore.Configuration(url: url), logger: log)
         }
         let store = rawStore.measured(by: metrics)

@@ -22,6 +22,8 @@ public struct AppConfig: Sendable {
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .json
     public var store: StoreSetting = .memory
+    /// The Redis password: `store_password_env`/`_file`, else `CALLBACK_PROXY_REDIS_PASSWORD`.
+    public var storePassword: Secret? = nil
     public var oauth = OAuthSettings()
 
     public init() {}
@@ -34,19 +36,26 @@ public enum StoreSetting: Sendable, Equatable {
     case redis(url: String)
 }
 
-/// One thing wrong with a configuration, at its key path (`providers.google.native.ios.client_id`).
+/// One thing wrong with a configuration, at its key path (`providers.google.native.ios.client_id`),
+/// or in the environment variable that set it.
 public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
     public let path: String
     public let line: Int?
     public let message: String
+    /// The `CALLBACK_PROXY_…` variable the value came from, if it did.
+    public let variable: String?
 
-    public init(path: String, line: Int?, message: String) {
+    public init(path: String, line: Int?, message: String, variable: String? = nil) {
         self.path = path
         self.line = line
         self.message = message
+        self.variable = variable
     }
 
     public var description: String {
+        if let variable {
+            return path.isEmpty ? "\(variable): \(message)" : "\(path) (from \(variable)): \(message)"
+        }
         let at = line.map { " (line \($0))" } ?? ""
         return "\(path.isEmpty ? "<root>" : path)\(at): \(message)"
     }

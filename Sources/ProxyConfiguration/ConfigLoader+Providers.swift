@@ -30,7 +30,7 @@ extension ConfigLoader {
             if !isToken(name) {
                 m.problems.add(m.child(name), node.line, "provider names are lowercase letters, digits, - and _")
             }
-            let p = MappingReader(node, path: m.child(name), problems: m.problems)
+            let p = MappingReader(node, path: m.child(name), pattern: m.childPattern(name), problems: m.problems)
             // With an unknown kind the other keys cannot be judged: report only the kind.
             guard let settings = readProvider(name: name, p) else { continue }
             o.providers[name] = settings
@@ -118,7 +118,7 @@ extension ConfigLoader {
         case .google:
             break
         }
-        if let native = p.mapping("native") {
+        if let native = p.mapping("native", keysAre: "<platform>") {
             for platform in native.keys {
                 guard Self.platforms.contains(platform) else {
                     native.problems.add(native.child(platform), native.line, "unknown platform (ios, android)")

@@ -19,7 +19,10 @@ public struct ConfigLoader {
         self.readFile = readFile
     }
 
-    public func load(path: String) -> Result<AppConfig, ConfigProblems> {
+    /// The file at `path` with the environment's overrides; with no file, the embedded
+    /// defaults with the environment's overrides.
+    public func load(path: String?) -> Result<AppConfig, ConfigProblems> {
+        guard let path else { return load(text: "") }
         guard let text = readFile(path) else {
             return .failure(ConfigProblems([ConfigProblem(path: "", line: nil, message: "cannot read '\(path)'")]))
         }
@@ -27,18 +30,25 @@ public struct ConfigLoader {
     }
 
     public func load(text: String) -> Result<AppConfig, ConfigProblems> {
-        let root: ConfigNode
+        read(text: text).result
+    }
+
+    /// The result, and every key pattern the loader asked for (for the test that holds
+    /// `ConfigLoader.keys` to the loader).
+    func read(text: String) -> (result: Result<AppConfig, ConfigProblems>, keysRead: Set<String>) {
+        let parsed: ConfigNode
         do {
-            root = try YAMLReader.read(text)
+            parsed = try YAMLReader.read(text)
         } catch {
-            return .failure(ConfigProblems([ConfigProblem(path: "", line: error.line, message: error.message)]))
+            return (.failure(ConfigProblems([ConfigProblem(path: "", line: error.line, message: error.message)])), [])
         }
         let problems = ProblemList()
+        let root = applyEnvironment(to: parsed, problems: problems)
         var config = AppConfig()
         let top = MappingReader(root, path: "", problems: problems)
         readEngine(top, into: &config)
         if let oauth = top.mapping("oauth") { readOAuth(oauth, into: &config.oauth) }
-        if let providers = top.mapping("providers") { readProviders(providers, into: &config.oauth) }
+        if let providers = top.mapping("providers", keysAre: "<name>") { readProviders(providers, into: &config.oauth) }
         if config.oauth.providers.values.contains(where: { $0.handoff == .session }) && config.oauth.session == nil {
             problems.add("oauth.session", nil, "is required when a provider uses handoff session (at least secret_env or secret_file)")
         }
@@ -51,7 +61,9 @@ public struct ConfigLoader {
             }
         }
         top.finish()
-        return problems.items.isEmpty ? .success(config) : .failure(ConfigProblems(problems.items))
+        reportUnknownVariables(problems)
+        let result: Result<AppConfig, ConfigProblems> = problems.items.isEmpty ? .success(config) : .failure(ConfigProblems(problems.items))
+        return (result, problems.keysRead)
     }
 
     // MARK: Engine
@@ -80,10 +92,27 @@ public struct ConfigLoader {
         }
         if let u = m.mapping("upstream_tls") { readUpstreamTLS(u, into: &c.upstreamTLS) }
         if let n = m.int("loops", in: 1...256) { c.loops = n }
-        if let s = m.string("store") {
-            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") { c.store = .redis(url: s) } else {
+        let storeText = m.string("store")
+        if let s = storeText {
+            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") {
+                // Parsed here as at start-up, so a URL that passes check also starts.
+                do {
+                    _ = try RedisURL(parsing: s)
+                    c.store = .redis(url: s)
+                } catch {
+                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis:// URL: \(error.detail)")
+                }
+            } else {
                 m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory or redis://HOST:PORT/DB")
             }
+        }
+        // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
+        let password = secret(m, "store_password", required: false)
+        if case .redis = c.store {
+            c.storePassword = password ?? environment[Self.redisPasswordVariable].flatMap { $0.isEmpty ? nil : Secret($0) }
+        } else if password != nil, (storeText ?? "memory") == "memory" {
+            let key = m.has("store_password_env") ? "store_password_env" : "store_password_file"
+            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
         }
         if let a = m.string("access_log") { c.accessLog = a }
         if let log = m.mapping("log") {
@@ -132,7 +161,7 @@ public struct ConfigLoader {
                 var seen: [String: String] = [:]
                 for (i, item) in items.enumerated() {
                     let path = "\(m.child("sni"))[\(i)]"
-                    let entry = MappingReader(item, path: path, problems: m.problems)
+                    let entry = MappingReader(item, path: path, pattern: m.childPattern("sni") + "[]", problems: m.problems)
                     let names = entry.strings("names") ?? []
                     if entry.node("names") == nil { m.problems.add("\(path).names", item.line, "is required (the server names this certificate serves)") }
                     var valid: [String] = []
@@ -219,8 +248,8 @@ public struct ConfigLoader {
 
     /// Reads `<name>_env` or `<name>_file` (exactly one). An inline `<name>` is refused.
     func secret(_ m: MappingReader, _ name: String, required: Bool) -> Secret? {
-        if m.has(name) {
-            m.problems.add(m.child(name), m.node(name)?.line,
+        if let inline = m.node(name, isKey: false) {
+            m.problems.add(m.child(name), inline.line,
                            "secrets are not accepted inline; use \(name)_env (a variable name) or \(name)_file (a path)")
             return nil
         }
@@ -228,6 +257,7 @@ public struct ConfigLoader {
         let file = m.string("\(name)_file")
         switch (env, file) {
         case (let e?, nil):
+            m.problems.referencedVariables.insert(e)
             guard let v = environment[e], !v.isEmpty else {
                 m.problems.add(m.child("\(name)_env"), m.node("\(name)_env")?.line, "environment variable \(e) is not set")
                 return nil
@@ -254,6 +284,9 @@ public struct ConfigLoader {
     }
 
     // MARK: Files and environment
+
+    /// The Redis password's variable when the file names none (`store_password_env`).
+    public static let redisPasswordVariable = "CALLBACK_PROXY_REDIS_PASSWORD"
 
     public static func processEnvironment() -> [String: String] {
         var out: [String: String] = [:]

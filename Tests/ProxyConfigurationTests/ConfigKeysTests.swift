@@ -1,0 +1,100 @@
+import Testing
+@testable import ProxyConfiguration
+
+/// `ConfigLoader.keys` is the loader's own list of what it accepts: environment overrides are
+/// derived from it and docs/reference.md is held to it. These tests keep the three together.
+@Suite struct ConfigKeysTests {
+    /// Every branch of the loader: each provider kind, each `…_env`/`…_file` pair, TLS with SNI.
+    static let everything = """
+    listen: 127.0.0.1:9000
+    internal_listen: 127.0.0.1:9001
+    upstream: https://10.0.0.5:443
+    loops: 2
+    store: redis://10.0.0.7:6379/0
+    store_password_env: REDIS_PW
+    access_log: off
+    log: { level: warn, format: text }
+    limits: { max_body_size: 10m, max_header_size: 16k }
+    timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
+    trusted_proxies: [10.0.0.0/8]
+    tls:
+      cert: /tls/server.pem
+      key: /tls/server.key
+      min_version: "1.3"
+      sni: [{ names: [a.example], cert: /tls/a.pem, key: /tls/a.key }]
+    redirect_http: 0.0.0.0:8080
+    upstream_tls: { ca: /tls/ca.pem, client_cert: /tls/client.pem, client_key: /tls/client.key, server_name: app.internal }
+    oauth:
+      callback_path: /_oauth_callback
+      replay_window: 15m
+      clock_leeway: 2m
+      ca_file: /tls/ca.pem
+      idp_timeout: 5s
+      relay_token_path: /_oauth/token
+      relay_code_ttl: 30s
+      session:
+        secret_env: SESSION_SECRET
+        previous_secret_file: /keys/old-session
+        cookie_name: _s
+        lifetime: 12h
+        secure: true
+        pass_access_token: false
+        allowed_redirect_hosts: [app.example.com]
+        protect: [/admin]
+        skip: [/admin/health]
+    providers:
+      google:
+        handoff: relay
+        app_callback: /users/auth/google_oauth2/callback
+        app_client: { id: web-id, secret_file: /keys/web }
+        endpoints: { token: https://t.example, jwks: https://j.example, issuer: https://i.example, discovery: https://d.example,
+                     authorization: https://a.example, userinfo: https://u.example, graph: https://g.example }
+        relay: { omit_id_token: true, omit_refresh_token: true }
+        algorithms: [RS256]
+        native:
+          ios: { client_id: 123-ios.apps.googleusercontent.com }
+      facebook:
+        handoff: params
+        app_callback: /users/auth/facebook/callback
+        app_id: "1234567890"
+        app_secret_env: FB_SECRET
+        native: { ios: { client_id: "1234567890" } }
+      apple:
+        handoff: session
+        app_client: { id: com.example.web, secret_env: WEB_SECRET }
+        team_id: TEAM
+        key_id: KEY
+        private_key_file: /keys/apple.p8
+        native: { ios: { client_id: com.example.app, redirect_uri: "com.example.app:/callback" } }
+      corp:
+        kind: oidc
+        handoff: verify
+        endpoints: { issuer: https://login.example.com }
+        native: { android: { client_id: corp, redirect_uri: "com.example.app:/cb", client_secret_env: CORP_SECRET, client_auth: client_secret_basic } }
+    """
+
+    static let env = ["REDIS_PW": "pw", "SESSION_SECRET": String(repeating: "s", count: 40), "FB_SECRET": "fb",
+                      "WEB_SECRET": "web", "CORP_SECRET": "corp"]
+    static let files = ["/tls/ca.pem": "-----BEGIN CERTIFICATE-----\n", "/keys/old-session": String(repeating: "o", count: 40),
+                        "/keys/web": "web", "/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n"]
+
+    @Test func theLoaderReadsExactlyTheListedKeys() throws {
+        let loader = ConfigLoader(environment: Self.env, readFile: { Self.files[$0] })
+        let (result, read) = loader.read(text: Self.everything)
+        _ = try result.get()
+        let listed = Set(ConfigLoader.keys.map(\.path))
+        #expect(read.subtracting(listed).sorted() == [], "read by the loader but missing from ConfigLoader.keys")
+        #expect(listed.subtracting(read).sorted() == [], "listed in ConfigLoader.keys but never read (or missing from this test's file)")
+        #expect(ConfigLoader.keys.count == listed.count, "a key is listed twice")
+    }
+
+    @Test func everyValueKeyWithAFixedPathHasAVariable() {
+        #expect(ConfigKey("timeouts.upstream").environmentVariable == "CALLBACK_PROXY_TIMEOUTS__UPSTREAM")
+        #expect(ConfigKey("internal_listen").environmentVariable == "CALLBACK_PROXY_INTERNAL_LISTEN")
+        #expect(ConfigKey("tls", .section).environmentVariable == nil)
+        #expect(ConfigKey("tls.sni[].cert").environmentVariable == nil)
+        #expect(ConfigKey("providers.<name>.kind").environmentVariable == nil)
+        // `__` separates levels, so no key may contain it (it would be read as two levels).
+        #expect(ConfigLoader.keys.filter { $0.path.contains("__") }.isEmpty)
+    }
+}

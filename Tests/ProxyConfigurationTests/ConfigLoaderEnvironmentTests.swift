@@ -1,0 +1,138 @@
+import OAuthCallback
+import ProxyCore
+import Testing
+@testable import ProxyConfiguration
+
+@Suite struct ConfigLoaderEnvironmentTests {
+    func load(_ text: String, _ env: [String: String]) -> Result<AppConfig, ConfigProblems> {
+        ConfigLoader(environment: env, readFile: { $0 == "/run/secrets/redis" ? "from-a-file\n" : nil }).load(text: text)
+    }
+
+    func problems(_ text: String, _ env: [String: String]) -> [ConfigProblem] {
+        switch load(text, env) {
+        case .success: return []
+        case .failure(let p): return p.items
+        }
+    }
+
+    @Test func aVariableReplacesTheFilesValue() throws {
+        let c = try load("listen: 127.0.0.1:9000\nupstream: http://127.0.0.1:3000\n",
+                         ["CALLBACK_PROXY_UPSTREAM": "http://127.0.0.1:4000"]).get()
+        #expect(c.upstream?.address.description == "127.0.0.1:4000")
+        #expect(c.listen.map(\.description) == ["127.0.0.1:9000"])
+    }
+
+    @Test func aListKeyTakesCommaSeparatedValues() throws {
+        let c = try load("listen: 127.0.0.1:9000\n",
+                         ["CALLBACK_PROXY_LISTEN": "127.0.0.1:9100, 127.0.0.1:9101",
+                          "CALLBACK_PROXY_TRUSTED_PROXIES": "10.0.0.0/8"]).get()
+        #expect(c.listen.map(\.description) == ["127.0.0.1:9100", "127.0.0.1:9101"])
+        #expect(c.proxy.trustedProxies.count == 1)
+    }
+
+    @Test func aNestedKeyIsJoinedWithTwoUnderscoresAndKeepsItsSiblings() throws {
+        let c = try load("timeouts: { upstream: 5s, drain: 3s }\n",
+                         ["CALLBACK_PROXY_TIMEOUTS__UPSTREAM": "20s", "CALLBACK_PROXY_LOG__LEVEL": "warn",
+                          "CALLBACK_PROXY_OAUTH__REPLAY_WINDOW": "15m"]).get()
+        #expect(c.proxy.timeouts.upstreamResponse == 20_000_000_000)
+        #expect(c.proxy.timeouts.drain == 3_000_000_000)
+        #expect(c.logLevel == .warn)
+        #expect(c.oauth.replayWindowSeconds == 900)
+    }
+
+    @Test func withoutAFileTheVariablesApplyToTheDefaults() throws {
+        let loader = ConfigLoader(environment: ["CALLBACK_PROXY_UPSTREAM": "http://127.0.0.1:4000",
+                                                "CALLBACK_PROXY_INTERNAL_LISTEN": "off"], readFile: { _ in nil })
+        let c = try loader.load(path: nil).get()
+        #expect(c.upstream?.address.description == "127.0.0.1:4000")
+        #expect(c.internalListen == nil)
+        #expect(c.listen.map(\.description) == ["127.0.0.1:8080"])
+    }
+
+    @Test func aBadValueNamesItsVariable() throws {
+        let p = problems("loops: 2\n", ["CALLBACK_PROXY_LOOPS": "zero", "CALLBACK_PROXY_LISTEN": "127.0.0.1:1,nowhere"])
+        #expect(p.count == 2, "\(p)")
+        let loops = try #require(p.first { $0.path == "loops" })
+        #expect(loops.variable == "CALLBACK_PROXY_LOOPS")
+        #expect(loops.line == nil)
+        #expect(loops.description == "loops (from CALLBACK_PROXY_LOOPS): 'zero' is not a whole number from 1 to 256")
+        #expect(p.contains { $0.path == "listen" && $0.variable == "CALLBACK_PROXY_LISTEN" && $0.message.contains("'nowhere'") })
+    }
+
+    @Test func anUnknownVariableIsAProblemLikeAnUnknownKey() {
+        let p = problems("", ["CALLBACK_PROXY_UPSTRAEM": "http://127.0.0.1:1",
+                              "CALLBACK_PROXY_TIMEOUTS_UPSTREAM": "5s",
+                              "CALLBACK_PROXY_PROVIDERS__GOOGLE__HANDOFF": "params",
+                              "CALLBACK_PROXY_TLS": "on"])
+        #expect(p.map(\.variable) == ["CALLBACK_PROXY_PROVIDERS__GOOGLE__HANDOFF", "CALLBACK_PROXY_TLS",
+                                      "CALLBACK_PROXY_TIMEOUTS_UPSTREAM", "CALLBACK_PROXY_UPSTRAEM"].sorted(),
+                "\(p)")
+        #expect(p.allSatisfy { $0.message.hasPrefix("unknown variable") })
+        #expect(p.contains { $0.description.hasPrefix("CALLBACK_PROXY_UPSTRAEM: unknown variable") })
+        #expect(p.contains { $0.variable == "CALLBACK_PROXY_TIMEOUTS_UPSTREAM" && $0.message.contains("CALLBACK_PROXY_TIMEOUTS__UPSTREAM") })
+    }
+
+    @Test func otherVariablesAndSecretsNamedByTheFileAreNotUnknown() throws {
+        let text = """
+        providers:
+          google:
+            handoff: relay
+            app_callback: /cb
+            app_client: { id: web, secret_env: CALLBACK_PROXY_GOOGLE_WEB_SECRET }
+            native: { ios: { client_id: 123-ios.apps.googleusercontent.com } }
+        """
+        let c = try load(text, ["CALLBACK_PROXY_GOOGLE_WEB_SECRET": "s", "CALLBACK_PROXY_REDIS_PASSWORD": "pw",
+                                "CALLBACK_PROXY_BIN": "/usr/bin/callback-proxy", "OTHER_PROGRAM_SETTING": "x"]).get()
+        #expect(c.oauth.providers["google"]?.appClient?.clientSecret.value == "s")
+    }
+
+    @Test func anEmptyVariableIsTreatedAsUnset() throws {
+        let c = try load("upstream: http://127.0.0.1:3000\n", ["CALLBACK_PROXY_UPSTREAM": "", "CALLBACK_PROXY_LOOPS": ""]).get()
+        #expect(c.upstream?.address.description == "127.0.0.1:3000")
+        #expect(c.loops == nil)
+    }
+
+    @Test func aFileMistakeUnderAnOverrideIsStillReported() {
+        let p = problems("log: verbose\n", ["CALLBACK_PROXY_LOG__LEVEL": "debug"])
+        #expect(p.map(\.description) == ["log (line 1): must be a mapping, not a value"])
+    }
+
+    @Test func aMissingKeyNextToAnOverrideHasNoLine() {
+        let p = problems("", ["CALLBACK_PROXY_TLS__CERT": "/tls/a.pem"])
+        #expect(p.map(\.description) == ["tls.key: is required"])
+    }
+
+    // MARK: The store's password
+
+    @Test func theRedisPasswordComesFromTheNamedVariable() throws {
+        let c = try load("store: redis://10.0.0.7:6379/0\nstore_password_env: REDIS_PW\n",
+                         ["REDIS_PW": "named", "CALLBACK_PROXY_REDIS_PASSWORD": "default"]).get()
+        #expect(c.store == .redis(url: "redis://10.0.0.7:6379/0"))
+        #expect(c.storePassword?.value == "named")
+    }
+
+    @Test func theRedisPasswordComesFromAFile() throws {
+        let c = try load("store: redis://10.0.0.7:6379/0\nstore_password_file: /run/secrets/redis\n", [:]).get()
+        #expect(c.storePassword?.value == "from-a-file")
+    }
+
+    @Test func theRedisPasswordDefaultsToCallbackProxyRedisPassword() throws {
+        let c = try load("store: redis://10.0.0.7:6379/0\n", ["CALLBACK_PROXY_REDIS_PASSWORD": "default"]).get()
+        #expect(c.storePassword?.value == "default")
+        let none = try load("store: redis://10.0.0.7:6379/0\n", [:]).get()
+        #expect(none.storePassword == nil)
+    }
+
+    @Test func storePasswordMistakesAreReported() {
+        #expect(problems("store: redis://10.0.0.7:6379/0\nstore_password: hunter2\n", [:]).map(\.path) == ["store_password"])
+        #expect(problems("store: redis://10.0.0.7:6379/0\nstore_password_env: REDIS_PW\n", [:]).map(\.description)
+                == ["store_password_env (line 2): environment variable REDIS_PW is not set"])
+        #expect(problems("store: memory\nstore_password_env: REDIS_PW\n", ["REDIS_PW": "x"]).map(\.description)
+                == ["store_password_env (line 2): is only used with a redis:// store"])
+    }
+
+    @Test func aRedisURLThatCannotStartFailsTheCheck() {
+        let p = problems("store: rediss://10.0.0.7:6379/0\n", [:])
+        #expect(p.count == 1 && p[0].path == "store" && p[0].message.contains("rediss://"), "\(p)")
+    }
+}
