@@ -8,6 +8,7 @@ public struct OAuthPhases: HTTPPhases {
     private let relayCodes: RelayCodes
     private let session: SessionLayer?
     private let callbackPath: [UInt8]
+    private let webCallbackPath = Array(SessionLayer.webCallbackPath.utf8)
     private let log: Logger
 
     public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil, log: Logger) {
@@ -55,10 +56,12 @@ public struct OAuthPhases: HTTPPhases {
         session?.upstreamEdits(request, &edits)
     }
 
-    /// Whatever answers the callback URL (our page or the app's relayed response) is not cached
+    /// Whatever answers a callback URL (our page or the app's relayed response) is not cached
     /// and sends no Referer onwards: the URL that led here carried a code.
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {
-        guard request.pathEquals(callbackPath) else { return }
+        var onCallback = request.pathEquals(callbackPath)
+        if !onCallback && session != nil { onCallback = request.pathEquals(webCallbackPath) }
+        guard onCallback else { return }
         edits.remove += ["Cache-Control", "Pragma", "Referrer-Policy"]
         edits.add += [("Cache-Control", "no-store"), ("Pragma", "no-cache"), ("Referrer-Policy", "no-referrer")]
     }
@@ -103,12 +106,15 @@ struct Handoff: Sendable {
                 sink.respond(CallbackPage.verified(identity))
             case .session:
                 guard let session else { return sink.respond(CallbackPage.verified(identity)) }
-                switch session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies) {
-                case .success(let response):
-                    logVerified(parameters, mode: "session")
-                    sink.respond(response)
-                case .failure(let failure):
-                    fail(failure, parameters, sink)
+                session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies,
+                               on: loop) { result in
+                    switch result {
+                    case .success(let response):
+                        logVerified(parameters, mode: "session")
+                        sink.respond(response)
+                    case .failure(let failure):
+                        fail(failure, parameters, sink)
+                    }
                 }
             }
         case .failed(let failure, let parameters):
