@@ -149,25 +149,8 @@ providers:
 
 
 def test_a_session_cookie_issued_by_one_instance_is_honoured_by_another(proxy_factory, upstream, tmp_path, idp, redis):
-    from test_session import SECRET, WEB, get, set_cookies, sign_in
-    os.environ["SESSION_SECRET"] = SECRET
-    os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
-    config = tmp_path / "session.yaml"
-    config.write_text(f"""
-store: redis://127.0.0.1:{redis.port}/0
-oauth:
-  ca_file: {idp.ca_cert}
-  session: {{ secret_env: SESSION_SECRET, secure: false }}
-providers:
-  google:
-    kind: google
-    handoff: session
-    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
-    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
-    native: {{ ios: {{ client_id: {IOS} }} }}
-""")
-    a = proxy_factory(upstream, extra=["--config", str(config)])
-    b = proxy_factory(upstream, extra=["--config", str(config)])
+    from test_session import get, set_cookies, sign_in
+    a, b = session_proxies(proxy_factory, upstream, tmp_path, idp, redis)
     r, _, _, _ = sign_in(a, idp)
     assert r.status == 302, r
     session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
@@ -176,23 +159,10 @@ providers:
 
 
 def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2):
-    from test_session import SECRET, WEB
-    os.environ["SESSION_SECRET"] = SECRET
-    os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
+    """`n` session-mode proxies sharing the redis store (server-side sessions by default)."""
+    from test_session import session_config
     config = tmp_path / "server-side.yaml"
-    config.write_text(f"""
-store: redis://127.0.0.1:{redis.port}/0
-oauth:
-  ca_file: {idp.ca_cert}
-  session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private] }}
-providers:
-  google:
-    kind: google
-    handoff: session
-    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
-    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
-    native: {{ ios: {{ client_id: {IOS} }} }}
-""")
+    config.write_text(session_config(idp, store=f"redis://127.0.0.1:{redis.port}/0"))
     return [proxy_factory(upstream, extra=["--config", str(config)]) for _ in range(n)]
 
 

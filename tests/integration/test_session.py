@@ -28,12 +28,13 @@ def idp(tmp_path_factory):
         yield srv
 
 
-@pytest.fixture
-def sproxy(proxy_factory, upstream, tmp_path, idp):
+def session_config(idp, store="memory"):
+    """The proxy's YAML for session mode with the native iOS client (and the environment its
+    secrets come from)."""
     os.environ["SESSION_SECRET"] = SECRET
     os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
-    config = tmp_path / "session.yaml"
-    config.write_text(f"""
+    return f"""
+store: {store}
 oauth:
   ca_file: {idp.ca_cert}
   session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], allowed_redirect_hosts: [app.example.com] }}
@@ -44,7 +45,13 @@ providers:
     app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
     endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native: {{ ios: {{ client_id: {IOS} }} }}
-""")
+"""
+
+
+@pytest.fixture
+def sproxy(proxy_factory, upstream, tmp_path, idp):
+    config = tmp_path / "session.yaml"
+    config.write_text(session_config(idp))
     return proxy_factory(upstream, extra=["--config", str(config)])
 
 
