@@ -146,12 +146,20 @@ def test_a_callback_from_another_browser_is_refused_before_the_idp(sproxy, idp):
     r = get(sproxy, target)
     assert r.status == 400
     assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
-    # With a state cookie from a different start: the id_token does not carry that start's nonce
-    # (502, the IdP's answer did not verify for this browser); no session either way.
+    # With a state cookie from a different start: refused just the same, before the code is spent.
     other = set_cookies(get(sproxy, "/_oauth/start"))
     r = get(sproxy, target, cookies=other)
-    assert r.status == 502
+    assert r.status == 400
     assert not [k for k in set_cookies(r) if k.startswith("_oauth_session")]
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
+    # The code was not spent: the browser whose state it is can still use it.
+    start = get(sproxy, "/_oauth/start")
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(start.one("location")).query))
+    mine = idp.get_code(IOS, state=q["state"], nonce=q["nonce"])
+    r = get(sproxy, "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": mine.redirect_uri,
+        "code": mine.code, "state": q["state"], "code_verifier": mine.code_verifier}), cookies=set_cookies(start))
+    assert r.status == 302
 
 
 @pytest.mark.parametrize("rd,expected", [

@@ -39,10 +39,13 @@ public struct OAuthPhases: HTTPPhases {
         var expectedNonce: String? = nil
         if let session, let name = SessionLayer.queryValue(query, "provider"),
            pipeline.settings.providers[name]?.handoff == .session {
-            guard let record = session.stateRecord(cookies) else {
+            // The state itself is compared here too, not only after the exchange: a callback
+            // carrying another browser's state (login CSRF) must not spend its code at the IdP.
+            guard let record = session.stateRecord(cookies),
+                  ConstantTime.equals(record.state, SessionLayer.queryValue(query, "state") ?? "") else {
                 log.info("callback failed", ["provider": name, "source": "client", "reason": "state_mismatch",
-                                             "detail": "no state cookie: the sign-in was not started in this browser"])
-                return .respond(CallbackPage.error(status: 400, message: "This sign-in was not started in this browser. Please start signing in again."))
+                                             "detail": "no state cookie, or another state: the sign-in was not started in this browser"])
+                return .respond(CallbackPage.error(status: 400, message: SessionLayer.stateMismatch.userMessage))
             }
             expectedNonce = record.nonce
         }
