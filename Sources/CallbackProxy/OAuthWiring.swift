@@ -51,7 +51,12 @@ struct OAuthWiring {
         var session: SessionLayer? = nil
         if config.oauth.session != nil {
             do {
-                session = try SessionLayer(oauth: config.oauth, clock: ProviderFactory.systemClock)
+                // Server-side sessions follow the store unless the operator said otherwise: a
+                // shared store is there for several instances, and sessions kept in it can be
+                // ended at sign-out; the in-memory store would lose them at every restart.
+                let serverSide = config.oauth.session?.serverSide ?? (config.store != .memory)
+                session = try SessionLayer(oauth: config.oauth, store: store, identityProviders: providers,
+                                           serverSide: serverSide, log: log, clock: ProviderFactory.systemClock)
             } catch {
                 throw ConfigProblems([ConfigProblem(path: "oauth.session", line: nil, message: "cannot build the session cookie: \(error)")])
             }

@@ -8,7 +8,9 @@ import OAuthCallback
 ///     kind: google                   # google | facebook | apple | oidc (default: the name, if it is a kind)
 ///     handoff: relay                 # relay | params | session | verify (default relay)
 ///     app_callback: /users/auth/google_oauth2/callback   # required for relay and params
-///     app_client: { id: WEB_ID, secret_env: GOOGLE_WEB_SECRET }  # required for relay
+///     app_client: { id: WEB_ID, secret_env: GOOGLE_WEB_SECRET }  # required for relay and session
+///                                    # + client_auth: client_secret_post (default) | client_secret_basic:
+///                                    #   how session mode's web sign-in authenticates at the token endpoint
 ///     native:
 ///       ios:     { client_id: 123-ios.apps.googleusercontent.com }   # redirect derived for Google iOS
 ///       android: { client_id: 123-and.apps.googleusercontent.com, redirect_uri: "com.example.app:/oauth2redirect" }
@@ -60,6 +62,9 @@ extension ConfigLoader {
             let id = app.string("id", required: true)
             let secret = secret(app, "secret", required: true)
             if let id, let secret { s.appClient = ClientCredentials(clientID: id, clientSecret: secret) }
+            if let auth = app.parsed("client_auth", "client_secret_post or client_secret_basic", ClientAuthMethod.init(rawValue:)) {
+                s.appClient?.clientAuth = auth
+            }
             app.finish()
         } else if s.handoff == .relay {
             p.problems.add(p.child("app_client"), p.line, "is required for handoff relay (it authenticates the app at the relay token endpoint)")

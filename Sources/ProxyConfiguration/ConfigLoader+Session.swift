@@ -14,6 +14,9 @@ import OAuthCallback
 ///     pass_access_token: false
 ///     protect: all                        # none (default) | all | [/admin, /account]
 ///     skip: [/healthz, /assets]
+///     server_side: true                   # default: true with a redis store, false with memory
+///     error_url: /signin-failed           # default: the proxy's own page (?error=<code> appended)
+///     web_redirect_uri: https://app.example.com/_oauth/web_callback   # default: from Host and secure
 /// ```
 extension ConfigLoader {
     func readSession(_ m: MappingReader) -> SessionSettings {
@@ -57,6 +60,22 @@ extension ConfigLoader {
         if let list = m.strings("skip") {
             if list.allSatisfy({ $0.hasPrefix("/") }) { s.skip = list } else {
                 m.problems.add(m.child("skip"), m.node("skip")?.line, "must be path prefixes starting with /")
+            }
+        }
+        if let b = m.bool("server_side") { s.serverSide = b }
+        if let u = m.string("error_url") {
+            if RedirectValidator(allowedHosts: s.allowedRedirectHosts).validate(u) == u { s.errorURL = u } else {
+                m.problems.add(m.child("error_url"), m.node("error_url")?.line,
+                               "must be a local path or an https:// URL on allowed_redirect_hosts")
+            }
+        }
+        if let u = m.string("web_redirect_uri") {
+            if (u.hasPrefix("https://") || (u.hasPrefix("http://") && !s.secure)) && u.hasSuffix("/_oauth/web_callback")
+                && !u.contains("?") && !u.contains("#") {
+                s.webRedirectURI = u
+            } else {
+                m.problems.add(m.child("web_redirect_uri"), m.node("web_redirect_uri")?.line,
+                               "must be https://HOST/_oauth/web_callback (http:// only with secure: false), without a query")
             }
         }
         m.finish()

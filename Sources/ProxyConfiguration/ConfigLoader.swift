@@ -56,6 +56,15 @@ public struct ConfigLoader {
             if p.appClient == nil {
                 problems.add("providers.\(name).app_client", nil, "is required for handoff session (/_oauth/start sends the app's web client)")
             }
+            // A plain browser signs in through /_oauth/web_callback, which exchanges the code
+            // with the web client and verifies the id_token like the native path. Facebook's
+            // web dialog issues no id_token for the scopes /_oauth/start asks, and Apple's web
+            // flow posts its answer (response_mode=form_post) — neither fits that path, and a
+            // session mode whose browsers dead-end at sign-in is worse than a clear refusal.
+            if p.kind == .facebook || p.kind == .apple {
+                problems.add("providers.\(name).handoff", nil,
+                             "session is not available for kind \(p.kind.rawValue): its web sign-in (/_oauth/web_callback) is supported for google and oidc only; use relay or params")
+            }
             if p.kind == .oidc && p.endpoints.authorization == nil {
                 problems.add("providers.\(name).endpoints.authorization", nil, "is required for an oidc provider in handoff session")
             }

@@ -42,6 +42,9 @@ import Testing
         allowed_redirect_hosts: [app.example.com]
         protect: [/admin]
         skip: [/admin/health]
+        server_side: true
+        error_url: /signin-failed
+        web_redirect_uri: https://app.example.com/_oauth/web_callback
     providers:
       google:
         handoff: relay
@@ -60,7 +63,7 @@ import Testing
         app_secret_env: FB_SECRET
         native: { ios: { client_id: "1234567890" } }
       apple:
-        handoff: session
+        handoff: verify
         app_client: { id: com.example.web, secret_env: WEB_SECRET }
         team_id: TEAM
         key_id: KEY
@@ -68,8 +71,9 @@ import Testing
         native: { ios: { client_id: com.example.app, redirect_uri: "com.example.app:/callback" } }
       corp:
         kind: oidc
-        handoff: verify
-        endpoints: { issuer: https://login.example.com }
+        handoff: session
+        app_client: { id: corp-web, secret_env: WEB_SECRET, client_auth: client_secret_basic }
+        endpoints: { issuer: https://login.example.com, authorization: https://login.example.com/authorize }
         native: { android: { client_id: corp, redirect_uri: "com.example.app:/cb", client_secret_env: CORP_SECRET, client_auth: client_secret_basic } }
     """
 

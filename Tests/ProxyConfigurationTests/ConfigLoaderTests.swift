@@ -37,7 +37,8 @@ import Testing
       replay_window: 15m
       clock_leeway: 2m
       idp_timeout: 5s
-      session: { secret_env: SESSION_SECRET, protect: [/admin], skip: [/admin/health], allowed_redirect_hosts: [app.example.com] }
+      session: { secret_env: SESSION_SECRET, protect: [/admin], skip: [/admin/health], allowed_redirect_hosts: [app.example.com],
+                 server_side: true, error_url: "https://app.example.com/oops", web_redirect_uri: "https://app.example.com/_oauth/web_callback" }
     providers:
       google:
         handoff: relay
@@ -53,8 +54,16 @@ import Testing
         app_secret_env: FB_SECRET
         native:
           ios: { client_id: "1234567890" }
-      apple:
+      corp:
+        kind: oidc
         handoff: session
+        app_client: { id: corp-web, secret_env: GOOGLE_WEB_SECRET, client_auth: client_secret_basic }
+        endpoints: { issuer: "https://login.example.com", authorization: "https://login.example.com/authorize" }
+        native:
+          android: { client_id: corp-android, redirect_uri: "com.example.app:/oauth2redirect" }
+      apple:
+        handoff: relay
+        app_callback: /users/auth/apple/callback
         app_client: { id: com.example.web, secret_env: GOOGLE_WEB_SECRET }
         team_id: TEAM
         key_id: KEY
@@ -93,6 +102,65 @@ import Testing
         #expect(!session.requiresSession("/admin/health"))
         #expect(!session.requiresSession("/public"))
         #expect(session.allowedRedirectHosts == ["app.example.com"])
+        #expect(session.serverSide == true)
+        #expect(session.errorURL == "https://app.example.com/oops")
+        #expect(session.webRedirectURI == "https://app.example.com/_oauth/web_callback")
+        #expect(c.oauth.providers["corp"]?.appClient?.clientAuth == .basic)
+        #expect(google.appClient?.clientAuth == .post, "client_secret_post unless configured")
+    }
+
+    @Test func serverSideSessionsFollowTheStoreUnlessConfigured() throws {
+        let c = try loader().load(text: """
+        oauth: { session: { secret_env: SESSION_SECRET } }
+        providers:
+          google:
+            handoff: session
+            app_client: { id: web, secret_env: GOOGLE_WEB_SECRET }
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """).get()
+        #expect(c.oauth.session?.serverSide == nil, "nil: decided by the store at start-up")
+    }
+
+    @Test(arguments: ["facebook", "apple"])
+    func sessionModeIsRefusedForKindsWithoutAWebCallback(kind: String) {
+        let p = problems("""
+        oauth: { session: { secret_env: SESSION_SECRET } }
+        providers:
+          p:
+            kind: \(kind)
+            handoff: session
+            app_client: { id: "1234567890", secret_env: GOOGLE_WEB_SECRET }
+            app_id: "1234567890"
+            app_secret_env: FB_SECRET
+            team_id: TEAM
+            key_id: KEY
+            private_key_file: /keys/apple.p8
+            native: { ios: { client_id: "1234567890", redirect_uri: "fb1234567890://authorize" } }
+        """).filter { $0.hasPrefix("providers.p.handoff") }
+        #expect(p == ["providers.p.handoff: session is not available for kind \(kind): its web sign-in (/_oauth/web_callback) is supported for google and oidc only; use relay or params"])
+    }
+
+    @Test(arguments: [
+        ("error_url: https://evil.example/x", "oauth.session.error_url: must be a local path or an https:// URL on allowed_redirect_hosts"),
+        ("error_url: //evil.example/x", "oauth.session.error_url: must be a local path or an https:// URL on allowed_redirect_hosts"),
+        ("web_redirect_uri: https://app.example.com/callback", "oauth.session.web_redirect_uri: must be https://HOST/_oauth/web_callback (http:// only with secure: false), without a query"),
+        ("web_redirect_uri: http://app.example.com/_oauth/web_callback", "oauth.session.web_redirect_uri: must be https://HOST/_oauth/web_callback (http:// only with secure: false), without a query"),
+        ("server_side: maybe", "oauth.session.server_side: 'maybe' is not true or false"),
+    ])
+    func badSessionKeysAreNamed(line: String, problem: String) {
+        let p = problems("""
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            \(line)
+        providers:
+          google:
+            handoff: session
+            app_client: { id: web, secret_env: GOOGLE_WEB_SECRET, client_auth: client_secret_jwt }
+            native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+        """)
+        #expect(p.contains(problem), "\(p)")
+        #expect(p.contains { $0.hasPrefix("providers.google.app_client.client_auth:") })
     }
 
     @Test func everyProblemIsReportedAtOnceWithItsPath() {

@@ -158,27 +158,71 @@ providers:
 
 
 def test_a_session_cookie_issued_by_one_instance_is_honoured_by_another(proxy_factory, upstream, tmp_path, idp, redis):
-    from test_session import SECRET, WEB, get, set_cookies, sign_in
-    os.environ["SESSION_SECRET"] = SECRET
-    os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
-    config = tmp_path / "session.yaml"
-    config.write_text(f"""
-store: redis://127.0.0.1:{redis.port}/0
-oauth:
-  ca_file: {idp.ca_cert}
-  session: {{ secret_env: SESSION_SECRET, secure: false }}
-providers:
-  google:
-    kind: google
-    handoff: session
-    app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
-    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
-    native: {{ ios: {{ client_id: {IOS} }} }}
-""")
-    a = proxy_factory(upstream, extra=["--config", str(config)])
-    b = proxy_factory(upstream, extra=["--config", str(config)])
+    from test_session import get, set_cookies, sign_in
+    a, b = session_proxies(proxy_factory, upstream, tmp_path, idp, redis)
     r, _, _, _ = sign_in(a, idp)
     assert r.status == 302, r
     session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
     info = get(b, "/_oauth/userinfo", cookies=session)
     assert info.status == 200 and info.json()["email"] == "alice@example.test"
+
+
+def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2):
+    """`n` session-mode proxies sharing the redis store (server-side sessions by default)."""
+    from test_session import session_config
+    config = tmp_path / "server-side.yaml"
+    config.write_text(session_config(idp, store=f"redis://127.0.0.1:{redis.port}/0"))
+    return [proxy_factory(upstream, extra=["--config", str(config)]) for _ in range(n)]
+
+
+def redis_keys(redis, pattern):
+    with socket.create_connection(("127.0.0.1", redis.port), timeout=2) as s:
+        s.sendall(f"*2\r\n$4\r\nKEYS\r\n${len(pattern)}\r\n{pattern}\r\n".encode())
+        data = s.recv(65536).decode()
+    return [line for line in data.split("\r\n") if line.startswith("session:") or ":session:" in line]
+
+
+def test_server_side_sessions_end_at_sign_out_on_every_instance(proxy_factory, upstream, tmp_path, idp, redis):
+    """With redis the session lives in the store: the cookie is a short sealed id, and signing out
+    on one instance makes the same cookie worthless on the other (a copied cookie dies too)."""
+    from test_session import get, set_cookies, sign_in
+    a, b = session_proxies(proxy_factory, upstream, tmp_path, idp, redis)
+    r, _, _, _ = sign_in(a, idp, rd="/private/page")
+    assert r.status == 302, r
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    assert list(session) == ["_oauth_session"] and len(session["_oauth_session"]) < 120, session
+    assert len(redis_keys(redis, "*session:*")) == 1
+    assert get(b, "/_oauth/userinfo", cookies=session).json()["email"] == "alice@example.test"
+    echo = get(b, "/echo", cookies=session).json()
+    assert ("x-forwarded-email", "alice@example.test") in [(k.lower(), v) for k, v in echo["headers"]]
+
+    out = get(a, "/_oauth/sign_out?rd=/bye", cookies=session)
+    assert out.status == 302 and out.one("location") == "/bye"
+    assert redis_keys(redis, "*session:*") == []
+    # The old cookie, replayed (say, copied before sign-out) on the other instance:
+    assert get(b, "/_oauth/userinfo", cookies=session).status == 401
+    assert get(b, "/_oauth/auth", cookies=session).status == 401
+    r = get(b, "/private/x", cookies=session)
+    assert r.status == 302 and r.one("location").startswith("/_oauth/start?")
+    echo = get(b, "/echo", cookies=session).json()
+    assert not [k for k, v in echo["headers"] if k.lower() == "x-forwarded-email"]
+
+
+def test_without_redis_protected_paths_fail_closed_instead_of_looping(proxy_factory, upstream, tmp_path, idp, redis):
+    from test_session import get, set_cookies, sign_in
+    [p] = session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=1)
+    r, _, _, _ = sign_in(p, idp)
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    assert get(p, "/private/x", cookies=session).status == 404, "signed in: reaches the upstream"
+    redis.stop()
+    r = get(p, "/private/x", cookies=session)
+    assert r.status == 503, r
+    assert get(p, "/private/x", cookies=session, headers={"Accept": "application/json"}).status == 503
+    assert get(p, "/_oauth/auth", cookies=session).status == 503
+    out = get(p, "/_oauth/sign_out", cookies=session)
+    assert out.status == 503 and not set_cookies(out), "not signed out: the cookie stays to try again"
+    # Unprotected paths go on, anonymously.
+    e = get(p, "/echo", cookies=session)
+    assert e.status == 200
+    assert not [k for k, v in e.json()["headers"] if k.lower() == "x-forwarded-email"]
+    assert not [line for line in p.stderr_text().splitlines() if session["_oauth_session"] in line]

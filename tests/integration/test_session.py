@@ -28,12 +28,13 @@ def idp(tmp_path_factory):
         yield srv
 
 
-@pytest.fixture
-def sproxy(proxy_factory, upstream, tmp_path, idp):
+def session_config(idp, store="memory"):
+    """The proxy's YAML for session mode with the native iOS client (and the environment its
+    secrets come from)."""
     os.environ["SESSION_SECRET"] = SECRET
     os.environ["WEB_SECRET"] = "test-web-secret-not-a-real-one"
-    config = tmp_path / "session.yaml"
-    config.write_text(f"""
+    return f"""
+store: {store}
 oauth:
   ca_file: {idp.ca_cert}
   session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], allowed_redirect_hosts: [app.example.com] }}
@@ -44,7 +45,13 @@ providers:
     app_client: {{ id: {WEB}, secret_env: WEB_SECRET }}
     endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native: {{ ios: {{ client_id: {IOS} }} }}
-""")
+"""
+
+
+@pytest.fixture
+def sproxy(proxy_factory, upstream, tmp_path, idp):
+    config = tmp_path / "session.yaml"
+    config.write_text(session_config(idp))
     return proxy_factory(upstream, extra=["--config", str(config)])
 
 
@@ -139,12 +146,20 @@ def test_a_callback_from_another_browser_is_refused_before_the_idp(sproxy, idp):
     r = get(sproxy, target)
     assert r.status == 400
     assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
-    # With a state cookie from a different start: the id_token does not carry that start's nonce
-    # (502, the IdP's answer did not verify for this browser); no session either way.
+    # With a state cookie from a different start: refused just the same, before the code is spent.
     other = set_cookies(get(sproxy, "/_oauth/start"))
     r = get(sproxy, target, cookies=other)
-    assert r.status == 502
+    assert r.status == 400
     assert not [k for k in set_cookies(r) if k.startswith("_oauth_session")]
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
+    # The code was not spent: the browser whose state it is can still use it.
+    start = get(sproxy, "/_oauth/start")
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(start.one("location")).query))
+    mine = idp.get_code(IOS, state=q["state"], nonce=q["nonce"])
+    r = get(sproxy, "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": mine.redirect_uri,
+        "code": mine.code, "state": q["state"], "code_verifier": mine.code_verifier}), cookies=set_cookies(start))
+    assert r.status == 302
 
 
 @pytest.mark.parametrize("rd,expected", [
@@ -157,3 +172,172 @@ def test_a_callback_from_another_browser_is_refused_before_the_idp(sproxy, idp):
 def test_rd_targets_are_validated(sproxy, idp, rd, expected):
     r, _, _, _ = sign_in(sproxy, idp, rd=rd)
     assert r.status == 302 and r.one("location") == expected
+
+
+# -------------------------------------------------------------------------------------------------
+# A plain browser's web sign-in: /_oauth/start → the IdP's login page → /_oauth/web_callback.
+# The IdP's web client is registered for the proxy's configured web_redirect_uri only, with PKCE
+# required, so the exchange succeeds only with the web client's secret, that exact redirect URI and
+# the verifier the proxy kept in its state cookie.
+
+WEB_REDIRECT = "http://127.0.0.1/_oauth/web_callback"
+WEB_SECRET = "web-secret-of-the-session-tests"
+
+
+@pytest.fixture(scope="module")
+def web_idp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("web-idp")
+    clients = d / "clients.json"
+    clients.write_text(json.dumps({"clients": [
+        {"client_id": WEB, "type": "web", "client_secret": WEB_SECRET, "require_pkce": True,
+         "token_endpoint_auth_method": ["client_secret_post", "client_secret_basic"],
+         "redirect_uris": [WEB_REDIRECT]},
+        {"client_id": IOS, "type": "native", "platform": "ios", "token_endpoint_auth_method": "none",
+         "redirect_uris": ["com.googleusercontent.apps.123-ios:/oauth2redirect"]}]}))
+    with IdP.start(make_test_pki(str(d)), log_dir=d, clients_file=str(clients)) as srv:
+        yield srv
+
+
+def web_proxy_config(idp, *, client_auth="client_secret_post", store="memory", server_side=None,
+                     extra_session=""):
+    side = "" if server_side is None else f", server_side: {str(server_side).lower()}"
+    return f"""
+store: {store}
+oauth:
+  ca_file: {idp.ca_cert}
+  session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], error_url: /signin-failed,
+             web_redirect_uri: "{WEB_REDIRECT}"{side}{extra_session} }}
+providers:
+  google:
+    kind: google
+    handoff: session
+    app_client: {{ id: {WEB}, secret_env: WEB_SECRET, client_auth: {client_auth} }}
+    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+"""
+
+
+@pytest.fixture
+def web_proxy_factory(proxy_factory, upstream, tmp_path, web_idp):
+    os.environ["SESSION_SECRET"] = SECRET
+    os.environ["WEB_SECRET"] = WEB_SECRET
+
+    def start(name="web", **kw):
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(web_proxy_config(web_idp, **kw))
+        return proxy_factory(upstream, extra=["--config", str(config)])
+    return start
+
+
+def idp_login(idp, authorize_url, username="alice@example.test", action="approve"):
+    """What the browser does at the IdP: its login page, then the form. Returns the redirect."""
+    page = idp.request("GET", authorize_url)
+    assert page.status_code == 200, (page.status_code, page.headers.get("X-OAuth-Error"))
+    resp = idp.request("POST", authorize_url, data={"username": username, "action": action},
+                       allow_redirects=False)
+    assert resp.status_code == 302, resp.status_code
+    return resp.headers["Location"]
+
+
+def web_sign_in(p, idp, rd="/private/page", **login):
+    """start → IdP login → the web callback, with the browser's cookies. Returns (response,
+    state cookie jar, callback target)."""
+    start = get(p, "/_oauth/start?" + urllib.parse.urlencode({"rd": rd}))
+    assert start.status == 302, start
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(start.one("location")).query))
+    assert q["client_id"] == WEB and q["redirect_uri"] == WEB_REDIRECT
+    assert q["code_challenge_method"] == "S256" and q["code_challenge"]
+    jar = set_cookies(start)
+    back = idp_login(idp, start.one("location"), **login)
+    assert back.startswith(WEB_REDIRECT + "?"), back
+    target = "/_oauth/web_callback?" + urllib.parse.urlsplit(back).query
+    return get(p, target, cookies=jar), jar, target
+
+
+def session_of(r):
+    return {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+
+
+@pytest.mark.parametrize("client_auth", ["client_secret_post", "client_secret_basic"])
+def test_a_plain_browser_signs_in_through_the_web_callback(web_proxy_factory, web_idp, upstream, client_auth):
+    p = web_proxy_factory(client_auth=client_auth)
+    web_idp.reset_stats()
+    r, _, _ = web_sign_in(p, web_idp, rd="/private/page?x=1")
+    assert r.status == 302, r
+    assert r.one("location") == "/private/page?x=1"
+    assert r.one("cache-control") == "no-store" and r.one("referrer-policy") == "no-referrer"
+    assert set_cookies(r).get("_oauth_state") == "", "the state cookie is single use"
+    session = session_of(r)
+    assert session and all(session.values())
+    # The IdP saw one exchange, by the web client, and it succeeded (secret + PKCE + redirect URI).
+    stats = web_idp.stats()
+    assert stats["token"]["requests"] == 1
+    assert stats["clients"][WEB]["successes"] == 1
+    assert get(p, "/private/x", cookies=session).status == 404, "a protected path reaches the upstream"
+    e = get(p, "/echo", cookies=session, headers={"X-Forwarded-Email": "evil@attacker.test"})
+    assert e.status == 200
+    names = [(k.lower(), v) for k, v in e.json()["headers"]]
+    assert [v for k, v in names if k == "x-forwarded-email"] == ["alice@example.test"]
+
+
+def test_a_web_callback_is_answered_once(web_proxy_factory, web_idp):
+    """The same callback again with the same cookies (a replay by whoever saw both): refused, and
+    the IdP is not asked a second time."""
+    p = web_proxy_factory()
+    r, jar, target = web_sign_in(p, web_idp)
+    assert r.status == 302
+    web_idp.reset_stats()
+    again = get(p, target, cookies=jar)
+    assert again.status == 400, again
+    assert not session_of(again)
+    assert web_idp.stats()["token"]["requests"] == 0
+
+
+def test_a_web_callback_with_another_browsers_state_is_refused_before_the_idp(web_proxy_factory, web_idp):
+    """Login CSRF: the attacker's own code and state, loaded in the victim's browser (which has
+    its own state cookie, or none)."""
+    p = web_proxy_factory()
+    attacker = get(p, "/_oauth/start")
+    back = idp_login(web_idp, attacker.one("location"), username="mallory@example.test")
+    target = "/_oauth/web_callback?" + urllib.parse.urlsplit(back).query
+    victim = set_cookies(get(p, "/_oauth/start"))
+    web_idp.reset_stats()
+    for cookies in (victim, None):
+        r = get(p, target, cookies=cookies)
+        assert r.status == 400, r
+        assert not session_of(r)
+        assert "_oauth_state" not in set_cookies(r), "the victim's own sign-in stays usable"
+    assert web_idp.stats()["token"]["requests"] == 0
+    # The attacker's own browser still completes: nothing was spent.
+    r = get(p, target, cookies=set_cookies(attacker))
+    assert r.status == 302 and session_of(r)
+
+
+def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp):
+    p = web_proxy_factory()
+    start = get(p, "/_oauth/start")
+    back = idp_login(web_idp, start.one("location"), action="deny")
+    r = get(p, "/_oauth/web_callback?" + urllib.parse.urlsplit(back).query, cookies=set_cookies(start))
+    assert r.status == 302, r
+    assert r.one("location") == "/signin-failed?error=access_denied"
+    assert set_cookies(r).get("_oauth_state") == ""
+    assert not session_of(r)
+
+
+@pytest.mark.parametrize("query", ["", "code=abc", "state=abc", "code=a&code=b&state=s", "code=a&error=x&state=s"])
+def test_malformed_web_callbacks_are_refused(web_proxy_factory, web_idp, query):
+    p = web_proxy_factory()
+    start = get(p, "/_oauth/start")
+    web_idp.reset_stats()
+    r = get(p, "/_oauth/web_callback?" + query, cookies=set_cookies(start))
+    assert r.status == 400, r
+    assert web_idp.stats()["token"]["requests"] == 0
+    assert "abc" not in p.stderr_text()
+
+
+def test_the_web_callback_only_accepts_get(web_proxy_factory):
+    p = web_proxy_factory()
+    with HTTPConn(p.port) as c:
+        c.request("POST", "/_oauth/web_callback?code=a&state=b", headers=[("Content-Length", "0")])
+        r = c.read_response()
+    assert r.status == 405

@@ -8,6 +8,7 @@ public struct OAuthPhases: HTTPPhases {
     private let relayCodes: RelayCodes
     private let session: SessionLayer?
     private let callbackPath: [UInt8]
+    private let webCallbackPath = Array(SessionLayer.webCallbackPath.utf8)
     private let log: Logger
     private let metrics: OAuthMetrics
     private let oauthPrefix: StaticString = "/_oauth/"
@@ -43,11 +44,14 @@ public struct OAuthPhases: HTTPPhases {
         var expectedNonce: String? = nil
         if let session, let name = SessionLayer.queryValue(query, "provider"),
            pipeline.settings.providers[name]?.handoff == .session {
-            guard let record = session.stateRecord(cookies) else {
+            // The state itself is compared here too, not only after the exchange: a callback
+            // carrying another browser's state (login CSRF) must not spend its code at the IdP.
+            guard let record = session.stateRecord(cookies),
+                  ConstantTime.equals(record.state, SessionLayer.queryValue(query, "state") ?? "") else {
                 metrics.callback(provider: name, platform: SessionLayer.queryValue(query, "platform"), .refused)
                 log.info("callback failed", ["provider": name, "source": "client", "reason": "state_mismatch",
-                                             "detail": "no state cookie: the sign-in was not started in this browser"])
-                return .respond(CallbackPage.error(status: 400, message: "This sign-in was not started in this browser. Please start signing in again."))
+                                             "detail": "no state cookie, or another state: the sign-in was not started in this browser"])
+                return .respond(CallbackPage.error(status: 400, message: SessionLayer.stateMismatch.userMessage))
             }
             expectedNonce = record.nonce
         }
@@ -66,10 +70,12 @@ public struct OAuthPhases: HTTPPhases {
         return request.pathHasPrefix(oauthPrefix) ? .oauth : nil
     }
 
-    /// Whatever answers the callback URL (our page or the app's relayed response) is not cached
+    /// Whatever answers a callback URL (our page or the app's relayed response) is not cached
     /// and sends no Referer onwards: the URL that led here carried a code.
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {
-        guard request.pathEquals(callbackPath) else { return }
+        var onCallback = request.pathEquals(callbackPath)
+        if !onCallback && session != nil { onCallback = request.pathEquals(webCallbackPath) }
+        guard onCallback else { return }
         edits.remove += ["Cache-Control", "Pragma", "Referrer-Policy"]
         edits.add += [("Cache-Control", "no-store"), ("Pragma", "no-cache"), ("Referrer-Policy", "no-referrer")]
     }
@@ -117,12 +123,15 @@ struct Handoff: Sendable {
                 sink.respond(CallbackPage.verified(identity))
             case .session:
                 guard let session else { return sink.respond(CallbackPage.verified(identity)) }
-                switch session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies) {
-                case .success(let response):
-                    logVerified(parameters, mode: "session")
-                    sink.respond(response)
-                case .failure(let failure):
-                    fail(failure, parameters, sink)
+                session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies,
+                               on: loop) { result in
+                    switch result {
+                    case .success(let response):
+                        logVerified(parameters, mode: "session")
+                        sink.respond(response)
+                    case .failure(let failure):
+                        fail(failure, parameters, sink)
+                    }
                 }
             }
         case .failed(let failure, let parameters):

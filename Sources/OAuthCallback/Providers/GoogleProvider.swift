@@ -1,7 +1,9 @@
 import ProxyCore
 
 /// Google: the native iOS/Android clients are *public* (no secret exists for them), so the
-/// code is redeemed with PKCE alone, and the identity comes from the id_token.
+/// code is redeemed with PKCE alone, and the identity comes from the id_token. The site's web
+/// client (session mode's web sign-in) adds its secret (`client_secret_post`, or basic) and
+/// its `aud` is the web client id: the same steps, another client.
 ///
 /// Exchange: `POST https://oauth2.googleapis.com/token` with exactly `grant_type`, `code`,
 /// `client_id`, `redirect_uri`, `code_verifier`. Verify: RS256 against Google's JWKS, `iss` ∈
@@ -40,23 +42,24 @@ public struct GoogleProvider: IdentityProvider {
         let done = LoopCompletion(loop, completion)
         let context = "\(settings.name) token endpoint"
         // Google refuses a native code without its verifier; asking would only burn the code.
-        guard let codeVerifier = request.codeVerifier, !codeVerifier.isEmpty else {
+        // The web client (session mode's web sign-in) is confidential and sends its verifier too:
+        // /_oauth/start always uses PKCE.
+        guard let codeVerifier = request.codeVerifier, !codeVerifier.isEmpty,
+              let auth = ProviderSupport.clientAuthentication(request.client, codeVerifier: codeVerifier) else {
             done.completeLater(.failure(ProviderSupport.invalidRequest("\(context): no code_verifier for a PKCE client")))
             return
         }
-        let fields = [
-            ("grant_type", "authorization_code"),
-            ("code", request.code),
-            ("client_id", request.client.clientID),
+        let fields = [("grant_type", "authorization_code"), ("code", request.code)] + auth.fields + [
             ("redirect_uri", request.client.redirectURI),
             ("code_verifier", codeVerifier),
         ]
         let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: issuers, audience: request.client.clientID,
                                    leeway: options.leeway)
         let provider = settings.name
-        http.fetch(.form(url: tokenEndpoint, fields: fields, timeout: options.timeout), on: loop) { [jwks] result in
+        let form = OutboundRequest.form(url: tokenEndpoint, fields: fields, headers: auth.headers, timeout: options.timeout)
+        http.fetch(form, on: loop) { [jwks] result in
             let tokens: TokenResponse
-            switch TokenResponseParsing.parse(result, context: context, hiding: [request.code, codeVerifier]) {
+            switch TokenResponseParsing.parse(result, context: context, hiding: [request.code, codeVerifier] + auth.hidden) {
             case .failure(let failure): return done.complete(.failure(failure), from: loop)
             case .success(let t): tokens = t
             }

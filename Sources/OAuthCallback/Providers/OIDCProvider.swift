@@ -54,26 +54,13 @@ public struct OIDCProvider: IdentityProvider {
         let done = LoopCompletion(loop, completion)
         let context = "\(settings.name) token endpoint"
         let client = request.client
-        var fields = [("grant_type", "authorization_code"), ("code", request.code)]
-        var headers: [(name: String, value: String)] = []
-        var hidden = [request.code] + (request.codeVerifier.map { [$0] } ?? [])
-        if let secret = client.clientSecret {
-            hidden.append(secret.value)
-            switch client.clientAuth {
-            case .post:
-                fields += [("client_id", client.clientID), ("client_secret", secret.value)]
-            case .basic:
-                headers.append(("Authorization", Self.basicAuthorization(clientID: client.clientID, secret: secret)))
-            }
-        } else {
-            // RFC 8252 §8.1: a public native client must use PKCE; without the verifier the
-            // exchange is either refused or, worse, unprotected.
-            guard let verifier = request.codeVerifier, !verifier.isEmpty else {
-                done.completeLater(.failure(ProviderSupport.invalidRequest("\(context): no code_verifier for a public client")))
-                return
-            }
-            fields.append(("client_id", client.clientID))
+        guard let auth = ProviderSupport.clientAuthentication(client, codeVerifier: request.codeVerifier) else {
+            done.completeLater(.failure(ProviderSupport.invalidRequest("\(context): no code_verifier for a public client")))
+            return
         }
+        var fields = [("grant_type", "authorization_code"), ("code", request.code)] + auth.fields
+        let headers = auth.headers
+        let hidden = [request.code] + (request.codeVerifier.map { [$0] } ?? []) + auth.hidden
         fields.append(("redirect_uri", client.redirectURI))
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier)) }
 

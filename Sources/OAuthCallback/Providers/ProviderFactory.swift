@@ -96,6 +96,29 @@ enum ProviderSupport {
                         logDetail: "\(context): token response has no id_token")
     }
 
+    /// How a client proves itself at a token endpoint: a confidential client (an OIDC native
+    /// client with a secret, or the site's web client in `session` mode's web sign-in) sends its
+    /// secret as `client_secret_post` (id and secret in the body) or `client_secret_basic`
+    /// (RFC 6749 §2.3.1); a public one sends only its id, and must then use PKCE.
+    /// - Returns: the body fields and headers to add, and the secret to hide from log details;
+    ///   nil for a public client without a verifier (the exchange is refused before any call).
+    static func clientAuthentication(_ client: NativeClient, codeVerifier: String?)
+        -> (fields: [(String, String)], headers: [(name: String, value: String)], hidden: [String])? {
+        guard let secret = client.clientSecret else {
+            // RFC 8252 §8.1: a public client must use PKCE; without the verifier the exchange is
+            // either refused or, worse, unprotected.
+            guard let verifier = codeVerifier, !verifier.isEmpty else { return nil }
+            return ([("client_id", client.clientID)], [], [])
+        }
+        switch client.clientAuth {
+        case .post:
+            return ([("client_id", client.clientID), ("client_secret", secret.value)], [], [secret.value])
+        case .basic:
+            return ([], [("Authorization", OIDCProvider.basicAuthorization(clientID: client.clientID, secret: secret))],
+                    [secret.value])
+        }
+    }
+
     /// The request cannot be sent as the provider requires (refused before any IdP call, so
     /// the code is not burnt).
     static func invalidRequest(_ detail: String) -> CallbackFailure {

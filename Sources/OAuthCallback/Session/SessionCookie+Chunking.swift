@@ -17,8 +17,16 @@ extension SessionCookie {
     /// a shorter session must not leave stale chunks behind.
     /// - Throws: `.invalidInput` when the session needs more than `maximumChunks` cookies.
     public func setCookies(for session: ProxySession, now: Int64, present: [String] = []) throws(CryptoError) -> [String] {
-        let cookies = try chunks(of: seal(session))
-        let maxAge = max(0, session.expiresAt - now)
+        try setCookies(value: seal(session), maxAge: max(0, session.expiresAt - now), present: present)
+    }
+
+    /// The same for a server-side session's reference (one short cookie).
+    public func setCookies(reference id: [UInt8], maxAge: Int64, present: [String] = []) throws(CryptoError) -> [String] {
+        try setCookies(value: sealReference(id), maxAge: max(0, maxAge), present: present)
+    }
+
+    private func setCookies(value: String, maxAge: Int64, present: [String]) throws(CryptoError) -> [String] {
+        let cookies = try chunks(of: value)
         var headers = cookies.map { setCookie($0.name, $0.value, maxAge: maxAge) }
         let written = Set(cookies.map(\.name))
         headers += clearingCookies(present: present.filter { !written.contains($0) })
@@ -39,6 +47,11 @@ extension SessionCookie {
     public func session(from cookies: [(name: String, value: String)], now: Int64) -> ProxySession? {
         guard let value = joined(cookies) else { return nil }
         return open(value, now: now)
+    }
+
+    /// The server-side session id carried by a request's cookies, or nil.
+    public func reference(from cookies: [(name: String, value: String)]) -> [UInt8]? {
+        joined(cookies).flatMap(openReference)
     }
 
     /// Whether `cookieName` is this session's cookie or one of its chunks.

@@ -22,7 +22,12 @@ public struct SessionCookie: Sendable {
     private enum Format: UInt8 {
         case json = 0
         case deflatedJSON = 1
+        /// Server-side sessions: only the random session id; the record is in the store.
+        case reference = 2
     }
+
+    /// A server-side session id's length in bytes (256 random bits).
+    public static let referenceLength = 32
 
     /// The cookie's full name, `__Host-` prefix included when it applies.
     public let name: String
@@ -60,13 +65,41 @@ public struct SessionCookie: Sendable {
         if json.count > Self.compressionThreshold, let deflated = RawDeflate.compress(json), deflated.count < json.count {
             plaintext = [Format.deflatedJSON.rawValue] + deflated
         }
+        return try sealed(plaintext)
+    }
+
+    /// The cookie value for a server-side session: its id, sealed like a session (so it is
+    /// neither readable nor forgeable, and rotates with the keys).
+    public func sealReference(_ id: [UInt8]) throws(CryptoError) -> String {
+        guard id.count == Self.referenceLength else { throw CryptoError(.invalidInput, "session id must be 32 bytes") }
+        return try sealed([Format.reference.rawValue] + id)
+    }
+
+    private func sealed(_ plaintext: [UInt8]) throws(CryptoError) -> String {
         let box = try sealers[0].seal(plaintext, authenticating: associatedData)
         return Base64URL.encode([Self.version] + box)
     }
 
     /// The session in `value`, or nil when it is malformed, altered, sealed for another
-    /// cookie, sealed with a key no longer listed, or expired at `now` (seconds since epoch).
+    /// cookie, sealed with a key no longer listed, expired at `now` (seconds since epoch), or
+    /// a server-side session's reference.
     public func open(_ value: String, now: Int64) -> ProxySession? {
+        guard case .session(let session)? = content(value, now: now) else { return nil }
+        return session
+    }
+
+    /// The server-side session id in `value`, or nil (malformed, altered, or a whole session).
+    public func openReference(_ value: String) -> [UInt8]? {
+        guard case .reference(let id)? = content(value, now: 0) else { return nil }
+        return id
+    }
+
+    private enum Content {
+        case session(ProxySession)
+        case reference([UInt8])
+    }
+
+    private func content(_ value: String, now: Int64) -> Content? {
         guard let bytes = Base64URL.decode(value), bytes.count > 1 + AES256GCM.overhead,
               bytes[0] == Self.version else { return nil }
         let box = Array(bytes[1...])
@@ -75,6 +108,8 @@ public struct SessionCookie: Sendable {
         }
         let json: [UInt8]
         switch format {
+        case .reference:
+            return plaintext.count == 1 + Self.referenceLength ? .reference(Array(plaintext[1...])) : nil
         case .json: json = Array(plaintext[1...])
         case .deflatedJSON:
             guard let inflated = RawDeflate.decompress(Array(plaintext[1...]), limit: Self.maximumPayloadSize) else {
@@ -84,7 +119,7 @@ public struct SessionCookie: Sendable {
         }
         guard let value = try? JSONParser.parse(json), let session = Self.session(from: value),
               now < session.expiresAt else { return nil }
-        return session
+        return .session(session)
     }
 
     private var associatedData: [UInt8] { [Self.version] + Array(name.utf8) }

@@ -4,11 +4,19 @@ import ProxyCore
 /// `/_oauth/sign_out`, `/_oauth/userinfo`, `/_oauth/auth`), protected paths, and identity
 /// headers upstream — client-sent variants of those headers are always removed first.
 ///
-/// Sign-in goes through `/_oauth/start`: it sets a sealed state cookie (state, nonce, `rd`,
-/// provider) and redirects to the provider's authorization URL with the app's web client. A
-/// wrapper app intercepts that navigation, signs in natively and loads `/_oauth_callback` with
-/// the same `state`; the callback must match the state cookie (login CSRF) and the id_token the
-/// cookie's nonce. Then the session cookie is set and the browser goes to `rd`.
+/// Sign-in goes through `/_oauth/start`: it sets a sealed state cookie (state, nonce, PKCE
+/// verifier, redirect URI, `rd`, provider) and redirects to the provider's authorization URL
+/// with the app's web client. Two ways back, both checked against that cookie (login CSRF) and
+/// both requiring the id_token to carry its nonce:
+/// - a wrapper app intercepts that navigation, signs in natively and loads `/_oauth_callback`
+///   with the same `state` (the callback pipeline; hand-off in `signIn`);
+/// - a plain browser follows it and comes back to `/_oauth/web_callback`, whose code the proxy
+///   redeems with the web client (`SessionLayer+WebCallback.swift`).
+/// Then the session is created and the browser goes to `rd`.
+///
+/// Sessions live in the sealed cookie itself, or — `serverSide` — in the store, the cookie
+/// carrying only a sealed random id (`SessionLayer+Store.swift`): sign-out then ends the
+/// session everywhere, and a store outage fails protected paths closed (503).
 public final class SessionLayer: Sendable {
     public static let startPath = "/_oauth/start"
     public static let signOutPath = "/_oauth/sign_out"
@@ -18,20 +26,36 @@ public final class SessionLayer: Sendable {
     static let stateLifetime: Int64 = 600
 
     let settings: SessionSettings
-    private let providers: [String: ProviderSettings]
-    private let cookie: SessionCookie
+    let providers: [String: ProviderSettings]
+    let identityProviders: [String: any IdentityProvider]
+    let store: any Store
+    let replayGuard: ReplayGuard
+    /// Sessions in the store rather than in the cookie.
+    public let serverSide: Bool
+    let log: Logger
+    let cookie: SessionCookie
     private let stateSealer: AES256GCM
     private let stateCookieName: String
     private let redirects: RedirectValidator
-    private let clock: @Sendable () -> Int64
+    let clock: @Sendable () -> Int64
     /// Every spelling of every identity header a client might send (case is compared
     /// insensitively by the engine; `_`/`-` variants are listed).
     private let strip: [String]
 
-    public init(oauth: OAuthSettings, clock: @escaping @Sendable () -> Int64) throws(CryptoError) {
+    /// - Parameters:
+    ///   - store: where server-side sessions and the web sign-in's replay guard live.
+    ///   - identityProviders: the implementations that redeem a web sign-in's code, by name.
+    ///   - serverSide: `settings.serverSide` resolved against the configured store.
+    public init(oauth: OAuthSettings, store: any Store, identityProviders: [String: any IdentityProvider],
+                serverSide: Bool, log: Logger, clock: @escaping @Sendable () -> Int64) throws(CryptoError) {
         let settings = oauth.session ?? SessionSettings()
         self.settings = settings
         providers = oauth.providers.filter { $0.value.handoff == .session }
+        self.identityProviders = identityProviders
+        self.store = store
+        replayGuard = ReplayGuard(store: store, windowSeconds: oauth.replayWindowSeconds)
+        self.serverSide = serverSide
+        self.log = log
         let keys = settings.secrets.map { SHA256.hash("session:" + $0.value) }
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
                                    secure: settings.secure)
@@ -57,68 +81,115 @@ public final class SessionLayer: Sendable {
     public func decision(_ request: borrowing RequestView) -> RequestDecision? {
         let path = request.path
         let cookies = Self.cookies(request.headers(named: "Cookie"))
+        let loop = request.eventLoop
         switch path {
         case Self.startPath: return .respond(start(query: request.query ?? "", host: request.host ?? "localhost"))
         case Self.signOutPath:
             let rd = Self.queryValue(request.query, "rd").flatMap(redirects.validate) ?? "/"
-            let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
-            return .respond(Response(status: 302, headers: [("Location", rd), ("Cache-Control", "no-store")]
-                                     + cookie.clearingCookies(present: present).map { ("Set-Cookie", $0) }))
+            return .deferred { [self] sink in signOut(cookies: cookies, rd: rd, on: loop) { sink.respond($0) } }
         case Self.userInfoPath:
-            guard let s = session(cookies) else { return .respond(Self.json(401, ["error": .string("unauthorized")])) }
-            var o: [String: JSONValue] = ["provider": .string(s.provider), "user": .string(s.subject)]
-            if let e = s.verifiedEmail { o["email"] = .string(e) }
-            if let u = s.preferredUsername { o["preferred_username"] = .string(u) }
-            return .respond(Self.json(200, o))
-        case Self.authPath:
-            guard let s = session(cookies) else { return .respond(Response(status: 401, headers: [("Cache-Control", "no-store")])) }
-            return .respond(Response(status: 202, headers: [("Cache-Control", "no-store")]
-                                     + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: settings.passAccessToken)))
-        case Self.webCallbackPath:
-            return .respond(CallbackPage.error(status: 501, message: "Signing in through this address needs the app. Please sign in from the app."))
-        default:
-            guard settings.requiresSession(path), session(cookies) == nil else { return nil }
-            let accept = request.header("Accept") ?? ""
-            let xhr = request.header("X-Requested-With") != nil
-            if accept.contains("application/json") || xhr {
-                return .respond(Self.json(401, ["error": .string("unauthorized")]))
+            return withSession(cookies, on: loop) { found in
+                guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: true)) }
+                var o: [String: JSONValue] = ["provider": .string(s.provider), "user": .string(s.subject)]
+                if let e = s.verifiedEmail { o["email"] = .string(e) }
+                if let u = s.preferredUsername { o["preferred_username"] = .string(u) }
+                return .respond(Self.json(200, o))
             }
-            let rd = FormEncoding.encode([("rd", request.target)])
-            return .respond(Response(status: 302, headers: [("Location", Self.startPath + "?" + rd), ("Cache-Control", "no-store")]))
+        case Self.authPath:
+            let pass = settings.passAccessToken
+            return withSession(cookies, on: loop) { found in
+                guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: false)) }
+                return .respond(Response(status: 202, headers: [("Cache-Control", "no-store")]
+                                         + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass)))
+            }
+        case Self.webCallbackPath:
+            guard request.method == .get else {
+                return .respond(CallbackPage.error(status: 405, message: "This address only accepts GET.",
+                                                   extraHeaders: [("Allow", "GET")]))
+            }
+            let query = request.query ?? ""
+            let host = request.host ?? "localhost"
+            return .deferred { [self] sink in
+                webCallback(query: query, host: host, cookies: cookies, on: loop) { sink.respond($0) }
+            }
+        default:
+            let needed = settings.requiresSession(path)
+            // Copied now: the view is only valid during this call.
+            let accept = request.header("Accept") ?? ""
+            let json = request.header("X-Requested-With") != nil ? true : accept.contains("application/json")
+            let target = needed ? request.target : ""
+            return withSession(cookies, on: loop) { found in
+                switch found {
+                case .success(let s?): return .pass(s)
+                case .success(nil) where needed: return .respond(Self.signInFirst(target: target, json: json))
+                case .failure where needed: return .respond(Self.noSession(found, json: json))
+                // Unprotected paths go on without identity while the store is away: anonymous
+                // is what the app sees for anyone without a session anyway.
+                case .success(nil), .failure: return .pass(nil)
+                }
+            }
         }
     }
 
+    /// A protected path without a session: to sign-in, or 401 for scripts.
+    static func signInFirst(target: String, json: Bool) -> Response {
+        if json { return Self.json(401, ["error": .string("unauthorized")]) }
+        let rd = FormEncoding.encode([("rd", target)])
+        return Response(status: 302, headers: [("Location", Self.startPath + "?" + rd), ("Cache-Control", "no-store")])
+    }
+
+    /// No session (401) or no way to tell (503: the store is away — fail closed, and no
+    /// redirect to sign-in, which would only loop).
+    static func noSession(_ found: Result<ProxySession?, StoreError>, json: Bool) -> Response {
+        if case .failure = found {
+            return json ? Self.json(503, ["error": .string("temporarily_unavailable")])
+                : CallbackPage.error(status: 503, message: Messages.unavailable)
+        }
+        return json ? Self.json(401, ["error": .string("unauthorized")]) : Response(status: 401, headers: [("Cache-Control", "no-store")])
+    }
+
     /// Identity headers for the upstream: every client-sent variant removed, ours added.
+    /// With server-side sessions, ours came with the deferred decision (`withSession`).
     public func upstreamEdits(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {
         edits.remove += strip
-        if let s = session(Self.cookies(request.headers(named: "Cookie"))) {
-            edits.add += IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
-                                                 passAuthorization: settings.passAccessToken)
+        if !serverSide, let s = session(Self.cookies(request.headers(named: "Cookie"))) {
+            edits.add += identityHeaders(s)
         }
+    }
+
+    func identityHeaders(_ s: ProxySession) -> [(name: String, value: String)] {
+        IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
+                                passAuthorization: settings.passAccessToken).map { (name: $0.0, value: $0.1) }
     }
 
     // MARK: Sign-in
 
-    private func start(query: String, host: String) -> Response {
+    func start(query: String, host: String) -> Response {
         let requested = Self.queryValue(query, "provider") ?? providers.keys.sorted().first ?? ""
         guard let provider = providers[requested], let client = provider.appClient,
               let authorize = Self.authorizationEndpoint(provider) else {
             return CallbackPage.error(status: 400, message: "Unknown sign-in provider.")
         }
         let rd = Self.queryValue(query, "rd").flatMap(redirects.validate) ?? "/"
-        guard let state = try? SecureRandom.bytes(32), let nonce = try? SecureRandom.bytes(16) else {
-            return CallbackPage.error(status: 500, message: Messages.internalError)
-        }
-        let record = StateRecord(state: Base64URL.encode(state), nonce: Base64URL.encode(nonce), rd: rd,
-                                 provider: provider.name, expiresAt: clock() + Self.stateLifetime)
-        guard let sealed = try? stateSealer.seal(record.json(), authenticating: Array(stateCookieName.utf8)) else {
+        guard let state = try? SecureRandom.bytes(32), let nonce = try? SecureRandom.bytes(16),
+              let verifier = try? SecureRandom.bytes(32) else {
             return CallbackPage.error(status: 500, message: Messages.internalError)
         }
         let scheme = settings.secure ? "https" : "http"
+        let record = StateRecord(state: Base64URL.encode(state), nonce: Base64URL.encode(nonce), rd: rd,
+                                 provider: provider.name, expiresAt: clock() + Self.stateLifetime,
+                                 verifier: Base64URL.encode(verifier),
+                                 redirectURI: settings.webRedirectURI ?? "\(scheme)://\(host)\(Self.webCallbackPath)")
+        guard let sealed = try? stateSealer.seal(record.json(), authenticating: Array(stateCookieName.utf8)) else {
+            return CallbackPage.error(status: 500, message: Messages.internalError)
+        }
+        // PKCE (S256) on the web client too: a code intercepted on its way back is useless
+        // without the verifier, which never leaves the sealed state cookie.
         let location = authorize + (authorize.contains("?") ? "&" : "?") + FormEncoding.encode([
             ("response_type", "code"), ("client_id", client.clientID),
-            ("redirect_uri", "\(scheme)://\(host)\(Self.webCallbackPath)"),
+            ("redirect_uri", record.redirectURI),
             ("scope", "openid email profile"), ("state", record.state), ("nonce", record.nonce),
+            ("code_challenge", Base64URL.encode(SHA256.hash(record.verifier))), ("code_challenge_method", "S256"),
         ])
         let attributes = "; Path=/; Max-Age=\(Self.stateLifetime); HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
         return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store"),
@@ -135,33 +206,63 @@ public final class SessionLayer: Sendable {
     }
 
     /// After a verified callback in session mode: the state must be the one this browser was
-    /// given by /_oauth/start (login CSRF), then the session cookie is set.
+    /// given by /_oauth/start (login CSRF), then the session is created. `completion` runs on
+    /// `loop`.
     func signIn(_ identity: VerifiedIdentity, state: String, provider: String,
-                cookies: [(name: String, value: String)]) -> Result<Response, CallbackFailure> {
+                cookies: [(name: String, value: String)], on loop: EventLoop,
+                _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
         guard let record = stateRecord(cookies), ConstantTime.equals(record.state, state), record.provider == provider else {
-            return .failure(CallbackFailure(.client, code: "state_mismatch",
-                                            userMessage: "This sign-in was not started in this browser. Please start signing in again.",
-                                            logDetail: "callback state does not match this browser's state cookie (login CSRF refused)"))
+            return completion(.failure(Self.stateMismatch))
         }
+        establish(identity, record: record, cookies: cookies, on: loop, completion)
+    }
+
+    static let stateMismatch = CallbackFailure(
+        .client, code: "state_mismatch",
+        userMessage: "This sign-in was not started in this browser. Please start signing in again.",
+        logDetail: "callback state does not match this browser's state cookie (login CSRF refused)")
+
+    /// Creates the session for a verified sign-in whose state cookie matched: the session
+    /// cookie (or the store record and its reference), the state cookie cleared (single use),
+    /// and the redirect to the remembered `rd`.
+    func establish(_ identity: VerifiedIdentity, record: StateRecord, cookies: [(name: String, value: String)],
+                   on loop: EventLoop, _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
         let now = clock()
-        let session = ProxySession(provider: provider, subject: identity.subject, email: identity.email,
+        let session = ProxySession(provider: record.provider, subject: identity.subject, email: identity.email,
                                    emailVerified: identity.emailVerified ?? false, name: identity.name,
                                    accessToken: settings.passAccessToken ? identity.tokens.accessToken : nil,
                                    issuedAt: now, expiresAt: now + settings.lifetimeSeconds)
-        guard let setCookies = try? cookie.setCookies(for: session, now: now,
-                                                      present: cookies.map(\.name).filter(cookie.isSessionCookieName)) else {
-            return .failure(CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
-                                            logDetail: "session cookie could not be sealed"))
+        let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
+        let done: (Result<[String], CallbackFailure>) -> Void = { [self] result in
+            completion(result.map { setCookies in
+                Response(status: 302, headers: [("Location", record.rd)]
+                         + setCookies.map { ("Set-Cookie", $0) } + [("Set-Cookie", clearStateCookie)])
+            })
         }
-        let clearState = stateCookieName + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
-        return .success(Response(status: 302, headers: [("Location", record.rd)]
-                                 + setCookies.map { ("Set-Cookie", $0) } + [("Set-Cookie", clearState)]))
+        guard serverSide else {
+            guard let setCookies = try? cookie.setCookies(for: session, now: now, present: present) else {
+                return done(.failure(Self.unsealable))
+            }
+            return done(.success(setCookies))
+        }
+        store(session, present: present, on: loop, done)
+    }
+
+    static let unsealable = CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
+                                            logDetail: "session cookie could not be sealed")
+
+    /// Expires the state cookie: it is single use.
+    var clearStateCookie: String {
+        stateCookieName + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
     }
 
     // MARK: Helpers
 
+    /// The cookie-borne session; never one with server-side sessions (a whole session sealed
+    /// in a cookie could not be ended at sign-out, so it is not accepted there).
     func session(_ cookies: [(name: String, value: String)]) -> ProxySession? {
-        cookie.session(from: cookies.filter { cookie.isSessionCookieName($0.name) }, now: clock())
+        guard !serverSide else { return nil }
+        return cookie.session(from: cookies.filter { cookie.isSessionCookieName($0.name) }, now: clock())
     }
 
     static func authorizationEndpoint(_ p: ProviderSettings) -> String? {
@@ -205,24 +306,31 @@ struct StateRecord: Equatable {
     let rd: String
     let provider: String
     let expiresAt: Int64
+    /// The web sign-in's PKCE verifier (S256 challenge sent to the provider).
+    let verifier: String
+    /// The web sign-in's redirect URI, exactly as sent (the token request must repeat it).
+    let redirectURI: String
 
     func json() -> [UInt8] {
         JSONValue.object(["s": .string(state), "n": .string(nonce), "r": .string(rd), "p": .string(provider),
-                          "e": .number(String(expiresAt))]).serialized()
+                          "e": .number(String(expiresAt)), "v": .string(verifier), "u": .string(redirectURI)]).serialized()
     }
 
-    init(state: String, nonce: String, rd: String, provider: String, expiresAt: Int64) {
+    init(state: String, nonce: String, rd: String, provider: String, expiresAt: Int64, verifier: String, redirectURI: String) {
         self.state = state
         self.nonce = nonce
         self.rd = rd
         self.provider = provider
         self.expiresAt = expiresAt
+        self.verifier = verifier
+        self.redirectURI = redirectURI
     }
 
     init?(json: [UInt8]) {
         guard let o = (try? JSONParser.parse(json))?.objectValue,
               let s = o["s"]?.stringValue, let n = o["n"]?.stringValue, let r = o["r"]?.stringValue,
-              let p = o["p"]?.stringValue, let e = o["e"]?.int64Value else { return nil }
-        self.init(state: s, nonce: n, rd: r, provider: p, expiresAt: e)
+              let p = o["p"]?.stringValue, let e = o["e"]?.int64Value,
+              let v = o["v"]?.stringValue, let u = o["u"]?.stringValue else { return nil }
+        self.init(state: s, nonce: n, rd: r, provider: p, expiresAt: e, verifier: v, redirectURI: u)
     }
 }

@@ -99,9 +99,13 @@ public enum ClientAuthMethod: String, Sendable {
 public struct ClientCredentials: Sendable, Equatable {
     public var clientID: String
     public var clientSecret: Secret
-    public init(clientID: String, clientSecret: Secret) {
+    /// How the proxy authenticates this (web) client at the provider's token endpoint in
+    /// session mode's web sign-in. Default `client_secret_post` (what Google documents).
+    public var clientAuth: ClientAuthMethod = .post
+    public init(clientID: String, clientSecret: Secret, clientAuth: ClientAuthMethod = .post) {
         self.clientID = clientID
         self.clientSecret = clientSecret
+        self.clientAuth = clientAuth
     }
 }
 

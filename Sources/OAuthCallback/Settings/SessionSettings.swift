@@ -19,6 +19,18 @@ public struct SessionSettings: Sendable {
     public var protect: PathRule = .none
     /// Path prefixes that never need a session (matched on the path only, never the query).
     public var skip: [String] = []
+    /// Keep sessions in the store, the cookie carrying only a sealed random session id, so
+    /// sign-out ends a session everywhere (a copied cookie dies with it). nil = follow the
+    /// store: on with a shared store (redis), off with the in-memory one (sessions then live in
+    /// the sealed cookie alone and survive restarts).
+    public var serverSide: Bool? = nil
+    /// Where a failed web sign-in lands (`?error=<code>` appended): a local path or an
+    /// `allowed_redirect_hosts` URL. nil = the proxy's own error page.
+    public var errorURL: String? = nil
+    /// The web sign-in's redirect URI as registered at the provider
+    /// (`https://app.example.com/_oauth/web_callback`). nil = derived per request from the
+    /// `Host` header and `secure`: `https://<Host>/_oauth/web_callback`.
+    public var webRedirectURI: String? = nil
 
     public enum PathRule: Sendable, Equatable {
         case none, all

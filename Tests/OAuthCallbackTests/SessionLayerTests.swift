@@ -1,0 +1,219 @@
+import ProxyCore
+import Testing
+@testable import OAuthCallback
+
+/// `session` mode off the request path: the web sign-in's callback, sessions in the store, and
+/// the refusals — through a real loop and a memory (or failing) store, the provider a double.
+@Suite struct SessionLayerTests {
+    let loop = TestLoop.shared
+    let clock = ManualClock()
+    static let secret = "a-session-secret-of-at-least-32-characters"
+    static let webRedirect = "https://app.example.com/_oauth/web_callback"
+
+    static func settings(errorURL: String? = nil) -> OAuthSettings {
+        var o = OAuthSettings()
+        var s = SessionSettings()
+        s.secrets = [Secret(secret)]
+        s.secure = false
+        s.errorURL = errorURL
+        s.protect = .all
+        o.session = s
+        var google = ProviderSettings(name: "google", kind: .google)
+        google.handoff = .session
+        google.appClient = ClientCredentials(clientID: "web-client", clientSecret: Secret("web-secret"), clientAuth: .basic)
+        google.endpoints.authorization = "https://idp.example/authorize"
+        o.providers["google"] = google
+        return o
+    }
+
+    func layer(serverSide: Bool, store: (any Store)? = nil, provider: CountingProvider = CountingProvider(),
+               errorURL: String? = nil) throws -> SessionLayer {
+        try SessionLayer(oauth: Self.settings(errorURL: errorURL), store: store ?? MemoryStore(clock: clock.read),
+                         identityProviders: ["google": provider], serverSide: serverSide,
+                         log: Logger(level: .error), clock: { 1_800_000_000 })
+    }
+
+    // MARK: Helpers
+
+    /// /_oauth/start's state cookie and the authorization URL's parameters.
+    func start(_ layer: SessionLayer, rd: String = "/account") -> (cookies: [(name: String, value: String)], query: [String: String]) {
+        let r = layer.start(query: FormEncoding.encode([("rd", rd)]), host: "app.example.com")
+        let location = r.headers.first { $0.name == "Location" }!.value
+        let query = location.split(separator: "?", maxSplits: 1).last.map(String.init) ?? ""
+        var params: [String: String] = [:]
+        if case .success(let fields) = QueryDecoding.decode(query) { for f in fields { params[f.name] = f.value } }
+        return (setCookies(r), params)
+    }
+
+    func setCookies(_ r: Response) -> [(name: String, value: String)] {
+        r.headers.filter { $0.name == "Set-Cookie" }.map { header in
+            let pair = header.value.split(separator: ";", maxSplits: 1)[0]
+            let eq = pair.firstIndex(of: "=")!
+            return (String(pair[..<eq]), String(pair[pair.index(after: eq)...]))
+        }
+    }
+
+    func callback(_ layer: SessionLayer, _ query: String, _ cookies: [(name: String, value: String)]) -> Response? {
+        loop.ask { loop, done in layer.webCallback(query: query, host: "app.example.com", cookies: cookies, on: loop) { done($0) } }
+    }
+
+    func header(_ r: Response?, _ name: String) -> String? { r?.headers.first { $0.name == name }?.value }
+
+    // MARK: The web callback
+
+    @Test func aWebCallbackRedeemsTheCodeWithTheWebClientAndTheStateCookiesVerifierAndNonce() throws {
+        let provider = CountingProvider()
+        let layer = try layer(serverSide: false, provider: provider)
+        let (cookies, q) = start(layer)
+        #expect(q["code_challenge_method"] == "S256")
+        let r = callback(layer, FormEncoding.encode([("code", "4/web-code"), ("state", q["state"]!), ("scope", "openid")]), cookies)
+        #expect(r?.status == 302)
+        #expect(header(r, "Location") == "/account")
+        let request = try #require(provider.requests.first)
+        #expect(provider.count == 1)
+        #expect(request.client.clientID == "web-client")
+        #expect(request.client.clientSecret?.value == "web-secret")
+        #expect(request.client.clientAuth == .basic)
+        #expect(request.client.redirectURI == "http://app.example.com/_oauth/web_callback")
+        #expect(request.code == "4/web-code")
+        #expect(request.expectedNonce == q["nonce"])
+        let verifier = try #require(request.codeVerifier)
+        #expect(Base64URL.encode(SHA256.hash(verifier)) == q["code_challenge"], "the verifier of the challenge sent")
+        let set = setCookies(r!)
+        #expect(set.contains { $0.name == "_oauth_state" && $0.value.isEmpty }, "the state cookie is single use")
+        #expect(layer.session(set.filter { $0.name == "_oauth_session" })?.email == "jane@example.com")
+    }
+
+    @Test func aWebCallbackWithAnotherState_orWithoutTheStateCookie_isRefusedBeforeTheProvider() throws {
+        let provider = CountingProvider()
+        let layer = try layer(serverSide: false, provider: provider)
+        let (cookies, _) = start(layer)
+        let (_, other) = start(layer)
+        let query = FormEncoding.encode([("code", "c"), ("state", other["state"]!)])
+        for jar in [cookies, []] {
+            let r = callback(layer, query, jar)
+            #expect(r?.status == 400)
+            #expect(setCookies(r!).isEmpty, "neither a session nor the victim's state cookie cleared")
+        }
+        #expect(provider.count == 0)
+    }
+
+    @Test func aCodeIsRedeemedOnceEvenWithTheStateCookieReplayed() throws {
+        let provider = CountingProvider()
+        let layer = try layer(serverSide: false, provider: provider)
+        let (cookies, q) = start(layer)
+        let query = FormEncoding.encode([("code", "c"), ("state", q["state"]!)])
+        #expect(callback(layer, query, cookies)?.status == 302)
+        let again = callback(layer, query, cookies)
+        #expect(again?.status == 400)
+        #expect(provider.count == 1)
+    }
+
+    @Test func theProvidersErrorGoesToTheErrorURL_orTheProxysPage() throws {
+        let provider = CountingProvider()
+        for errorURL in ["/oops?from=web", nil] {
+            let layer = try layer(serverSide: false, provider: provider, errorURL: errorURL)
+            let (cookies, q) = start(layer)
+            let r = callback(layer, FormEncoding.encode([("error", "access_denied"), ("state", q["state"]!)]), cookies)
+            if errorURL != nil {
+                #expect(r?.status == 302)
+                #expect(header(r, "Location") == "/oops?from=web&error=access_denied")
+            } else {
+                #expect(r?.status == 400)
+            }
+            #expect(setCookies(r!).contains { $0.name == "_oauth_state" && $0.value.isEmpty })
+        }
+        #expect(provider.count == 0)
+    }
+
+    @Test(arguments: [
+        ("", false), ("code=a", false), ("state=s", false), ("code=a&code=b&state=s", false),
+        ("code=a&state=s&state=t", false), ("code=a&error=e&state=s", false), ("code=a%20b&state=s", false),
+        ("code=a&state=s", true), ("code=a&state=s&authuser=0&prompt=none&iss=x", true), ("error=access_denied", true),
+    ])
+    func webCallbackQueries(query: String, accepted: Bool) {
+        if case .success = WebCallbackQuery.parse(query) { #expect(accepted) } else { #expect(!accepted) }
+    }
+
+    @Test func aProviderErrorThatIsNotATokenIsNotEchoed() {
+        #expect(WebCallbackQuery.parse("error=%3Cscript%3E&state=s") == .success(.error("provider_error", state: "s")))
+    }
+
+    // MARK: Server-side sessions
+
+    @Test func aServerSideSessionLivesInTheStoreAndTheCookieCarriesOnlyItsID() throws {
+        let store = MemoryStore(clock: clock.read)
+        let long = CallbackProvider.identity(name: String(repeating: "n", count: 3000))
+        let layer = try layer(serverSide: true, store: store, provider: CountingProvider(answer: .success(long)))
+        let (cookies, q) = start(layer)
+        let r = try #require(callback(layer, FormEncoding.encode([("code", "c"), ("state", q["state"]!)]), cookies))
+        #expect(r.status == 302)
+        let session = setCookies(r).filter { layer.cookie.isSessionCookieName($0.name) }
+        #expect(session.count == 1 && session[0].value.utf8.count < 200, "only the sealed id, not the 3 kB name")
+        let id = try #require(layer.cookie.reference(from: session))
+        let found = loop.ask { loop, done in layer.lookup(id, on: loop) { done($0) } }
+        #expect(try found?.get()?.name == long.name)
+        #expect(layer.session(session) == nil, "never read as a cookie session")
+    }
+
+    @Test func signOutEndsTheServerSideSessionEverywhere() throws {
+        let layer = try layer(serverSide: true)
+        let (cookies, q) = start(layer)
+        let r = try #require(callback(layer, FormEncoding.encode([("code", "c"), ("state", q["state"]!)]), cookies))
+        let session = setCookies(r).filter { layer.cookie.isSessionCookieName($0.name) }
+        let id = try #require(layer.cookie.reference(from: session))
+        let out = loop.ask { loop, done in layer.signOut(cookies: session, rd: "/bye", on: loop) { done($0) } }
+        #expect(out?.status == 302)
+        #expect(setCookies(out!).contains { $0.name == "_oauth_session" && $0.value.isEmpty })
+        // The same cookie, kept by someone else: no session any more.
+        let found = loop.ask { loop, done in layer.lookup(id, on: loop) { done($0) } }
+        #expect(try found?.get() == nil)
+    }
+
+    @Test func aCookieSessionIsRefusedWhenSessionsAreServerSide() throws {
+        let cookieLayer = try layer(serverSide: false)
+        let serverLayer = try layer(serverSide: true)
+        let (cookies, q) = start(cookieLayer)
+        let r = try #require(callback(cookieLayer, FormEncoding.encode([("code", "c"), ("state", q["state"]!)]), cookies))
+        let inline = setCookies(r).filter { $0.name == "_oauth_session" }
+        #expect(cookieLayer.session(inline) != nil)
+        #expect(serverLayer.session(inline) == nil, "a sealed whole session could not be ended at sign-out")
+        #expect(serverLayer.cookie.reference(from: inline) == nil)
+    }
+
+    @Test func withoutTheStoreSignInAndSignOutFailClosed() throws {
+        let failing = FailingStore(.unavailable)
+        let layer = try layer(serverSide: true, store: failing)
+        let (cookies, q) = start(layer)
+        let r = callback(layer, FormEncoding.encode([("code", "c"), ("state", q["state"]!)]), cookies)
+        #expect(r?.status == 503, "the replay guard cannot record the code")
+        #expect(!setCookies(r!).contains { $0.name == "_oauth_session" })
+        let reference = try layer.cookie.setCookies(reference: Array(repeating: 7, count: 32), maxAge: 60)
+        let jar = setCookies(Response(status: 200, headers: reference.map { ("Set-Cookie", $0) }))
+        let out = loop.ask { loop, done in layer.signOut(cookies: jar, rd: "/", on: loop) { done($0) } }
+        #expect(out?.status == 503)
+        #expect(setCookies(out!).isEmpty, "the cookie is kept so that signing out again can still end the session")
+        let found = loop.ask { loop, done in layer.lookup(Array(repeating: 7, count: 32), on: loop) { done($0) } }
+        guard let found else { return }
+        #expect(SessionLayer.noSession(found, json: false).status == 503, "not a redirect to sign-in, which would loop")
+        #expect(SessionLayer.noSession(found, json: true).status == 503)
+        #expect(SessionLayer.noSession(.success(nil), json: true).status == 401)
+    }
+
+    // MARK: The state cookie
+
+    @Test func theStateRecordRoundTripsAndOneWithoutVerifierIsRefused() {
+        let r = StateRecord(state: "s", nonce: "n", rd: "/", provider: "google", expiresAt: 5, verifier: "v",
+                            redirectURI: Self.webRedirect)
+        #expect(StateRecord(json: r.json()) == r)
+        #expect(StateRecord(json: Array(#"{"s":"s","n":"n","r":"/","p":"google","e":5}"#.utf8)) == nil)
+    }
+}
+
+/// Identities for the provider double.
+enum CallbackProvider {
+    static func identity(name: String) -> VerifiedIdentity {
+        VerifiedIdentity(provider: "google", subject: "1", email: "jane@example.com", emailVerified: true, name: name,
+                         tokens: TokenResponse(accessToken: "t"))
+    }
+}
