@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (NATIVE, REPO_ROOT, Proxy, RailsApp, TokenTap, clients_file,  # noqa: E402
                      free_port, prepare_rails_app, proxy_config, start_browser, tail)
 from wrapper import WrapperApp  # noqa: E402
+from secret_scan import (_ledger_collects_cookies, pytest_collection_modifyitems,  # noqa: E402,F401
+                         secret_ledger)
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402

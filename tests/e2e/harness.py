@@ -276,6 +276,10 @@ def port_is_free(port) -> bool:
 
 
 class Proxy:
+    # Every proxy started in this test session, whoever started it: the run-wide log scan
+    # (test_log_secrets.py) reads all their lines.
+    started: list["Proxy"] = []
+
     def __init__(self, binary, workdir, config_text, *, port, internal_port, name="proxy"):
         for p in (port, internal_port):     # the session's fixed ports: still ours?
             if not port_is_free(p):
@@ -291,6 +295,7 @@ class Proxy:
         self.stdout_path = workdir / f"{name}.access.log"
         self.stderr_path = workdir / f"{name}.log"
         env = dict(os.environ, WEB_CLIENT_SECRET=WEB_SECRET)
+        Proxy.started.append(self)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([binary, "--config", str(self.config_path)], stdout=out,
                                          stderr=err, stdin=subprocess.DEVNULL, env=env,
@@ -392,6 +397,7 @@ class TokenTap:
         self.port = port
         self.target_port = target_port
         self.records: list[dict] = []
+        self.history: list[dict] = []     # every record of the session (records is per test)
         tap = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -414,6 +420,7 @@ class TokenTap:
                     out_headers = [("Content-Type", "application/json")]
                 rec.update(status=status, response=data.decode(errors="replace"))
                 tap.records.append(rec)
+                tap.history.append(rec)
                 self.send_response(status)
                 for k, v in out_headers:
                     self.send_header(k, v)
