@@ -16,7 +16,8 @@ Through the session a ledger collects every secret the run produced or configure
 At the end (`test_log_secrets.py`, moved last by the hook below) every line of every proxy the
 session started (`harness.Proxy.started`: operator log on stderr and access log on stdout) is
 searched for each value, raw and in the forms a log line could carry it (URL-encoded,
-JSON-escaped), and for an id_token's signature on its own. Values shorter than
+JSON-escaped), and for an id_token's signature on its own — and for the shape of a relay code,
+a JWT or a Bearer/Basic credential, whoever made it. Values shorter than
 MIN_SECRET_LENGTH are left out: a short value would match by chance and prove nothing.
 
 The Rails app's log is not searched: the app is not ours.
@@ -25,12 +26,21 @@ The Rails app's log is not searched: the app is not ours.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, quote_plus
 
 import pytest
 
 MIN_SECRET_LENGTH = 16
+
+# Shapes no line may carry whatever their value: they catch what the ledger never saw (a relay
+# code the app never redeemed, a token of a flow no fixture recorded).
+SHAPES = {
+    "a relay code (cpr1.…)": re.compile(r"cpr1\.[A-Za-z0-9_-]{16,}"),
+    "a JWT": re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."),
+    "a Bearer/Basic credential": re.compile(r"\b(?:Bearer|Basic)(?:\s|%20|\+)+[A-Za-z0-9._~+/=-]{16,}"),
+}
 
 
 @dataclass
@@ -91,8 +101,13 @@ def forms_of(value: str) -> set[str]:
 
 
 def find_leaks(sources: dict[str, list[str]], ledger: Ledger) -> list[str]:
-    """'<kind> in <source> line <n>' for every secret found in any line; empty when clean."""
+    """'<kind> in <source> line <n>' for every secret found in any line, and every line with the
+    shape of one (SHAPES); empty when clean."""
     leaks = []
+    for kind, shape in SHAPES.items():
+        for source, lines in sources.items():
+            leaks += [f"{kind} in {source} line {n}" for n, line in enumerate(lines, 1)
+                      if shape.search(line)]
     for kind, values in sorted(ledger.secrets.items()):
         for value in values:
             needles = forms_of(value)

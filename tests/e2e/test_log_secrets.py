@@ -33,6 +33,12 @@ def test_the_scanner_flags_a_planted_secret():
     # An id_token's signature alone is searched for too.
     ledger.add_token("id_token", "eyJhbGciOi.eyJzdWIiOiIx." + "s" * 40)
     assert find_leaks({"log": ["sig=" + "s" * 40]}, ledger) == ["id_token signature in log line 1"]
+    # Shapes are found with no ledger at all: a relay code, a JWT, a credential.
+    for line, kind in (("code=cpr1." + secrets.token_urlsafe(32), "a relay code (cpr1.…)"),
+                       ("t=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjMifQ.sig", "a JWT"),
+                       ('"authorization":"Bearer ' + secrets.token_urlsafe(24) + '"',
+                        "a Bearer/Basic credential")):
+        assert find_leaks({"log": [line]}, Ledger()) == [f"{kind} in log line 1"], line
 
 
 def test_the_scan_reads_the_proxys_access_log(proxy_factory, secret_ledger):
