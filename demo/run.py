@@ -9,7 +9,7 @@ It then plays the wrapper app once: signs in at the IdP with the *native* iOS cl
 loads /_oauth_callback with the unconsumed code. The proxy exchanges and verifies it, then (relay
 mode) forwards the site's own callback with a one-time relay code, which the site redeems at the
 proxy's relay token endpoint — and the site shows the user signed in. The same callback replayed
-is refused. Ctrl-C stops everything.
+is refused and handed to the site's own failure path. Ctrl-C stops everything.
 """
 import http.cookiejar
 import json
@@ -59,7 +59,7 @@ def callback(grant):
 
 
 def text_of(html):
-    for tag in ("<p id=who>", "<p>"):
+    for tag in ("<p id=failed>", "<p id=who>", "<p>"):
         start = html.find(tag)
         if start >= 0:
             return html[start + len(tag):html.find("</p>", start)]

@@ -10,6 +10,7 @@ signs the user in with a cookie. (A real site would check `state` against its se
 end-to-end suite does that with Rails + Devise + OmniAuth.)
 """
 import base64
+import html
 import http.server
 import json
 import os
@@ -38,7 +39,9 @@ class Site(http.server.BaseHTTPRequestHandler):
             user = next((c.split("=", 1)[1] for c in (self.headers.get("Cookie") or "").split("; ")
                          if c.startswith("demo_user=")), None)
             who = f"Signed in as {user}" if user else "Not signed in"
-            body = (f"<!doctype html><title>Legacy site</title><h1>The unchanged site</h1><p id=who>{who}</p>"
+            failed = dict(urllib.parse.parse_qsl(url.query)).get("sign_in_failed")
+            failed = f"<p id=failed>Sign-in failed: {html.escape(failed)}</p>" if failed else ""
+            body = (f"<!doctype html><title>Legacy site</title><h1>The unchanged site</h1>{failed}<p id=who>{who}</p>"
                     f"<p>This page came through CallbackProxy. The site saw these headers:</p>"
                     f"<table>{rows}</table>").encode()
             ctype = "text/html; charset=utf-8"
@@ -49,8 +52,8 @@ class Site(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def callback(self, q):
-        if "error" in q:
-            return self.redirect("/", None)
+        if "error" in q:    # the site's failure path: back home, saying why
+            return self.redirect("/?sign_in_failed=" + urllib.parse.quote(q["error"]), None)
         form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": q.get("code", ""),
                                        "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
                                        "redirect_uri": "http://127.0.0.1:8080/users/auth/google_oauth2/callback"}).encode()

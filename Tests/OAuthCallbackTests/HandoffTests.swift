@@ -56,4 +56,39 @@ import Testing
         #expect(RelayCodes.isRelayCode("cpr1.abc"))
         #expect(!RelayCodes.isRelayCode("4/0AX4XfWh-google-style-code"))
     }
+
+    /// relay/params: which failures reach the app's own callback (its failure flow) and which
+    /// get the proxy's page. A replay is the genuine wrapper's URL loaded again: the app answers it.
+    @Test(arguments: [
+        // (failure, the callback reported error=, hand-off mode, expected target)
+        (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, HandoffMode.relay,
+         "/cb?error=replayed_code&state=st" as String?),
+        (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, .params,
+         "/cb?error=replayed_code&state=st"),
+        (CallbackFailure(.idp, code: "exchange_failed", userMessage: "", logDetail: ""), false, .relay,
+         "/cb?error=exchange_failed&state=st"),
+        (CallbackFailure(.client, code: "access_denied", userMessage: "", logDetail: ""), true, .params,
+         "/cb?error=access_denied&state=st"),
+        // Contract violations and outages of ours: the proxy's own page.
+        (CallbackFailure(.client, code: "client_mismatch", userMessage: "", logDetail: ""), false, .relay, nil),
+        (CallbackFailure(.client, code: "invalid_request", userMessage: "", logDetail: ""), false, .params, nil),
+        (CallbackFailure(.internal, code: "store_unavailable", userMessage: "", logDetail: "", retryable: true), false, .relay, nil),
+        // Modes without an app callback to run: the proxy's page, replays included.
+        (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, .session, nil),
+        (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, .verify, nil),
+    ])
+    func failuresTheAppCanAnswerGoToItsCallback(failure: CallbackFailure, reported: Bool, mode: HandoffMode, target: String?) {
+        var provider = ProviderSettings(name: "google", kind: .google)
+        provider.handoff = mode
+        provider.appCallback = "/cb"
+        var settings = OAuthSettings()
+        settings.providers["google"] = provider
+        let response: CallbackParameters.Response = reported
+            ? .error(.init(reported: failure.code, description: nil)) : .code("c", verifier: nil)
+        let parameters = CallbackParameters(provider: "google", platform: "ios", clientID: "i", redirectURI: "r",
+                                            state: "st", response: response)
+        #expect(Handoff.appFailureTarget(failure, parameters, settings: settings) == target)
+        // Nothing in the URL could be trusted: never the app.
+        #expect(Handoff.appFailureTarget(failure, nil, settings: settings) == nil)
+    }
 }

@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (NATIVE, REPO_ROOT, Proxy, RailsApp, TokenTap, clients_file,  # noqa: E402
                      free_port, prepare_rails_app, proxy_config, start_browser, tail)
 from wrapper import WrapperApp  # noqa: E402
+from secret_scan import (_ledger_collects_cookies, pytest_collection_modifyitems,  # noqa: E402,F401
+                         secret_ledger)
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
@@ -184,12 +186,12 @@ def proxy_factory(proxy_bin, ports, tmp_path, request, idp, rails, token_tap, ap
     plain proxying, no providers). One at a time; stopped at teardown, logs printed on failure."""
     started: list[Proxy] = []
 
-    def start(handoff="relay", upstream=None):
+    def start(handoff="relay", upstream=None, **config):
         for p in started:
             p.stop()
         upstream = upstream or rails.relay.url
         text = proxy_config(port=ports.proxy, internal_port=ports.internal, upstream=upstream,
-                            idp=idp if handoff else None, handoff=handoff)
+                            idp=idp if handoff else None, handoff=handoff, **config)
         p = Proxy(proxy_bin, tmp_path, text, port=ports.proxy, internal_port=ports.internal,
                   name=f"proxy{len(started)}")
         started.append(p)
@@ -214,6 +216,12 @@ def proxy_factory(proxy_bin, ports, tmp_path, request, idp, rails, token_tap, ap
 @pytest.fixture
 def relay_proxy(proxy_factory):
     return proxy_factory("relay")
+
+
+@pytest.fixture
+def params_proxy(proxy_factory):
+    """The relay proxy plus a second provider, `google_params`, in params mode (harness.py)."""
+    return proxy_factory("relay", params_provider=True)
 
 
 @pytest.fixture

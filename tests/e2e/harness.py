@@ -31,6 +31,9 @@ CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("E2E_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 APP_CALLBACK = "/users/auth/google_oauth2/callback"
+# The app's second provider, for the params hand-off (see rails_app/lib/omniauth/strategies).
+PARAMS_PROVIDER = "google_params"
+PARAMS_CALLBACK = "/users/auth/google_params/callback"
 RELAY_TOKEN_PATH = "/_oauth/token"     # the proxy's default relay_token_path
 
 # The clients registered at the test IdP for this suite (written per run: see clients_file()).
@@ -175,6 +178,8 @@ def rails_env(app, *, issuer, ca_file, token_url=None) -> dict:
                GOOGLE_ISSUER=issuer, GOOGLE_CLIENT_ID=WEB_CLIENT, GOOGLE_CLIENT_SECRET=WEB_SECRET)
     if ca_file:
         env["SSL_CERT_FILE"] = str(ca_file)     # Ruby's OpenSSL trusts the throwaway CA
+    # The params strategy's one setting: the native clients whose tokens it accepts.
+    env["GOOGLE_AUTHORIZED_CLIENT_IDS"] = f"{IOS_CLIENT},{ANDROID_CLIENT}"
     if token_url:
         env["OAUTH_TOKEN_URL"] = token_url      # the app's one setting for the relay hand-off
     else:
@@ -207,7 +212,7 @@ class RailsApp:
 
 
 def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca_file=None,
-                 web_secret_env="WEB_CLIENT_SECRET") -> str:
+                 web_secret_env="WEB_CLIENT_SECRET", params_provider=False) -> str:
     """The proxy's YAML. Without `idp`: plain proxying (no providers). With it: provider `google`
     (kind google, endpoints overridden to the test IdP) in `handoff` mode, the app's web client
     for the relay token endpoint, and the two native clients."""
@@ -236,7 +241,26 @@ def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca
                   f"      ios: {{ client_id: {q(IOS_CLIENT)} }}",        # redirect derived
                   f"      android: {{ client_id: {q(ANDROID_CLIENT)}, "
                   f"redirect_uri: {q(ANDROID_REDIRECT)} }}"]
+        if params_provider:
+            lines += params_provider_lines(idp)
     return "\n".join(lines) + "\n"
+
+
+def params_provider_lines(idp) -> list[str]:
+    """A second provider entry, `google_params`, in params mode: the same IdP and native
+    clients, handed off to the app's google_params strategy (which accepts the tokens)."""
+    q = json.dumps
+    return [f"  {PARAMS_PROVIDER}:",
+            "    kind: google",
+            "    handoff: params",
+            f"    app_callback: {q(PARAMS_CALLBACK)}",
+            "    endpoints:",
+            f"      token: {q(idp.url('/token'))}",
+            f"      jwks: {q(idp.url('/jwks'))}",
+            f"      issuer: {q(idp.issuer)}",
+            "    native:",
+            f"      ios: {{ client_id: {q(IOS_CLIENT)} }}",
+            f"      android: {{ client_id: {q(ANDROID_CLIENT)}, redirect_uri: {q(ANDROID_REDIRECT)} }}"]
 
 
 def port_is_free(port) -> bool:
@@ -252,6 +276,10 @@ def port_is_free(port) -> bool:
 
 
 class Proxy:
+    # Every proxy started in this test session, whoever started it: the run-wide log scan
+    # (test_log_secrets.py) reads all their lines.
+    started: list["Proxy"] = []
+
     def __init__(self, binary, workdir, config_text, *, port, internal_port, name="proxy"):
         for p in (port, internal_port):     # the session's fixed ports: still ours?
             if not port_is_free(p):
@@ -267,6 +295,7 @@ class Proxy:
         self.stdout_path = workdir / f"{name}.access.log"
         self.stderr_path = workdir / f"{name}.log"
         env = dict(os.environ, WEB_CLIENT_SECRET=WEB_SECRET)
+        Proxy.started.append(self)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([binary, "--config", str(self.config_path)], stdout=out,
                                          stderr=err, stdin=subprocess.DEVNULL, env=env,
@@ -368,6 +397,7 @@ class TokenTap:
         self.port = port
         self.target_port = target_port
         self.records: list[dict] = []
+        self.history: list[dict] = []     # every record of the session (records is per test)
         tap = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -390,6 +420,7 @@ class TokenTap:
                     out_headers = [("Content-Type", "application/json")]
                 rec.update(status=status, response=data.decode(errors="replace"))
                 tap.records.append(rec)
+                tap.history.append(rec)
                 self.send_response(status)
                 for k, v in out_headers:
                     self.send_header(k, v)

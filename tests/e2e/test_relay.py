@@ -96,24 +96,25 @@ def test_denied_sign_in_lands_on_the_apps_failure_page(webview, relay_proxy, wra
 
 def test_the_same_callback_twice_signs_in_once(webview, relay_proxy, wrapper_factory, idp,
                                                username):
+    """The WebView loads the same callback again (a reload, a restored WebView). The proxy's
+    replay guard refuses the code before any IdP call and, like every failure the app can
+    answer, hands it to the app's callback (`error=replayed_code&state=…`, docs/handoff.md):
+    the WebView lands on the app's page — OmniAuth finds the state used up (csrf_detected) —
+    and the user, signed in by the first load, stays signed in, once."""
     wrapper = wrapper_factory(relay_proxy)
     result = native_sign_in(webview, relay_proxy, wrapper, "ios", username)
     assert status(webview) == f"Signed in as {username}" and sign_ins(webview) == 1
 
     wrapper.load(result.callback_url)          # the WebView loads the same callback again
-    replay_page = body(webview)
-    assert SUCCESS not in replay_page
-    # A clean failure: the proxy's own "Sign-in failed" page (its replay guard refuses the code
-    # before any IdP call), or the app's failure page (OmniAuth's csrf_detected: the state was
-    # used up by the first sign-in) — never an error trace or a half-done sign-in.
-    if status(webview) is None:
-        assert webview.title == "Sign-in failed", replay_page
-    else:
-        assert alert(webview) and alert(webview).startswith(FAILURE), replay_page
-    open_home(webview, relay_proxy.url)
+    wait_home(webview, "the app's failure page")
+    assert webview.current_url == relay_proxy.url + "/"
+    assert alert(webview) == f'{FAILURE} "Csrf detected".', body(webview)
     assert status(webview) == f"Signed in as {username}"
     assert sign_ins(webview) == 1, "the replayed callback signed the user in a second time"
     assert idp.stats()["token"]["requests"] == 1, "the code was presented to the IdP twice"
+    reasons = [e.get("reason", "verified") for e in relay_proxy.log_events()
+               if e.get("msg") in ("callback verified", "callback failed")]
+    assert reasons == ["verified", "replayed_code"]
 
 
 def test_forged_client_id_is_refused_before_any_idp_call(webview, relay_proxy, wrapper_factory,

@@ -143,6 +143,10 @@ class NativeSignIn:
 class WrapperApp:
     """The wrapper around one WebView. `native` maps platform → (client_id, redirect_uri)."""
 
+    # Every wrapper of the test session, whoever made it: the run-wide log scan reads their
+    # sign-ins (codes, verifiers, states).
+    instances: list["WrapperApp"] = []
+
     def __init__(self, driver, *, initial_url: str, authorization_endpoint: str, native: dict,
                  ca_file: str, provider: str = "google"):
         self.driver = driver
@@ -152,6 +156,8 @@ class WrapperApp:
         self.ca_file = ca_file
         self.provider = provider
         self.intercepted: list[str] = []
+        self.results: list[NativeSignIn] = []     # every native sign-in, for the log scan
+        WrapperApp.instances.append(self)
         self.passed_through: list[str] = []
         self._handled = 0
         self._seen = threading.Condition()
@@ -258,6 +264,7 @@ class WrapperApp:
         else:
             result.error = (got.get("error") or ["unknown_error"])[0]
         result.callback_url = self.callback_url(result)
+        self.results.append(result)
         return result
 
     # -- 4. hand back to the WebView ---------------------------------------------------------------

@@ -306,6 +306,11 @@ class IdP:
     def stats(self) -> dict:
         return self.request("GET", "/_test/stats").json()
 
+    def issued_secrets(self) -> dict:
+        """Every code, verifier, client secret, Authorization value and token the IdP issued or
+        was shown since it started, by kind (GET /_test/secrets)."""
+        return self.request("GET", "/_test/secrets").json()
+
     def reset_stats(self):
         self.request("POST", "/_test/reset-stats").raise_for_status()
 

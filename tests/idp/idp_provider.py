@@ -45,6 +45,7 @@ ID_TOKEN_ALG = "RS256"
 ACCESS_TOKEN_TTL = 3599          # what Google answers in expires_in
 CODE_RECORD_RETENTION = 600      # redeemed/expired codes are remembered this long, for precise reasons
 MAX_EVENTS = 500
+MAX_REMEMBERED_SECRETS = 20_000   # per kind, for GET /_test/secrets
 
 _CODE_VERIFIER = re.compile(r"^[A-Za-z0-9\-._~]{43,128}$")   # RFC 7636 §4.1
 _S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")         # base64url(sha256), no padding
@@ -234,9 +235,17 @@ class IdPState:
         self.modes = {name: "ok" for name in ENDPOINTS.values()}
         self.mode_remaining: dict[str, int | None] = {}
         self.id_token_mode = "ok"
+        # Every secret issued or presented since start (GET /_test/secrets): what other
+        # programs' logs are searched for. Never reset; bounded per kind.
+        self.secrets: dict[str, deque] = {}
 
     def now(self) -> float:
         return time.time() + self.clock_offset
+
+    def remember_secret(self, kind: str, value):
+        if value:
+            with self.lock:
+                self.secrets.setdefault(kind, deque(maxlen=MAX_REMEMBERED_SECRETS)).append(value)
 
     # Codes
 
@@ -246,6 +255,7 @@ class IdPState:
             for code in [c for c, r in self.codes.items() if r.expires_at < horizon]:
                 del self.codes[code]
             self.codes[rec.code] = rec
+        self.remember_secret("code", rec.code)
 
     def redeem_code(self, code: str, client: RegisteredClient) -> CodeRecord:
         """Consume `code` for `client`, atomically. Any presentation of a known code burns it,
@@ -800,6 +810,10 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
     @app.post(prefix + "/token")
     def token():
         claimed = _claimed_client_id(flask.request)
+        state.remember_secret("authorization", flask.request.headers.get("Authorization"))
+        if flask.request.mimetype == "application/x-www-form-urlencoded":
+            for name in ("code", "code_verifier", "client_secret"):
+                state.remember_secret(name, flask.request.form.get(name))
         forced = apply_mode("token")
         if forced is not None:
             state.stats.record_token(claimed, "forced", f"mode:{flask.g.mode}", None,
@@ -819,6 +833,8 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
                                      state.now(), mode=flask.g.mode)
             log_note(client=claimed, outcome="failure", reason=reason, error=error.error)
             return resp
+        for name in ("access_token", "id_token", "refresh_token"):
+            state.remember_secret(name, body.get(name))
         state.stats.record_token(claimed, "success", None, None, status, state.now(),
                                  mode=flask.g.mode, id_token_mode=state.id_token_mode)
         log_note(client=claimed, outcome="success")
@@ -984,6 +1000,11 @@ def register_test_hooks(app: flask.Flask, state: IdPState):
             snap["clock_offset"] = state.clock_offset
         snap["modes"] = modes_view()
         return flask.jsonify(snap)
+
+    @app.get("/_test/secrets")
+    def issued_secrets():
+        with state.lock:
+            return flask.jsonify({kind: list(values) for kind, values in state.secrets.items()})
 
     @app.post("/_test/reset-stats")
     def reset_stats():

@@ -510,6 +510,21 @@ def test_stats_count_per_client_with_reasons_and_reset(idp):
     assert idp.stats()["token"]["requests"] == 0 and idp.stats()["clients"] == {}
 
 
+def test_secrets_hook_lists_what_was_issued_and_presented_and_survives_reset(idp):
+    grant = idp.get_code(IOS)
+    tokens = idp.exchange(grant).json()
+    web = idp.get_code(WEB)
+    secret = idp.web_secret(WEB)
+    idp.exchange(web, client_secret=secret, auth="basic")
+    idp.reset()
+    seen = idp.issued_secrets()
+    assert {grant.code, web.code} <= set(seen["code"])
+    assert grant.code_verifier in seen["code_verifier"]
+    assert tokens["access_token"] in seen["access_token"] and tokens["id_token"] in seen["id_token"]
+    assert any(a.startswith("Basic ") for a in seen["authorization"])
+    assert "refresh_token" not in seen
+
+
 def test_rotate_keys_replaces_the_signing_key(idp):
     old_token = idp.exchange(idp.get_code(IOS)).json()["id_token"]
     old_kid = jwt.get_unverified_header(old_token)["kid"]
@@ -608,7 +623,7 @@ def test_web_client_registered_for_one_method_and_pkce(idp_factory, tmp_path):
 
 def test_hooks_do_not_exist_without_the_flag(idp_factory):
     srv = idp_factory(test_hooks=False)
-    for method, path in [("GET", "/_test/stats"), ("POST", "/_test/rotate-keys"),
+    for method, path in [("GET", "/_test/stats"), ("GET", "/_test/secrets"), ("POST", "/_test/rotate-keys"),
                          ("POST", "/_test/mode"), ("POST", "/_test/reset-stats")]:
         resp = srv.request(method, path)
         assert resp.status_code == 404 and resp.json()["error"] == "not_found"

@@ -220,6 +220,23 @@ def test_idp_refusal_lands_in_the_apps_failure_path(proxy_factory, tmp_path, idp
     assert json.loads(body) == {"failure": "exchange_failed", "state": grant.state}
 
 
+@pytest.mark.parametrize("handoff", ["relay", "params"])
+def test_a_replayed_callback_lands_in_the_apps_failure_path(proxy_factory, tmp_path, idp, app, handoff):
+    """The same callback loaded twice: the replay guard refuses the code before the IdP, and the
+    app's callback gets `error=replayed_code&state=` (docs/handoff.md: the WebView lands on the
+    app's page, whose own state check answers it)."""
+    p = start_proxy(proxy_factory, tmp_path, idp, app, handoff=handoff)
+    grant = idp.get_code(IOS)
+    first_status, _, _ = get(callback_url(p, grant))
+    assert first_status == 200
+    exchanges = idp.request("GET", "/_test/stats").json()["token"]["requests"]
+    status, headers, body = get(callback_url(p, grant))
+    assert status == 200, body
+    assert json.loads(body) == {"failure": "replayed_code", "state": grant.state}
+    assert headers.get("Cache-Control") == "no-store"
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == exchanges, "the replay reached the IdP"
+
+
 def test_contract_violations_get_the_proxys_own_page_not_the_app(proxy_factory, tmp_path, idp, app):
     p = start_proxy(proxy_factory, tmp_path, idp, app)
     grant = idp.get_code(IOS)

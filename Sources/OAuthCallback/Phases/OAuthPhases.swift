@@ -139,10 +139,8 @@ struct Handoff: Sendable {
         }
     }
 
-    /// A failed sign-in lands in the app's own failure path (relay/params: `error=<code>&state=`
-    /// to its callback) when the wrapper reported an error or the IdP refused; a request that
-    /// broke the contract (bad parameters, foreign client, replay) or an outage of ours gets
-    /// the proxy's own page — forwarding those would let anyone drive the app's callback.
+    /// A failed sign-in lands in the app's own failure path when there is one (see
+    /// `appFailureTarget`); otherwise the proxy's own page answers.
     private func fail(_ failure: CallbackFailure, _ parameters: CallbackParameters?, _ sink: ResponseSink) {
         metrics.callback(provider: parameters?.provider, platform: parameters?.platform,
                          OAuthMetrics.outcome(failure, reportedByApp: parameters?.providerError != nil))
@@ -151,13 +149,30 @@ struct Handoff: Sendable {
                                            "source": failure.source.rawValue, "reason": failure.code,
                                            "detail": failure.logDetail, "duration_ms": elapsed(),
                                            "request_id": requestID])
-        if let parameters, parameters.providerError != nil || failure.source == .idp,
-           let provider = settings.providers[parameters.provider], provider.handoff == .relay || provider.handoff == .params,
-           let appCallback = provider.appCallback {
-            sink.proceed(UpstreamRewrite(target: HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)))
-            return
+        if let target = Self.appFailureTarget(failure, parameters, settings: settings) {
+            return sink.proceed(UpstreamRewrite(target: target))
         }
         sink.respond(CallbackPage.error(status: failure.status, message: failure.userMessage))
+    }
+
+    /// relay/params: `<app_callback>?error=<code>&state=<state>`, so the app runs its own failure
+    /// flow and the WebView (which has no address bar to leave a dead-end page by) lands on the
+    /// app's page — for an `error=` from the wrapper, a refusal by the IdP, and a replayed code.
+    /// A replay has passed the contract and the client pinning: it is the genuine wrapper's URL
+    /// loaded again (a reload, a restored WebView), and forwarding it gives nobody anything a
+    /// made-up code would not (that one reaches the app as `exchange_failed`); the app's state
+    /// check then answers it (OmniAuth: `csrf_detected`, the state was used up) and a user already
+    /// signed in stays signed in. nil — the proxy's own page — for a request that broke the
+    /// contract (bad or foreign parameters: forwarding those would let anyone drive the app's
+    /// callback) and for an outage of ours.
+    static func appFailureTarget(_ failure: CallbackFailure, _ parameters: CallbackParameters?,
+                                 settings: OAuthSettings) -> String? {
+        guard let parameters, let provider = settings.providers[parameters.provider],
+              provider.handoff == .relay || provider.handoff == .params,
+              let appCallback = provider.appCallback else { return nil }
+        let replayed = failure.source == .client && failure.code == ReplayGuard.replayedCode
+        guard parameters.providerError != nil || failure.source == .idp || replayed else { return nil }
+        return HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)
     }
 
     private func logVerified(_ parameters: CallbackParameters, mode: String) {

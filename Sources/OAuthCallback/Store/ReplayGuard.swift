@@ -19,6 +19,8 @@ public struct ReplayGuard: Sendable {
     public let store: any Store
     /// How long a seen code is remembered; must outlast the IdP's code lifetime (Google: 10 min).
     public let windowSeconds: Int64
+    /// The failure code of a refused replay (relay/params: also the `error=` the app receives).
+    public static let replayedCode = "replayed_code"
 
     public init(store: any Store, windowSeconds: Int64) {
         self.store = store
@@ -37,7 +39,7 @@ public struct ReplayGuard: Sendable {
                 completion(.success(()))
             case .success(false):
                 completion(.failure(CallbackFailure(
-                    .client, code: "replayed_code",
+                    .client, code: Self.replayedCode,
                     userMessage: "This sign-in link was already used. Please start signing in again.",
                     logDetail: "authorization code for `\(provider)` was already presented (replay refused)")))
             case .failure(let error):
