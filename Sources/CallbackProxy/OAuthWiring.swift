@@ -11,17 +11,25 @@ struct OAuthWiring {
     let http: CurlClient?
     /// The shared state (nil: no providers), for readiness checks.
     let store: (any Store)?
+    /// What `store` was built from: a reload with the same setting keeps the store (the memory
+    /// store's relay codes, replay guards and sessions live on; a Redis connection is kept).
+    let storeSetting: StoreSetting?
+    let storePassword: Secret?
 
     /// With no providers configured, the proxy is a plain reverse proxy.
-    init(_ config: AppConfig, log: Logger, metrics registry: MetricsRegistry) throws(ConfigProblems) {
+    init(_ config: AppConfig, log: Logger, metrics registry: MetricsRegistry,
+         reusing previous: OAuthWiring? = nil) throws(ConfigProblems) {
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
             relayEndpoint = nil
             http = nil
             store = nil
+            storeSetting = nil
+            storePassword = nil
             return
         }
-        let http = CurlClient(caFile: config.oauth.caFile)
+        let http = previous?.http.flatMap { $0.caFile == config.oauth.caFile ? $0 : nil }
+            ?? CurlClient(caFile: config.oauth.caFile)
         let storeKind: String
         switch config.store {
         case .memory: storeKind = "memory"
@@ -30,7 +38,11 @@ struct OAuthWiring {
         let metrics = OAuthMetrics(registry: registry, settings: config.oauth, storeKind: storeKind)
         let providers = try Self.providers(config, http: http, metrics: metrics)
         let rawStore: any Store
+        var kept: (any Store)? = nil
         switch config.store {
+        case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword:
+            kept = previous!.store!
+            rawStore = kept!
         case .memory:
             rawStore = MemoryStore()
         case .redis(let text):
@@ -45,7 +57,8 @@ struct OAuthWiring {
             if let password = config.storePassword { url.password = password.value }
             rawStore = RedisStore(RedisStore.Configuration(url: url), logger: log)
         }
-        let store = rawStore.measured(by: metrics)
+        // A kept store is already measured (the same counters: the registry returns them).
+        let store = kept ?? rawStore.measured(by: metrics)
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil
@@ -66,6 +79,8 @@ struct OAuthWiring {
                                            http: http, metrics: metrics, log: log)
         self.http = http
         self.store = store
+        storeSetting = config.store
+        storePassword = config.storePassword
     }
 
     /// One provider per configured entry; every problem is reported, not just the first.

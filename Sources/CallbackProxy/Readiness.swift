@@ -8,14 +8,16 @@ import Synchronization
 final class Readiness: Sendable {
     /// 0: starting, 1: serving, 2: draining (a load balancer should stop sending new work).
     private let phase = Atomic<Int>(0)
-    private let store: (any Store)?
-    private let upstream: SocketAddress?
+    /// What is checked: replaced by a configuration reload.
+    private let targets = Mutex<(store: (any Store)?, upstream: SocketAddress?)>((nil, nil))
     private let timeout: UInt64
 
-    init(store: (any Store)?, upstream: SocketAddress?, timeout: UInt64 = 2_000_000_000) {
-        self.store = store
-        self.upstream = upstream
+    init(timeout: UInt64 = 2_000_000_000) {
         self.timeout = timeout
+    }
+
+    func check(store: (any Store)?, upstream: SocketAddress?) {
+        targets.withLock { $0 = (store, upstream) }
     }
 
     /// Called once every listener is bound and the loops run.
@@ -31,29 +33,30 @@ final class Readiness: Sendable {
     }
 
     private func check(_ sink: ResponseSink, on loop: EventLoop) {
+        let (store, upstream) = targets.withLock { $0 }
         var problems: [String: String] = [:]
         switch phase.load(ordering: .acquiring) {
         case 0: problems["listeners"] = "not started"
         case 2: problems["listeners"] = "draining"
         default: break
         }
-        checkStore(on: loop) { storeProblem in
+        checkStore(store, on: loop) { storeProblem in
             if let storeProblem { problems["store"] = storeProblem }
-            self.checkUpstream(on: loop) { upstreamProblem in
+            self.checkUpstream(upstream, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
                 sink.respond(Self.answer(problems))
             }
         }
     }
 
-    private func checkStore(on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+    private func checkStore(_ store: (any Store)?, on loop: EventLoop, _ done: @escaping (String?) -> Void) {
         guard let store else { return done(nil) }
         store.get(key: "readyz:probe", on: loop) { result in
             if case .failure(let e) = result { done(e.code.rawValue) } else { done(nil) }
         }
     }
 
-    private func checkUpstream(on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+    private func checkUpstream(_ upstream: SocketAddress?, on loop: EventLoop, _ done: @escaping (String?) -> Void) {
         guard let upstream else { return done(nil) }
         UpstreamProbe.connect(to: upstream, on: loop, timeout: timeout, done)
     }

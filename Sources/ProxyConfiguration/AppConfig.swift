@@ -3,7 +3,7 @@ import ProxyCore
 
 /// Everything `callback-proxy` runs with: the engine's settings and the OAuth layer's.
 /// Built from embedded defaults, then the configuration file, then command-line flags.
-public struct AppConfig: Sendable {
+public struct AppConfig: Sendable, Equatable {
     public var listen: [SocketAddress] = [.ipv4(host: "127.0.0.1", port: 8080)]
     /// The internal listener (/healthz, later the relay token endpoint and /metrics). nil = off.
     public var internalListen: SocketAddress? = .ipv4(host: "127.0.0.1", port: 8081)

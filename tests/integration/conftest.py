@@ -85,7 +85,7 @@ def proxy_factory(tmp_path, request, proxy_bin, upstream_factory):
     started = []
 
     def start(upstream=None, upstream_url=None, opts=None, extra=(), wait=True):
-        url = upstream_url or upstream.url
+        url = upstream_url or (upstream.url if upstream else None)
         p = Proxy(proxy_bin, str(tmp_path), url, opts=opts, extra=extra,
                   name=f"proxy{len(started)}", wait=wait)
         started.append(p)

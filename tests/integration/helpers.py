@@ -230,7 +230,9 @@ class Proxy:
             self.internal_port = free_port()
         merged = dict(self.DEFAULTS)
         merged.update(opts or {})
-        self.args = [binary, "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream_url,
+        # upstream_url None: the upstream comes from the configuration file (reload tests)
+        self.args = [binary, "--listen", f"127.0.0.1:{self.port}",
+                     *(["--upstream", upstream_url] if upstream_url else []),
                      "--internal-listen", f"127.0.0.1:{self.internal_port}"]
         for k, v in merged.items():
             if v is not None:

@@ -303,3 +303,25 @@ def test_a_relay_code_never_redeemed_is_counted_and_named_as_a_likely_misconfigu
         assert time.monotonic() < deadline, "the unredeemed relay code was not counted"
         time.sleep(0.1)
     assert "is the app's token URL pointed at the proxy" in p.stderr_text()
+
+
+def test_a_reload_keeps_the_memory_store_relay_codes_in_flight_stay_redeemable(proxy_factory, tmp_path, idp, app):
+    """A relay code minted just before a SIGHUP is redeemed just after it: the in-memory store
+    (relay codes, replay guards, sessions) outlives a configuration reload."""
+    import signal
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    captured = []
+    app.redeem = lambda code: (captured.append(code), (0, None))[1]
+    status, _, _ = get(callback_url(p, idp.get_code(IOS)))
+    assert status == 200 and len(captured) == 1
+    config = tmp_path / "proxy.yaml"
+    config.write_text(config.read_text().replace("idp_timeout: 5s", "idp_timeout: 6s"))
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    deadline = time.monotonic() + 5
+    while "configuration reloaded" not in p.stderr_text():
+        assert time.monotonic() < deadline, p.stderr_text()[-2000:]
+        time.sleep(0.02)
+    del app.redeem  # the real one again
+    status, token = app.redeem(captured[0])
+    assert status == 200 and token["access_token"], token

@@ -27,6 +27,9 @@ public final class CurlClient: HTTPFetching {
     ///   - caFile: PEM file of the CAs to trust instead of the system store (tests, private IdPs).
     ///   - maxResponseBytes: larger response bodies fail with `.protocolError`.
     ///   - userAgent: sent unless the request carries its own `User-Agent`.
+    /// The CA file it trusts (nil: the system store).
+    public var caFile: String? { options.caFile }
+
     public init(caFile: String? = nil, maxResponseBytes: Int = 1 << 20, userAgent: String = "callback-proxy") {
         options = CurlOptions(caFile: caFile, maxResponseBytes: max(0, maxResponseBytes), userAgent: userAgent)
     }

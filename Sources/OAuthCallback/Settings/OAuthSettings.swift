@@ -1,6 +1,6 @@
 /// The OAuth layer's configuration, as loaded and validated from the configuration file.
 /// Plain values with documented defaults; secrets are already resolved (from env or files).
-public struct OAuthSettings: Sendable {
+public struct OAuthSettings: Sendable, Equatable {
     /// Providers by the name the wrapper app puts in `provider=` (e.g. `google`).
     public var providers: [String: ProviderSettings] = [:]
     /// The path the wrapper app loads. Default `/_oauth_callback`.
@@ -35,7 +35,7 @@ public enum HandoffMode: String, Sendable, CaseIterable {
     case verify
 }
 
-public struct ProviderSettings: Sendable {
+public struct ProviderSettings: Sendable, Equatable {
     public var name: String
     public var kind: ProviderKind
     public var handoff: HandoffMode = .relay

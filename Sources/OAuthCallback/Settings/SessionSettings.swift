@@ -1,6 +1,6 @@
 /// `session` hand-off mode: the proxy's own sign-in (oauth2-proxy style), identity passed
 /// upstream in headers. Present when any provider uses `handoff: session`.
-public struct SessionSettings: Sendable {
+public struct SessionSettings: Sendable, Equatable {
     /// Base name of the session cookie (`__Host-` is prefixed when `secure`). Default `_oauth_session`.
     public var cookieName = "_oauth_session"
     /// Cookie secrets, newest first (rotation: seal with the first, open with any). Each is

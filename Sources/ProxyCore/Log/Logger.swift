@@ -24,13 +24,20 @@ public final class Logger: Sendable {
 
     public enum Format: Sendable { case json, text }
 
-    public let level: Level
+    /// Changed by a configuration reload; read on every log call (one relaxed load).
+    private let threshold: Atomic<Int>
+    public var level: Level {
+        get { Level(rawValue: threshold.load(ordering: .relaxed)) ?? .info }
+    }
+
+    public func setLevel(_ level: Level) { threshold.store(level.rawValue, ordering: .relaxed) }
+
     let format: Format
     let fd: Int32
     private let lock = Mutex(())
 
     public init(level: Level = .info, format: Format = .json, fd: Int32 = 2) {
-        self.level = level
+        threshold = Atomic(level.rawValue)
         self.format = format
         self.fd = fd
     }

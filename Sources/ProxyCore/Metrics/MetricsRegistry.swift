@@ -4,40 +4,54 @@ import Synchronization
 /// internal listener's `/metrics`. Families are registered at set-up; a family's labelled
 /// series are created on first use and kept (label values come from configuration — provider
 /// names, listener names — or from small fixed sets, never from requests).
+///
+/// Registering a family that exists (same name) returns the existing one, so a configuration
+/// reload can rebuild what uses it while the counts go on.
 public final class MetricsRegistry: Sendable {
     private let families = Mutex<[AnyFamily]>([])
 
     public init() {}
 
     public func counter(_ name: String, _ help: String, labels: [String] = []) -> MetricFamily<Counter> {
-        register(MetricFamily(name: name, help: help, type: "counter", labels: labels) { Counter() })
+        register(name, labels) { MetricFamily(name: name, help: help, type: "counter", labels: labels) { Counter() } }
     }
 
     public func gauge(_ name: String, _ help: String, labels: [String] = []) -> MetricFamily<Gauge> {
-        register(MetricFamily(name: name, help: help, type: "gauge", labels: labels) { Gauge() })
+        register(name, labels) { MetricFamily(name: name, help: help, type: "gauge", labels: labels) { Gauge() } }
     }
 
     public func histogram(_ name: String, _ help: String, labels: [String] = [],
                           bounds: [Double] = Histogram.latencyBuckets) -> MetricFamily<Histogram> {
-        register(MetricFamily(name: name, help: help, type: "histogram", labels: labels) { Histogram(bounds: bounds) })
+        register(name, labels) {
+            MetricFamily(name: name, help: help, type: "histogram", labels: labels) { Histogram(bounds: bounds) }
+        }
     }
 
     /// A gauge whose value is computed at scrape time (start time, build info).
     public func gauge(_ name: String, _ help: String, labels: [String: String] = [:], value: @escaping @Sendable () -> Double) {
-        families.withLock { $0.append(AnyFamily(name: name) { out in
-            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-            out += name + Self.labelText(labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-                + " " + Self.number(value()) + "\n"
-        }) }
+        families.withLock { list in
+            precondition(!list.contains { $0.name == name }, "metric \(name) registered twice")
+            list.append(AnyFamily(name: name, family: nil) { out in
+                out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+                out += name + Self.labelText(labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+                    + " " + Self.number(value()) + "\n"
+            })
+        }
     }
 
-    private func register<M>(_ family: MetricFamily<M>) -> MetricFamily<M> {
+    private func register<M>(_ name: String, _ labels: [String], _ make: () -> MetricFamily<M>) -> MetricFamily<M> {
         families.withLock { list in
-            // The same name twice would render two families Prometheus rejects: a wiring bug.
-            precondition(!list.contains { $0.name == family.name }, "metric \(family.name) registered twice")
-            list.append(AnyFamily(name: family.name) { family.render(into: &$0) })
+            if let existing = list.first(where: { $0.name == name }) {
+                // Another type or other labels under one name: a wiring bug Prometheus would reject.
+                guard let same = existing.family as? MetricFamily<M>, same.labelNames == labels else {
+                    preconditionFailure("metric \(name) registered twice with different types or labels")
+                }
+                return same
+            }
+            let family = make()
+            list.append(AnyFamily(name: name, family: family) { family.render(into: &$0) })
+            return family
         }
-        return family
     }
 
     /// The whole exposition, families in registration order.
@@ -75,6 +89,7 @@ public final class MetricsRegistry: Sendable {
 
 private struct AnyFamily: Sendable {
     let name: String
+    let family: (any Sendable)?
     let render: @Sendable (inout String) -> Void
 }
 

@@ -125,6 +125,8 @@ final class ClientConnection: Channel {
     /// Takes over from a finished TLS handshake (`TLSAccept`), which already holds the epoll
     /// registration (handed over in place) and counts as an open connection.
     func startAfterHandshake() {
+        // Its listener was replaced by a reload during the handshake: one request, then close.
+        if listener.isDraining(loop) { closeAfterResponse = true }
         setDeadline(.keepAlive, config.timeouts.clientHeader)
         want(read: true, write: false)
         // The request usually follows the client's Finished message at once.

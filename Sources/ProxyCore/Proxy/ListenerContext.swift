@@ -28,7 +28,12 @@ final class ListenerContext: @unchecked Sendable {
 
     final class PerLoop {
         var pool: UpstreamPool?
+        /// No new requests: connections close after the one in flight (shutdown or reload).
         var draining = false
+        /// Replaced by a reload: its acceptors serve the new context now.
+        var retired = false
+        /// The server is shutting down (in-progress TLS handshakes are dropped).
+        var stopping = false
         var connections = 0
         var acceptors: [Acceptor] = []
     }
@@ -118,7 +123,8 @@ public struct ListenerSpec: Sendable {
 
 /// A listening socket on one loop.
 final class Acceptor: Channel {
-    let context: ListenerContext
+    /// Replaced on reload (on this loop's thread).
+    var context: ListenerContext
 
     init(fd: Int32, loop: EventLoop, context: ListenerContext) {
         self.context = context

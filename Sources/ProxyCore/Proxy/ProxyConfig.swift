@@ -4,7 +4,7 @@ import Glibc
 
 /// Everything the engine needs to run, with the defaults a newcomer gets.
 /// Durations are nanoseconds; sizes are bytes.
-public struct ProxyConfig: Sendable {
+public struct ProxyConfig: Sendable, Equatable {
     /// Where requests that pass the phases go. `nil` for listeners that only answer locally.
     public var upstream: UpstreamTarget? = nil
     public var limits = HTTPLimits()
@@ -19,7 +19,7 @@ public struct ProxyConfig: Sendable {
     public init() {}
 }
 
-public struct Timeouts: Sendable {
+public struct Timeouts: Sendable, Equatable {
     public static let second: UInt64 = 1_000_000_000
     /// From the first byte of a request (or connection open) until its head is complete → 408.
     public var clientHeader: UInt64 = 10 * second

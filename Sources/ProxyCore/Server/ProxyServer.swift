@@ -10,9 +10,14 @@ import Glibc
 /// connections across loops and a connection lives on one loop (one thread) for its life.
 public final class ProxyServer: Sendable {
     private let loops: [EventLoop]
+    /// The listeners as started: the sockets; a reload replaces what serves them, not them.
     private let contexts: [ListenerContext]
+    /// Per loop, every context with work on it: the current ones and, after a reload, the
+    /// replaced ones until their connections are gone.
+    private let live: LiveContexts
     private let log: Logger
     private let accessLog: AccessLog?
+    private let metrics: EngineMetrics
     private let running = Atomic<Int>(0)
     private let threads = Mutex<[EventLoopThread]>([])
 
@@ -25,7 +30,10 @@ public final class ProxyServer: Sendable {
         self.loops = loops
         self.log = log
         self.accessLog = accessLog
-        contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
+        self.metrics = metrics
+        let contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
+        self.contexts = contexts
+        live = LiveContexts(loops: loops.count, contexts: contexts)
     }
 
     /// Binds every listener (errors surface here, before anything runs) and starts the loops.
@@ -62,7 +70,7 @@ public final class ProxyServer: Sendable {
             let listeners = fdsPerLoop[i].map { ListenerFD(fd: $0.0, context: $0.1) }
             let accessLog = self.accessLog
             let log = self.log
-            let contexts = self.contexts
+            let live = self.live
             let thread = try EventLoopThread(loop: loop, setup: { loop in
                 for l in listeners {
                     let acceptor = Acceptor(fd: l.fd, loop: loop, context: l.context)
@@ -75,7 +83,7 @@ public final class ProxyServer: Sendable {
                 }
                 if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
             }, teardown: { [self] loop in
-                for context in contexts { context.state(loop).pool?.closeAll() }
+                for context in live.contexts(loop) { context.state(loop).pool?.closeAll() }
                 accessLog?.flush(loopIndex: loop.index)
                 self.running.subtract(1, ordering: .sequentiallyConsistent)
             })
@@ -93,8 +101,11 @@ public final class ProxyServer: Sendable {
     public func shutdown(timeout: UInt64) -> Bool {
         for loop in loops {
             loop.execute { [self] in
-                let first = contexts.filter { !$0.spec.drainsLast }
-                drain(first.isEmpty ? contexts : first, on: loop)
+                live.stopping[loop.index] = true
+                let all = live.contexts(loop)
+                for context in all { context.state(loop).stopping = true }
+                let first = all.filter { !$0.spec.drainsLast && !$0.state(loop).retired }
+                drain(first.isEmpty ? all : first, on: loop)
                 checkDrained(loop)
             }
         }
@@ -124,9 +135,12 @@ public final class ProxyServer: Sendable {
         loop.forEachChannel { $0.onDrain() }
     }
 
-    /// Once the first group is idle the listeners that drain last follow; once everything is
-    /// idle the loop stops.
+    /// Replaced contexts leave once idle. When stopping: once the first group is idle the
+    /// listeners that drain last follow; once everything is idle the loop stops.
     private func checkDrained(_ loop: EventLoop) {
+        live.prune(loop)
+        guard live.stopping[loop.index] else { return }
+        let contexts = live.contexts(loop)
         let draining = contexts.filter { $0.state(loop).draining }
         guard !draining.isEmpty, draining.allSatisfy({ $0.state(loop).connections == 0 }) else { return }
         let remaining = contexts.filter { !$0.state(loop).draining }
@@ -135,6 +149,76 @@ public final class ProxyServer: Sendable {
         } else {
             drain(remaining, on: loop)
             checkDrained(loop)
+        }
+    }
+}
+
+extension ProxyServer {
+    /// Serves the same listeners with new specs (configuration, phases, certificates): every
+    /// loop switches its acceptors to the new contexts at once; connections of the old ones
+    /// finish the request in flight — unaffected — and then close (keep-alive clients reconnect
+    /// to the new configuration), like nginx's old workers. Listener names and addresses must
+    /// be the ones the server started with: sockets are not rebound.
+    public func reload(_ specs: [ListenerSpec]) throws(ReloadRefused) {
+        guard specs.count == contexts.count,
+              zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
+            throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
+        }
+        let fresh = specs.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
+        for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
+        for loop in loops {
+            loop.execute { [self] in
+                guard !live.stopping[loop.index] else { return }
+                let current = live.current(loop)
+                for (old, new) in zip(current, fresh) {
+                    let s = old.state(loop)
+                    new.state(loop).acceptors = s.acceptors
+                    for a in s.acceptors { a.context = new }
+                    s.acceptors.removeAll()
+                    s.retired = true
+                    s.draining = true
+                    s.pool?.closeAll()
+                }
+                live.replace(current, with: fresh, on: loop)
+                loop.forEachChannel { $0.onDrain() }
+                checkDrained(loop)
+            }
+        }
+    }
+}
+
+public struct ReloadRefused: Error, Sendable {
+    public let message: String
+}
+
+/// Which contexts each loop serves. `@unchecked Sendable`: slot `i` is only touched by loop `i`.
+final class LiveContexts: @unchecked Sendable {
+    private var current: [[ListenerContext]]
+    private var retired: [[ListenerContext]]
+    var stopping: [Bool]
+
+    init(loops: Int, contexts: [ListenerContext]) {
+        current = Array(repeating: contexts, count: loops)
+        retired = Array(repeating: [], count: loops)
+        stopping = Array(repeating: false, count: loops)
+    }
+
+    func current(_ loop: EventLoop) -> [ListenerContext] { current[loop.index] }
+
+    func contexts(_ loop: EventLoop) -> [ListenerContext] { current[loop.index] + retired[loop.index] }
+
+    func replace(_ old: [ListenerContext], with new: [ListenerContext], on loop: EventLoop) {
+        current[loop.index] = new
+        retired[loop.index] += old
+    }
+
+    /// Drops replaced contexts with no connection left on this loop (their idle pool goes too).
+    func prune(_ loop: EventLoop) {
+        retired[loop.index].removeAll { context in
+            let s = context.state(loop)
+            guard s.connections == 0 else { return false }
+            s.pool?.closeAll()
+            return true
         }
     }
 }

@@ -81,7 +81,12 @@ final class TLSAccept: Channel {
         close()
     }
 
-    override func onDrain() { if listener.isDraining(loop) { close() } }
+    /// A handshake under way when a reload replaced its listener's configuration goes on (its
+    /// connection then serves one request and closes); at shutdown it is dropped.
+    override func onDrain() {
+        let s = listener.state(loop)
+        if s.draining && (!s.retired || s.stopping) { close() }
+    }
 
     private func handOver() {
         deadline = 0

@@ -1,0 +1,135 @@
+"""SIGHUP reloads the whole configuration: built completely first, then switched to at once;
+in-flight requests finish on the old one; an invalid file changes nothing and names every
+problem; what a running process cannot change (sockets, threads, log destinations) refuses the
+reload as a whole."""
+
+import json
+import signal
+import threading
+import time
+
+from helpers import HTTPConn
+from test_observability import samples, scrape, value
+
+
+def write_config(path, upstream, extra=""):
+    path.write_text(f"upstream: {upstream.url}\n{extra}")
+
+
+def reload(p, expect):
+    """Sends SIGHUP and waits for the log line `expect` (returns it, parsed)."""
+    before = p.stderr_text().count(expect)
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        lines = [l for l in p.stderr_text().splitlines() if expect in l]
+        if len(lines) > before:
+            return json.loads(lines[-1])
+        time.sleep(0.02)
+    raise AssertionError(f"no new {expect!r} after SIGHUP; stderr: {p.stderr_text()[-2000:]}")
+
+
+def served_by(p, upstream_a, upstream_b):
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+    a, b = len(upstream_a.record.requests()), len(upstream_b.record.requests())
+    return a, b
+
+
+def test_a_new_upstream_applies_and_the_request_in_flight_finishes_on_the_old(proxy_factory, upstream_factory, tmp_path):
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+    result = {}
+
+    def slow():
+        with p.conn() as c:
+            c.request("GET", "/slow?ms=1200")
+            r = c.read_response(timeout=5)
+            result["status"], result["closes"] = r.status, r.closes()
+
+    t = threading.Thread(target=slow)
+    t.start()
+    time.sleep(0.3)
+    write_config(cfg, b)
+    line = reload(p, "configuration reloaded")
+    assert line["upstream"] == b.url.split("//")[1]
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+    t.join(5)
+    assert [r["target"] for r in b.record.requests()] == ["/echo"], "new requests go to the new upstream"
+    assert [r["target"] for r in a.record.requests()] == ["/slow?ms=1200"]
+    # in flight during the reload: finished on the old configuration, then the connection closed
+    # (its keep-alive would otherwise stay on the old configuration)
+    assert result == {"status": 200, "closes": True}
+    assert value(samples(scrape(p)), "callback_proxy_config_reloads_total", result="success") == 1
+
+
+def test_an_idle_keepalive_connection_is_closed_by_a_reload_and_the_client_reconnects(proxy_factory, upstream_factory, tmp_path):
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+        write_config(cfg, b)
+        reload(p, "configuration reloaded")
+        assert c.wait_closed(2), "an idle keep-alive connection must not stay on the old configuration"
+    assert served_by(p, a, b) == (1, 1)
+
+
+def test_an_invalid_configuration_keeps_the_running_one_and_names_every_problem(proxy_factory, upstream_factory, tmp_path):
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+    write_config(cfg, b, "timeouts: { upstream: soon }\nupstrem_typo: 1\n")
+    reload(p, "configuration reload refused")
+    time.sleep(0.1)
+    problems = [json.loads(l)["problem"] for l in p.stderr_text().splitlines() if "reload refused" in l]
+    assert any("timeouts.upstream" in x for x in problems), problems
+    assert any("upstrem_typo" in x for x in problems), problems
+    assert served_by(p, a, b) == (1, 0), "the running configuration must stay in place"
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_config_reloads_total", result="failure") == 1
+    assert value(s, "callback_proxy_config_reloads_total", result="success") == 0
+
+
+def test_a_change_that_needs_a_restart_refuses_the_whole_reload(proxy_factory, upstream_factory, tmp_path):
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a, "loops: 1\n")
+    p = proxy_factory(upstream_url=None, opts={"--loops": None}, extra=["--config", str(cfg)])
+    write_config(cfg, b, "loops: 2\n")
+    line = reload(p, "configuration reload refused")
+    assert "loops" in line["problem"] and "restart" in line["problem"]
+    assert served_by(p, a, b) == (1, 0), "nothing of a refused reload may apply (not even the upstream)"
+
+
+def test_the_log_level_follows_the_configuration(proxy_factory, upstream, tmp_path):
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, upstream, "log: { level: info }\n")
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+
+    def refused_lines():
+        with HTTPConn(p.port) as c:
+            c.send(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+            assert c.read_response().status == 400
+        time.sleep(0.1)
+        return p.stderr_text().count('"request refused"')
+
+    assert refused_lines() == 1
+    write_config(cfg, upstream, "log: { level: error }\n")
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    # at level error the "configuration reloaded" line itself is not written: watch the counter
+    deadline = time.monotonic() + 5
+    while value(samples(scrape(p)), "callback_proxy_config_reloads_total", result="success") != 1:
+        assert time.monotonic() < deadline, f"reload not applied; stderr: {p.stderr_text()[-1500:]}"
+        time.sleep(0.05)
+    assert refused_lines() == 1, "an info line was written after the level went to error"
