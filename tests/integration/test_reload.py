@@ -133,3 +133,20 @@ def test_the_log_level_follows_the_configuration(proxy_factory, upstream, tmp_pa
         assert time.monotonic() < deadline, f"reload not applied; stderr: {p.stderr_text()[-1500:]}"
         time.sleep(0.05)
     assert refused_lines() == 1, "an info line was written after the level went to error"
+
+
+def test_a_connection_accepted_before_the_reload_still_gets_its_first_request_served(proxy_factory, upstream_factory, tmp_path):
+    """Closing it would reset a client that did nothing wrong (and, on a fresh connection,
+    would not retry): it is served once, on the old configuration, then closed."""
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+    with p.conn() as c:
+        time.sleep(0.1)  # accepted, nothing sent yet
+        write_config(cfg, b)
+        reload(p, "configuration reloaded")
+        c.request("GET", "/echo")
+        r = c.read_response()
+        assert r.status == 200 and r.closes()
+    assert [x["target"] for x in a.record.requests()] == ["/echo"]

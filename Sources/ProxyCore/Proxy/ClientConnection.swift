@@ -81,6 +81,8 @@ final class ClientConnection: Channel {
     var statusSent = 0
     var inRequest = false
     var requestID = RequestID()
+    /// Whether a response went out on this connection (a reload closes idle ones that did).
+    var servedAny = false
 
     /// Bytes buffered towards a slow reader before we stop reading from the other side.
     static let highWater = 256 * 1024
@@ -238,7 +240,13 @@ final class ClientConnection: Channel {
         // A listener that drains last (the internal one) is still serving: not this round.
         guard listener.isDraining(loop) else { return }
         closeAfterResponse = true
-        if state == .readingHead && !inRequest && input.isEmpty { close() }
+        guard state == .readingHead && !inRequest && input.isEmpty else { return }
+        // A connection accepted just before a reload whose first request is still on its way:
+        // closing it would reset a client that did nothing wrong (and will not retry, unlike
+        // on a reused keep-alive connection). It gets that one request, then closes.
+        let s = listener.state(loop)
+        if s.retired && !s.stopping && !servedAny { return }
+        close()
     }
 
     // MARK: Requests
@@ -381,6 +389,7 @@ final class ClientConnection: Channel {
     func finishRequest() {
         logAccess()
         inRequest = false
+        servedAny = true
         upstream = nil
         if !requestBodyDone { closeAfterResponse = true }
         if closeAfterResponse {
