@@ -105,10 +105,16 @@ providers:
         print(f"   the WebView ends on the site's own page ({status}): {text_of(page)}")
         status, page = callback(grant)
         print(f"== the same callback again → {status}: {text_of(page)}")
+        with urllib.request.urlopen("http://127.0.0.1:8081/metrics", timeout=5) as r:
+            counted = [l for l in r.read().decode().splitlines()
+                       if l.startswith(("callback_proxy_callbacks_total", "callback_proxy_relay_codes"))]
+        print("== what the operator sees on the internal /metrics:\n   " + "\n   ".join(counted))
         print(f"""
 Running (Ctrl-C to stop). Try:
   curl -i http://127.0.0.1:8080/headers      # proxied to the site, with X-Forwarded-*
-  curl -i http://127.0.0.1:8081/healthz      # the internal listener
+  curl -i http://127.0.0.1:8081/healthz      # the internal listener: alive
+  curl -i http://127.0.0.1:8081/readyz       # ready: store answering, upstream accepting connections
+  curl -s http://127.0.0.1:8081/metrics      # Prometheus metrics
   curl -i 'http://127.0.0.1:8080/_oauth_callback?provider=google&platform=ios'   # refused: 400
 Configuration used: {config}
 """)
