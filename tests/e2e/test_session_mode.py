@@ -93,7 +93,7 @@ def proxy_yaml(ports, idp) -> str:
         f"  ca_file: {q(str(idp.ca_cert))}",
         "  idp_timeout: 5s",
         "  session: { secret_env: SESSION_SECRET, secure: false, protect: all, "
-        "skip: [/public, /favicon.ico], server_side: true }",
+        "skip: [/public], server_side: true }",
         "providers:",
         "  google:",
         "    kind: google",

@@ -121,6 +121,23 @@ def test_without_a_session_identity_headers_are_stripped_and_protected_paths_red
     assert upstream.record.requests() and all(q["target"] != "/private/x" for q in upstream.record.requests())
 
 
+def test_sub_resources_get_a_401_and_never_replace_a_sign_in_in_flight(sproxy, idp):
+    """A browser fetches /favicon.ico (and images, scripts) on its own while the user signs in.
+    Redirected to /_oauth/start, such a fetch would set a new state cookie and the user's own
+    sign-in would come back to a state this browser no longer holds."""
+    for dest in ("image", "script", "empty", "iframe"):
+        r = get(sproxy, "/private/favicon.ico", headers={"Sec-Fetch-Dest": dest})
+        assert r.status == 401 and not set_cookies(r), (dest, r)
+        # and if one got to /_oauth/start anyway, no state cookie is issued to it
+        r = get(sproxy, "/_oauth/start?rd=/", headers={"Sec-Fetch-Dest": dest})
+        assert r.status == 401 and "_oauth_state" not in set_cookies(r), (dest, r)
+    # a page navigation (or a client without Fetch Metadata) is sent to sign in
+    for headers in ({"Sec-Fetch-Dest": "document"}, {}):
+        r = get(sproxy, "/private/page", headers=headers)
+        assert r.status == 302 and r.one("location").startswith("/_oauth/start?"), r
+        assert get(sproxy, "/_oauth/start?rd=/", headers=headers).status == 302
+
+
 def test_userinfo_auth_and_sign_out(sproxy, idp):
     r, _, _, _ = sign_in(sproxy, idp)
     session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}

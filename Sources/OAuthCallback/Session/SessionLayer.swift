@@ -83,7 +83,13 @@ public final class SessionLayer: Sendable {
         let cookies = Self.cookies(request.headers(named: "Cookie"))
         let loop = request.eventLoop
         switch path {
-        case Self.startPath: return .respond(start(query: request.query ?? "", host: request.host ?? "localhost"))
+        case Self.startPath:
+            // Only a page navigation starts a sign-in: an image or script that followed a
+            // redirect here would replace the state cookie of the sign-in in flight.
+            guard Self.isNavigation(request.header("Sec-Fetch-Dest")) else {
+                return .respond(Self.json(401, ["error": .string("unauthorized")]))
+            }
+            return .respond(start(query: request.query ?? "", host: request.host ?? "localhost"))
         case Self.signOutPath:
             let rd = Self.queryValue(request.query, "rd").flatMap(redirects.validate) ?? "/"
             return .deferred { [self] sink in signOut(cookies: cookies, rd: rd, on: loop) { sink.respond($0) } }
@@ -116,7 +122,12 @@ public final class SessionLayer: Sendable {
             let needed = settings.requiresSession(path)
             // Copied now: the view is only valid during this call.
             let accept = request.header("Accept") ?? ""
-            let json = request.header("X-Requested-With") != nil ? true : accept.contains("application/json")
+            // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
+            // get a 401, not a redirect to sign-in: following it would start a second sign-in
+            // whose state cookie replaces the one of the page's sign-in in flight.
+            let scripted = request.header("X-Requested-With") != nil
+            let navigation = Self.isNavigation(request.header("Sec-Fetch-Dest"))
+            let json = scripted || accept.contains("application/json") || !navigation
             let target = needed ? request.target : ""
             return withSession(cookies, on: loop) { found in
                 switch found {
@@ -129,6 +140,13 @@ public final class SessionLayer: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether a request is a top-level page load: `Sec-Fetch-Dest: document`, or no such
+    /// header (clients that predate Fetch Metadata, curl).
+    static func isNavigation(_ fetchDest: String?) -> Bool {
+        guard let fetchDest else { return true }
+        return fetchDest.lowercased() == "document"
     }
 
     /// A protected path without a session: to sign-in, or 401 for scripts.
