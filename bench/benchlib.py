@@ -9,6 +9,10 @@ writes wrk's output to FILE and a JSON record to FILE.json:
   rc, elapsed_s, wrk_cpu_s, machine_busy_s, other_cpu_cores,
   cpu_s {NAME: CPU seconds of that process tree, or null if its root exited},
   rss_kib {NAME: [VmRSS before, after] summed over the tree}
+
+  python3 bench/benchlib.py scrape --port INTERNAL_PORT --out FILE.json
+
+fetches callback-proxy's /metrics once, checks the text format and records the samples.
 """
 import argparse
 import json
@@ -186,6 +190,109 @@ def load_run(path):
 
 
 # --------------------------------------------------------------------------------------------
+# callback-proxy's /metrics: one fetch, checked against the exposition format
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+
+
+def check_exposition(text):
+    """(samples {(name, frozenset(labels)): value}, problems): the Prometheus text format 0.0.4 as
+    callback-proxy writes it: # HELP/# TYPE before a family's samples, no duplicate series,
+    histogram buckets cumulative and ending in +Inf = _count."""
+    samples, problems, declared = {}, [], {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line or line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            parts = line.split(" ")
+            if len(parts) != 4 or parts[3] not in ("counter", "gauge", "histogram", "summary", "untyped"):
+                problems.append(f"line {n}: bad TYPE line {line!r}")
+            else:
+                declared[parts[2]] = parts[3]
+            continue
+        if line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            problems.append(f"line {n}: not an exposition line {line[:120]!r}")
+            continue
+        name, labels, value = m.groups()
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        if name not in declared and base not in declared:
+            problems.append(f"line {n}: sample without # TYPE {name}")
+        try:
+            v = float(value)
+        except ValueError:
+            problems.append(f"line {n}: value {value!r} is not a number")
+            continue
+        key = (name, frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', labels or "")))
+        if key in samples:
+            problems.append(f"line {n}: duplicate series {line[:120]!r}")
+        samples[key] = v
+    for fam, kind in declared.items():
+        if kind != "histogram":
+            continue
+        series = {}
+        for (name, labels), v in samples.items():
+            if name == fam + "_bucket":
+                rest = frozenset(x for x in labels if x[0] != "le")
+                le = dict(labels)["le"]
+                series.setdefault(rest, []).append((float("inf") if le == "+Inf" else float(le), v))
+        for rest, buckets in series.items():
+            buckets.sort()
+            counts = [c for _, c in buckets]
+            if counts != sorted(counts) or buckets[-1][0] != float("inf"):
+                problems.append(f"{fam}: buckets not cumulative or no +Inf")
+            elif samples.get((fam + "_count", rest)) != counts[-1]:
+                problems.append(f"{fam}: _count differs from the +Inf bucket")
+    return samples, problems
+
+
+def scrape(port, out):
+    """Fetches /metrics from the internal listener on `port`; writes (and returns) a record: ok,
+    problems, status, ms, bytes, series, samples [[name, {labels}, value]] (histogram buckets left
+    out)."""
+    import socket
+    t0 = time.monotonic()
+    rec = {"ok": False}
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        s.close()
+        head, _, body = buf.partition(b"\r\n\r\n")
+        rec["status"] = int(head.split()[1])
+    except (OSError, ValueError, IndexError) as e:
+        rec["problems"] = [f"fetch failed: {e}"]
+    else:
+        rec["ms"] = (time.monotonic() - t0) * 1000
+        rec["bytes"] = len(body)
+        samples, problems = check_exposition(body.decode("utf-8", "replace"))
+        if rec["status"] != 200:
+            problems.insert(0, f"status {rec['status']}")
+        rec["problems"] = problems
+        rec["series"] = len(samples)
+        rec["samples"] = [[n, dict(l), v] for (n, l), v in samples.items() if not n.endswith("_bucket")]
+        rec["ok"] = not problems
+    with open(out, "w") as f:
+        json.dump(rec, f)
+    return rec
+
+
+def metric_sum(rec, name, **labels):
+    """The sum of a scrape's samples called `name` whose labels include `labels`; None if the
+    scrape failed."""
+    if not rec or "samples" not in rec:
+        return None
+    return sum(v for n, l, v in rec["samples"] if n == name and all(l.get(k) == x for k, x in labels.items()))
+
+
+# --------------------------------------------------------------------------------------------
 # Statistics
 
 
@@ -211,7 +318,12 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--pid", action="append", default=[], metavar="NAME=PID")
     p.add_argument("argv", nargs=argparse.REMAINDER)
+    p = sub.add_parser("scrape")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--out", required=True)
     a = ap.parse_args()
+    if a.cmd == "scrape":
+        sys.exit(0 if scrape(a.port, a.out)["ok"] else 1)
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     pids = {}
     for spec in a.pid:

@@ -4,7 +4,6 @@
 Subcommands:
   idle-conns  open N keep-alive connections to a proxy, one GET each, measure the proxy's RSS
   startup     time callback-proxy from exec to /healthz answering (and its own startup_ms)
-  scrape      fetch callback-proxy's /metrics once, check the text format, record the counters
   report      parse the raw wrk outputs and JSON results in a directory and print Markdown
 """
 import argparse
@@ -18,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import load_run, med, parse_wrk, ratio, tree_rss_kib
+from benchlib import load_run, med, metric_sum, parse_wrk, ratio, tree_rss_kib
 
 # --------------------------------------------------------------------------------------------
 # idle-conns
@@ -199,100 +198,7 @@ def cmd_startup(a):
 
 
 # --------------------------------------------------------------------------------------------
-# scrape: one fetch of callback-proxy's /metrics, checked against the exposition format
-
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
-
-
-def check_exposition(text):
-    """(samples {(name, frozenset(labels)): value}, problems): the Prometheus text format 0.0.4 as
-    callback-proxy writes it: # HELP/# TYPE before a family's samples, no duplicate series,
-    histogram buckets cumulative and ending in +Inf = _count."""
-    samples, problems, declared = {}, [], {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line or line.startswith("# HELP "):
-            continue
-        if line.startswith("# TYPE "):
-            parts = line.split(" ")
-            if len(parts) != 4 or parts[3] not in ("counter", "gauge", "histogram", "summary", "untyped"):
-                problems.append(f"line {n}: bad TYPE line {line!r}")
-            else:
-                declared[parts[2]] = parts[3]
-            continue
-        if line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            problems.append(f"line {n}: not an exposition line {line[:120]!r}")
-            continue
-        name, labels, value = m.groups()
-        base = re.sub(r"_(bucket|sum|count)$", "", name)
-        if name not in declared and base not in declared:
-            problems.append(f"line {n}: sample without # TYPE {name}")
-        try:
-            v = float(value)
-        except ValueError:
-            problems.append(f"line {n}: value {value!r} is not a number")
-            continue
-        key = (name, frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', labels or "")))
-        if key in samples:
-            problems.append(f"line {n}: duplicate series {line[:120]!r}")
-        samples[key] = v
-    for fam, kind in declared.items():
-        if kind != "histogram":
-            continue
-        series = {}
-        for (name, labels), v in samples.items():
-            if name == fam + "_bucket":
-                rest = frozenset(x for x in labels if x[0] != "le")
-                le = dict(labels)["le"]
-                series.setdefault(rest, []).append((float("inf") if le == "+Inf" else float(le), v))
-        for rest, buckets in series.items():
-            buckets.sort()
-            counts = [c for _, c in buckets]
-            if counts != sorted(counts) or buckets[-1][0] != float("inf"):
-                problems.append(f"{fam}: buckets not cumulative or no +Inf")
-            elif samples.get((fam + "_count", rest)) != counts[-1]:
-                problems.append(f"{fam}: _count differs from the +Inf bucket")
-    return samples, problems
-
-
-def cmd_scrape(a):
-    t0 = time.monotonic()
-    rec = {"ok": False}
-    try:
-        s = socket.create_connection(("127.0.0.1", a.port), timeout=5)
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        s.close()
-        head, _, body = buf.partition(b"\r\n\r\n")
-        rec["status"] = int(head.split()[1])
-        rec["content_type"] = next((l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n")
-                                    if l.lower().startswith(b"content-type:")), None)
-    except (OSError, ValueError, IndexError) as e:
-        rec["problems"] = [f"fetch failed: {e}"]
-    else:
-        rec["ms"] = (time.monotonic() - t0) * 1000
-        rec["bytes"] = len(body)
-        samples, problems = check_exposition(body.decode("utf-8", "replace"))
-        if rec["status"] != 200:
-            problems.insert(0, f"status {rec['status']}")
-        rec["problems"] = problems
-        rec["series"] = len(samples)
-        rec["proxied"] = sum(v for (n, l), v in samples.items()
-                             if n == "callback_proxy_requests_total" and ("route", "proxied") in l)
-        rec["proxied_2xx"] = samples.get(("callback_proxy_requests_total",
-                                          frozenset({("route", "proxied"), ("code_class", "2xx")})), 0.0)
-        rec["upstream_count"] = samples.get(("callback_proxy_upstream_response_seconds_count", frozenset()), 0.0)
-        rec["ok"] = not problems
-    with open(a.out, "w") as f:
-        json.dump(rec, f)
-    sys.exit(0 if rec["ok"] else 1)
+# /metrics and the access log in the report
 
 
 def metrics_section(d, keys, rounds, w):
@@ -329,11 +235,12 @@ def metrics_section(d, keys, rounds, w):
         b, m, a_ = scr["before"], scr["during"], scr["after"]
         parse_ok = all(x and x["ok"] for x in (b, m, a_))
         problems = [p for x in (b, m, a_) if x for p in x.get("problems", [])]
-        mid = (b and m and a_ and b.get("proxied") is not None and m.get("proxied") is not None
-               and b["proxied"] < m["proxied"] < a_["proxied"])
+        proxied = lambda x: metric_sum(x, "callback_proxy_requests_total", route="proxied")
+        upstream = lambda x: metric_sum(x, "callback_proxy_upstream_response_seconds_count")
+        mid = None not in (proxied(b), proxied(m), proxied(a_)) and proxied(b) < proxied(m) < proxied(a_)
         n = run.get("requests")
-        delta = a_["proxied"] - b["proxied"] if b and a_ and "proxied" in a_ and "proxied" in b else None
-        dup = a_["upstream_count"] - b["upstream_count"] if delta is not None else None
+        delta = proxied(a_) - proxied(b) if None not in (proxied(a_), proxied(b)) else None
+        dup = upstream(a_) - upstream(b) if None not in (upstream(a_), upstream(b)) else None
         diff = delta - n if delta is not None and n is not None else None
         good = parse_ok and mid and diff is not None and 0 <= diff <= 60
         verdicts.append(good)
@@ -760,9 +667,6 @@ def main():
     p.add_argument("--upstream", required=True)
     p.add_argument("--loops", type=int, default=2)
     p.add_argument("--runs", type=int, default=5)
-    p = sub.add_parser("scrape")
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--out", required=True)
     p = sub.add_parser("report")
     p.add_argument("--dir", required=True)
     p.add_argument("--out")
@@ -774,8 +678,6 @@ def main():
         cmd_idle_conns(a)
     elif a.cmd == "startup":
         cmd_startup(a)
-    elif a.cmd == "scrape":
-        cmd_scrape(a)
     elif a.cmd == "report":
         cmd_report(a)
     elif a.cmd == "parse-wrk":
