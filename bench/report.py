@@ -264,16 +264,22 @@ def access_log_section(rps, runs, rounds, w):
     names = {"cp": "callback-proxy", "nginx": "nginx"}
     w("## Cost of the access log (JSON lines to a file)")
     w("")
-    w("| server | throughput, log on ÷ off: ratio of medians [per round] | p50 on ÷ off | p99 on ÷ off |")
-    w("|---|---|---|---|")
+    w("Log on ÷ off: ratio of the medians, per-round ratios in brackets. The server's own CPU time per request "
+      "(all its processes, from `/proc`, ÷ requests wrk completed) is the figure least moved by other work on "
+      "the machine.")
+    w("")
+    w("| server | throughput | p50 | p99 | CPU per request | CPU µs / request, off → on |")
+    w("|---|---|---|---|---|---|")
     for on, off in pairs:
         cells = []
-        for field in ("rps", "p50", "p99"):
+        for field in ("rps", "p50", "p99", "proxy_us"):
             per = [ratio(runs[on][i].get(field), runs[off][i].get(field))
                    if runs[on][i]["ok"] and runs[off][i]["ok"] else None for i in range(rounds)]
             m_on = med([p.get(field) if p["ok"] else None for p in runs[on]])
             m_off = med([p.get(field) if p["ok"] else None for p in runs[off]])
             cells.append(f"**{fmt_ratio(ratio(m_on, m_off))}** [{' '.join(fmt_ratio(x) for x in per)}]")
+        us = [med([p.get("proxy_us") if p["ok"] else None for p in runs[k]]) for k in (off, on)]
+        cells.append(" → ".join("—" if u is None else f"{u:.1f}" for u in us))
         w(f"| {names[off]} | " + " | ".join(cells) + " |")
     if ("cp-log", "cp") in pairs and ("nginx-log", "nginx") in pairs:
         w("")
@@ -291,7 +297,10 @@ def load(path):
     r = load_run(path)
     if r is None:
         return {"ok": False, "error": "not run", "errors": {}}
-    r["other"] = (r["cpu"] or {}).get("other_cpu_cores")
+    cpu = r["cpu"] or {}
+    r["other"] = cpu.get("other_cpu_cores")
+    proxy_s = (cpu.get("cpu_s") or {}).get("proxy")
+    r["proxy_us"] = proxy_s / r["requests"] * 1e6 if proxy_s is not None and r.get("requests") else None
     return r
 
 
