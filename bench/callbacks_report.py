@@ -368,10 +368,11 @@ def cmd_report(a):
         w(f"#### {title}")
         w("")
         w("Ratio of the medians, and in brackets the per-round ratios (runs of the same round; the order rotates, "
-          "so they ran close together).")
+          f"so they ran close together). Quiet rounds: the median throughput ratio over the rounds in which both "
+          f"runs had other processes under {QUIET} cores, and how many there were.")
         w("")
-        w("| | throughput | p50 | p99 | proxy CPU / request | proxy + redis-server CPU / request |")
-        w("|---|---|---|---|---|---|")
+        w("| | throughput | quiet rounds | p50 | p99 | proxy CPU / request | proxy + redis-server CPU / request |")
+        w("|---|---|---|---|---|---|---|")
         for x, y in pairs:
             cells = []
             for f in ("rps", "p50", "p99", "proxy_us", "total_us"):
@@ -383,6 +384,10 @@ def cmd_report(a):
                 mx = med([_total(r) for r in good[x]]) if f == "total_us" else m(x, f)
                 my = med([_total(r) for r in good[y]]) if f == "total_us" else m(y, f)
                 cells.append(f"**{f2(ratio(mx, my), '×')}** [{' '.join(f2(p) for p in per)}]")
+                if f == "rps":
+                    quiet_ = [ratio(rx["rps"], ry["rps"]) for rx, ry in zip(runs[x], runs[y]) if ok(rx) and ok(ry)
+                              and max(rx.get("other_cpu_cores") or 0, ry.get("other_cpu_cores") or 0) < QUIET]
+                    cells.append(f"{f2(med(quiet_), '×')} ({len(quiet_)})" if quiet_ else "none")
             w(f"| {label(x)} ÷ {label(y)} | " + " | ".join(cells) + " |")
         w("")
 
