@@ -1,9 +1,7 @@
 #!/usr/bin/env python3
 """Helper for bench/callbacks (Python stdlib only).
 
-Subcommands:
-  wrk      run one wrk command and record the CPU time the proxy, the stub nginx, wrk and the
-           rest of the machine used meanwhile (from /proc), next to wrk's output
+Subcommands (wrk runs and their CPU accounting: bench/benchlib.py):
   instr    drive N callbacks (or N plain requests) through a proxy on one keep-alive
            connection, for the callgrind instruction count
   objects  per-object instruction totals of a callgrind output file (via callgrind_annotate)
@@ -16,95 +14,12 @@ import json
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import urllib.parse
 
-HZ = os.sysconf("SC_CLK_TCK")
-
-# --------------------------------------------------------------------------------------------
-# CPU time from /proc
-
-
-def proc_ticks(pid):
-    """utime + stime of one process (all its threads), in clock ticks; None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # rest[0] is field 3 (state); utime and stime are fields 14 and 15.
-    return int(rest[11]) + int(rest[12])
-
-
-def children(pid):
-    kids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        kids.append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return kids
-
-
-def tree_ticks(pids):
-    return sum(proc_ticks(p) or 0 for p in pids)
-
-
-def machine_busy_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-    return sum(v[:8]) - v[3] - v[4]
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def cmd_wrk(a):
-    import resource
-    stub = [a.stub] + children(a.stub)  # nginx master + worker
-    p0, s0, b0 = proc_ticks(a.proxy), tree_ticks(stub), machine_busy_ticks()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rss0 = rss_kib(a.proxy)
-    t0 = time.monotonic()
-    with open(a.out, "w") as f:
-        argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-        rc = subprocess.call(argv, stdout=f, stderr=subprocess.STDOUT)
-    elapsed = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p1, s1, b1 = proc_ticks(a.proxy), tree_ticks(stub), machine_busy_ticks()
-    wrk_s = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    rec = {
-        "rc": rc,
-        "elapsed_s": elapsed,
-        "proxy_alive": p1 is not None,
-        "proxy_cpu_s": None if p1 is None else (p1 - p0) / HZ,
-        "stub_cpu_s": (s1 - s0) / HZ,
-        "wrk_cpu_s": wrk_s,
-        "machine_busy_s": (b1 - b0) / HZ,
-        "rss_before_kib": rss0,
-        "rss_after_kib": rss_kib(a.proxy),
-    }
-    ours = (rec["proxy_cpu_s"] or 0) + rec["stub_cpu_s"] + wrk_s
-    rec["other_cpu_cores"] = max(0.0, (rec["machine_busy_s"] - ours) / elapsed)
-    with open(a.out + ".json", "w") as f:
-        json.dump(rec, f)
-    sys.exit(rc)
-
+from benchlib import PERCENTILES, load_run, med, metric_sum, ratio, spread
 
 # --------------------------------------------------------------------------------------------
 # instr: sequential requests on one keep-alive connection
@@ -279,72 +194,63 @@ def cmd_cgsel(a):
 # --------------------------------------------------------------------------------------------
 # report
 
-UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
+NAMES = {"cb-verify-memory": "verify, memory", "cb-verify-redis": "verify, Redis",
+         "cb-relay-memory": "relay, memory", "cb-relay-redis": "relay, Redis", "plain": "plain proxying"}
+QUIET = 0.3  # cores other processes may use during a run for it to count as quiet
+OUTCOMES = ("refused", "denied", "idp_error", "replay", "store_unavailable", "error")
 
 
-def parse_wrk(text):
-    r = {"errors": None, "non2xx": 0, "statuses": {}}
-    m = re.search(r"^\s*(\d+) requests in ([\d.]+)(\w+)", text, re.M)
-    if m:
-        r["requests"] = int(m.group(1))
-        r["wrk_seconds"] = float(m.group(2)) * UNITS.get(m.group(3), 1.0) / 1000.0
-    m = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M)
-    if m:
-        r["rps"] = float(m.group(1))
-    for pct in ("50", "99"):
-        m = re.search(rf"^\s+{pct}(?:\.0+)?%\s+([\d.]+)(\w+)", text, re.M)
-        if m:
-            r[f"p{pct}"] = float(m.group(1)) * UNITS[m.group(2)]
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
-    if m:
-        r["errors"] = dict(zip(("connect", "read", "write", "timeout"), map(int, m.groups())))
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    if m:
-        r["non2xx"] = int(m.group(1))
-    for code, n in re.findall(r"^# status (\d+) (\d+)", text, re.M):
-        r["statuses"][int(code)] = int(n)
-    return r
+def label(kind):
+    return NAMES.get(kind, kind)
 
 
-def load_run(d, tag):
-    path = os.path.join(d, f"wrk-{tag}.txt")
-    if not os.path.exists(path):
+def load(d, tag, conns):
+    """A run: wrk's figures, CPU per request of each process, and what is wrong with it (`bad`).
+    A callback run is also checked against the proxy's own counters (scraped before and after):
+    every callback wrk completed must be a `success`, none of another outcome."""
+    r = load_run(os.path.join(d, f"wrk-{tag}.txt"))
+    if r is None:
         return None
-    with open(path) as f:
-        r = parse_wrk(f.read())
-    try:
-        with open(path + ".json") as f:
-            r.update(json.load(f))
-    except OSError:
-        pass
+    cpu = r["cpu"] or {}
     n = r.get("requests") or 0
-    if n and r.get("proxy_cpu_s") is not None:
-        r["proxy_us"] = r["proxy_cpu_s"] / n * 1e6
-        r["stub_us"] = r["stub_cpu_s"] / n * 1e6
-        r["wrk_us"] = r["wrk_cpu_s"] / n * 1e6
-    if r.get("elapsed_s"):
-        r["proxy_cores"] = (r.get("proxy_cpu_s") or 0) / r["elapsed_s"]
-        r["stub_cores"] = r.get("stub_cpu_s", 0) / r["elapsed_s"]
-        r["wrk_cores"] = r.get("wrk_cpu_s", 0) / r["elapsed_s"]
+    elapsed = cpu.get("elapsed_s")
+    for name, v in list((cpu.get("cpu_s") or {}).items()) + [("wrk", cpu.get("wrk_cpu_s"))]:
+        if v is not None and n:
+            r[f"{name}_us"] = v / n * 1e6
+        if v is not None and elapsed:
+            r[f"{name}_cores"] = v / elapsed
+    r["other_cpu_cores"] = cpu.get("other_cpu_cores")
+    r["rss_before_kib"], r["rss_after_kib"] = ((cpu.get("rss_kib") or {}).get("proxy") or [None, None])
     bad = []
-    if r.get("errors") and any(r["errors"].values()):
-        bad.append("socket errors " + ", ".join(f"{k} {v}" for k, v in r["errors"].items() if v))
-    if r.get("non2xx"):
-        bad.append(f"{r['non2xx']} non-2xx/3xx responses")
-    non200 = {c: k for c, k in r["statuses"].items() if not 200 <= c < 300}
-    if non200:
-        bad.append("statuses " + ", ".join(f"{c}×{k}" for c, k in sorted(non200.items())))
+    if r["errors"]:
+        bad.append("errors " + ", ".join(f"{k} {v}" for k, v in r["errors"].items()))
     if "rps" not in r:
         bad.append("no wrk result")
-    if r.get("proxy_alive") is False:
+    if "proxy" in (cpu.get("cpu_s") or {}) and cpu["cpu_s"]["proxy"] is None:
         bad.append("proxy died")
+    before, after = (_json(os.path.join(d, f"wrk-{tag}.txt.metrics-{w}.json")) for w in ("before", "after"))
+    if before is not None or after is not None:
+        ok_ = [metric_sum(x, "callback_proxy_callbacks_total", outcome="success") for x in (before, after)]
+        other = [sum(metric_sum(x, "callback_proxy_callbacks_total", outcome=o) or 0 for o in OUTCOMES)
+                 for x in (before, after)]
+        if None in ok_:
+            bad.append("/metrics scrape failed")
+        else:
+            r["successes"] = ok_[1] - ok_[0]
+            r["other_outcomes"] = other[1] - other[0]
+            if not n <= r["successes"] <= n + conns or r["other_outcomes"]:
+                bad.append(f"the proxy counted {r['successes']:,.0f} successes and {r['other_outcomes']:,.0f} other "
+                           f"outcomes for {n:,} callbacks wrk completed")
     r["bad"] = bad
     return r
 
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
+def _json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def fk(v):
@@ -359,10 +265,6 @@ def f1(v, suffix=""):
 
 def f2(v, suffix=""):
     return "–" if v is None else f"{v:.2f}{suffix}"
-
-
-def ratio(a, b):
-    return a / b if a is not None and b else None
 
 
 def read_kv(path):
@@ -380,25 +282,29 @@ def cmd_report(a):
     meta = read_kv(os.path.join(d, "meta.txt"))
     rounds = int(meta.get("rounds", 0))
     aim = float(meta.get("aim", 5000))
-    cb = [load_run(d, f"callbacks-r{r}") for r in range(1, rounds + 1)]
-    pl = [load_run(d, f"plain-r{r}") for r in range(1, rounds + 1)]
-    warm_cb, warm_pl = load_run(d, "callbacks-warmup"), load_run(d, "plain-warmup")
-    prof_cb = load_run(d, "callbacks-profile")
+    conns = int(meta.get("conns", 50) or 50)
+    ncores = int(meta.get("nproc", 2) or 2)
+    kinds = meta.get("kinds", "").split()
+    cbk = [k for k in kinds if k.startswith("cb-")]
+    runs = {k: [load(d, f"{k}-r{r}", conns) for r in range(1, rounds + 1)] for k in kinds}
+    warm = {k: load(d, f"{k}-warmup", conns) for k in kinds}
+    prof = {k: load(d, f"{k}-profile", conns) for k in cbk[:1]}
     ok = lambda r: r is not None and not r["bad"]
+    good = {k: [r for r in runs[k] if ok(r)] for k in kinds}
+    m = lambda k, f: med([r.get(f) for r in good[k]])
     out = []
     w = out.append
 
-    failed = [(k, i + 1, r) for k, runs in (("callbacks", cb), ("plain", pl)) for i, r in enumerate(runs)
-              if r is not None and r["bad"]]
-    failed += [(k, tag, r) for k, tag, r in (("callbacks", "warm-up", warm_cb), ("plain", "warm-up", warm_pl),
-                                             ("callbacks", "profile", prof_cb)) if r is not None and r["bad"]]
+    failed = [(label(k), str(i + 1), r) for k in kinds for i, r in enumerate(runs[k]) if r is not None and r["bad"]]
+    failed += [(label(k), tag, r) for tag, group in (("warm-up", warm), ("profile", prof))
+               for k, r in group.items() if r is not None and r["bad"]]
 
     w(f"### Callback throughput — {meta.get('date', '?')}")
     w("")
     if failed:
-        w("> **FAILED: some runs had errors or non-2xx responses** (every callback must be answered 200; "
-          "a 400 usually means a replayed code or a contract mismatch, a 502 an IdP/stub problem). "
-          "They are excluded from the medians and listed under Notes.")
+        w("> **FAILED: some runs had errors, non-2xx responses or outcomes other than success** (every callback must "
+          "end verified; a 400 usually means a replayed code or a contract mismatch, a 502 or 503 an IdP, stub or "
+          "store problem). They are excluded from the medians and listed under Notes.")
         w("")
     w(f"- Command: `{meta.get('command', '?')}` (in `{meta.get('cwd', '?')}`), took {meta.get('elapsed', '?')}")
     w(f"- Machine: `nproc` = {meta.get('nproc', '?')}; {meta.get('uname', '?')}; load average at start "
@@ -406,27 +312,32 @@ def cmd_report(a):
       "request, not absolute requests/s)")
     w(f"- Versions: {meta.get('cp_version', '?')} ({meta.get('cp_bin', '?')}); {meta.get('nginx_version', '?')}; "
       f"wrk {meta.get('wrk_version', '?')}; {meta.get('swift_version', '?')}; {meta.get('curl_version', '?')}; "
-      f"{meta.get('openssl_version', '?')}; source: {meta.get('git', '?')}")
+      f"{meta.get('openssl_version', '?')}"
+      + (f"; {meta['redis_version']}" if meta.get("redis_version") else "") + f"; source: {meta.get('git', '?')}")
     w(f"- Stub IdP and upstream: one nginx, `worker_processes 1`, on loopback `http://`: `POST /token` → fixed JSON "
       f"with a real RS256 id_token ({meta.get('id_token_bytes', '?')} bytes, 2048-bit key), `GET /jwks` "
-      "(`Cache-Control: max-age=3600`), `GET /` → 200 with a 1024-byte body (the plain-proxying upstream)")
-    w("- Proxy: provider `google` (`kind: google`, `handoff: session`, native iOS client), "
-      "`--loops 2 --access-log off`, log level warn, in-memory store; a fresh proxy process for the warm-up, "
-      "for each round and for the profile (see \"Replay store capacity\" below), primed with one callback "
-      "(JWKS fetch) before its runs")
-    w(f"- Load: `wrk -t1 -c{meta.get('conns', '?')} -d{meta.get('duration', '?')}s --latency`, callbacks with "
+      "(`Cache-Control: max-age=3600`), `GET /` and the relay hand-off's app callback → 200 with a 1024-byte body")
+    variants = "; ".join(f"**{label(k)}**: `handoff: {meta.get('config_' + k, '? ?').split()[1]}`, "
+                         f"`store: {meta.get('config_' + k, '? ?').split()[0].strip(chr(34))}`" for k in cbk)
+    w(f"- Proxy: provider `google` (`kind: google`, native iOS client), `--loops 2 --access-log off`, log level "
+      f"warn. Variants as run: {variants}. Plain proxying runs on the first variant's configuration. "
+      "`verify` answers with the proxy's own page; `relay` (the default hand-off) also writes a relay code to the "
+      "store and forwards the app's callback to the upstream. Redis: a private `redis-server` on loopback, "
+      "`--save \"\" --appendonly no`, flushed before each Redis run. A fresh proxy process for every run, primed "
+      "with one callback (JWKS fetch)")
+    w(f"- Load: `wrk -t1 -c{conns} -d{meta.get('duration', '?')}s --latency`, callbacks with "
       "`-s bench/callbacks.lua` (a unique code per request), plain with `GET /`; "
-      f"{rounds} rounds, callbacks and plain alternating (order swapped each round), after one "
-      f"{meta.get('warmup', '?')}s warm-up run each")
-    w("- CPU: utime+stime of the proxy process (all threads) from `/proc/PID/stat` before and after each run, "
-      "÷ requests wrk completed. That is CPU time, so the wait for the IdP is excluded by construction. "
-      "The stub nginx (master+worker) and wrk are measured the same way")
+      f"{rounds} rounds, all {len(kinds)} alternating (order rotated each round), after one "
+      f"{meta.get('warmup', '?')}s warm-up run each. Every callback run is also checked against the proxy's "
+      "`/metrics`: the `success` outcomes it counted must match the callbacks wrk completed")
+    w("- CPU: utime+stime of the proxy process (all threads), the stub nginx (master+worker), redis-server and "
+      "wrk from `/proc` before and after each run, ÷ requests wrk completed (CPU time: the wait for the IdP is "
+      "not in it)")
     w("")
 
-    # Sanity
     sanity = os.path.join(d, "sanity.tsv")
     if os.path.exists(sanity):
-        w("#### Sanity check (curl)")
+        w("#### Sanity check (curl; the proxy's counters from `/metrics`)")
         w("")
         w("| request | expected | got |")
         w("|---|---|---|")
@@ -437,148 +348,150 @@ def cmd_report(a):
                     w(f"| {parts[0]} | {parts[1]} | {parts[2]} |")
         w("")
 
-    # Per round
-    w("#### Per round")
-    w("")
-    w("| round | callbacks/s | plain req/s | callbacks ÷ plain | proxy CPU µs / callback | proxy CPU µs / plain req "
-      "| CPU ratio | stub nginx cores (cb / plain) | wrk cores (cb / plain) | other processes, cores (cb / plain) |")
-    w("|---|---|---|---|---|---|---|---|---|---|")
-    per_round_ratio, per_round_cpu_ratio = [], []
-    for i in range(rounds):
-        c, p = cb[i], pl[i]
-        cv = lambda r, k: (r or {}).get(k) if ok(r) else None
-        rr = ratio(cv(c, "rps"), cv(p, "rps"))
-        cr = ratio(cv(c, "proxy_us"), cv(p, "proxy_us"))
-        per_round_ratio.append(rr)
-        per_round_cpu_ratio.append(cr)
-        mark = lambda r, s: s if ok(r) else f"~~{s}~~ (error)"
-        w(f"| {i + 1} | {mark(c, fk((c or {}).get('rps')))} | {mark(p, fk((p or {}).get('rps')))} | {f2(rr, '×')} "
-          f"| {f1((c or {}).get('proxy_us'))} | {f1((p or {}).get('proxy_us'))} | {f1(cr, '×')} "
-          f"| {f2((c or {}).get('stub_cores'))} / {f2((p or {}).get('stub_cores'))} "
-          f"| {f2((c or {}).get('wrk_cores'))} / {f2((p or {}).get('wrk_cores'))} "
-          f"| {f2((c or {}).get('other_cpu_cores'))} / {f2((p or {}).get('other_cpu_cores'))} |")
-    w("")
-    if warm_cb or warm_pl:
-        w(f"Warm-up runs (not counted): callbacks {fk((warm_cb or {}).get('rps'))}/s, "
-          f"plain {fk((warm_pl or {}).get('rps'))}/s.")
-        w("")
-
-    good_cb = [r for r in cb if ok(r)]
-    good_pl = [r for r in pl if ok(r)]
-    m = lambda runs, k: med([r.get(k) for r in runs])
-    cb_rps, pl_rps = m(good_cb, "rps"), m(good_pl, "rps")
-    cb_us, pl_us = m(good_cb, "proxy_us"), m(good_pl, "proxy_us")
-    cb_stub_us, pl_stub_us = m(good_cb, "stub_us"), m(good_pl, "stub_us")
-    cb_wrk_us, pl_wrk_us = m(good_cb, "wrk_us"), m(good_pl, "wrk_us")
-    spread = lambda runs, k: (max(r[k] for r in runs) / min(r[k] for r in runs)) if runs and min(r[k] for r in runs) else None
-
+    # Summary
     w("#### Summary (medians over rounds)")
     w("")
-    w("| | callbacks | plain proxying | callbacks ÷ plain |")
-    w("|---|---|---|---|")
-    w(f"| throughput (req/s) | **{fk(cb_rps)}** | {fk(pl_rps)} | **{f2(ratio(cb_rps, pl_rps), '×')}** "
-      f"(median of per-round ratios {f2(med(per_round_ratio), '×')}) |")
-    w(f"| spread over rounds (max ÷ min) | {f2(spread(good_cb, 'rps'), '×')} | {f2(spread(good_pl, 'rps'), '×')} | |")
-    w(f"| proxy CPU per request (µs) | **{f1(cb_us)}** | {f1(pl_us)} | **{f1(ratio(cb_us, pl_us), '×')}** "
-      f"(median of per-round ratios {f1(med(per_round_cpu_ratio), '×')}) |")
-    w(f"| spread of proxy CPU/request (max ÷ min) | {f2(spread(good_cb, 'proxy_us'), '×')} "
-      f"| {f2(spread(good_pl, 'proxy_us'), '×')} | |")
-    w(f"| stub/upstream nginx CPU per request (µs) | {f1(cb_stub_us)} | {f1(pl_stub_us)} | |")
-    w(f"| wrk CPU per request (µs) | {f1(cb_wrk_us)} | {f1(pl_wrk_us)} | |")
-    w(f"| latency p50 / p99 (ms) | {f2(m(good_cb, 'p50'))} / {f2(m(good_cb, 'p99'))} "
-      f"| {f2(m(good_pl, 'p50'))} / {f2(m(good_pl, 'p99'))} | |")
-    w(f"| proxy cores busy during the run | {f2(m(good_cb, 'proxy_cores'))} | {f2(m(good_pl, 'proxy_cores'))} | |")
-    w(f"| stub nginx cores busy during the run | {f2(m(good_cb, 'stub_cores'))} | {f2(m(good_pl, 'stub_cores'))} | |")
+    w("| variant | requests/s | spread (max ÷ min) | p50 / p75 / p90 / p99 (ms) | proxy CPU µs / req | "
+      "redis-server CPU µs / req | stub nginx CPU µs / req | other processes, cores |")
+    w("|---|---|---|---|---|---|---|---|")
+    for k in kinds:
+        lat = " / ".join(f2(m(k, f"p{p}")) for p in PERCENTILES)
+        w(f"| {label(k)} | **{fk(m(k, 'rps'))}** | {f2(spread([r.get('rps') for r in good[k]]), '×')} | {lat} "
+          f"| {f1(m(k, 'proxy_us'))} | {f1(m(k, 'redis_us'))} | {f1(m(k, 'stub_us'))} "
+          f"| {f2(m(k, 'other_cpu_cores'))} |")
     w("")
-    ncores = int(meta.get("nproc", 2) or 2)
-    if cb_us:
-        whole = cb_us + (cb_stub_us or 0) + (cb_wrk_us or 0)
-        w(f"CPU-bound ceilings on this {ncores}-core machine, from the medians: the proxy alone could complete "
-          f"**{fk(ncores * 1e6 / cb_us)} callbacks/s** if it had all {ncores} cores ({f1(cb_us)} µs each); "
-          f"with the stub IdP and wrk on the same cores (proxy + stub + wrk = {f1(whole)} µs per callback) "
-          f"the whole loopback set-up tops out near {fk(ncores * 1e6 / whole)}/s, before other processes take "
-          "their share.")
+
+    def compare(title, pairs):
+        pairs = [(x, y) for x, y in pairs if x in kinds and y in kinds]
+        if not pairs:
+            return
+        w(f"#### {title}")
+        w("")
+        w("Ratio of the medians, and in brackets the per-round ratios (runs of the same round; the order rotates, "
+          f"so they ran close together). Quiet rounds: the median throughput ratio over the rounds in which both "
+          f"runs had other processes under {QUIET} cores, and how many there were.")
+        w("")
+        w("| | throughput | quiet rounds | p50 | p99 | proxy CPU / request | proxy + redis-server CPU / request |")
+        w("|---|---|---|---|---|---|---|")
+        for x, y in pairs:
+            cells = []
+            for f in ("rps", "p50", "p99", "proxy_us", "total_us"):
+                per = []
+                for rx, ry in zip(runs[x], runs[y]):
+                    if ok(rx) and ok(ry):
+                        per.append(ratio(_total(rx) if f == "total_us" else rx.get(f),
+                                         _total(ry) if f == "total_us" else ry.get(f)))
+                mx = med([_total(r) for r in good[x]]) if f == "total_us" else m(x, f)
+                my = med([_total(r) for r in good[y]]) if f == "total_us" else m(y, f)
+                cells.append(f"**{f2(ratio(mx, my), '×')}** [{' '.join(f2(p) for p in per)}]")
+                if f == "rps":
+                    quiet_ = [ratio(rx["rps"], ry["rps"]) for rx, ry in zip(runs[x], runs[y]) if ok(rx) and ok(ry)
+                              and max(rx.get("other_cpu_cores") or 0, ry.get("other_cpu_cores") or 0) < QUIET]
+                    cells.append(f"{f2(med(quiet_), '×')} ({len(quiet_)})" if quiet_ else "none")
+            w(f"| {label(x)} ÷ {label(y)} | " + " | ".join(cells) + " |")
         w("")
 
-    # Quiet rounds: other processes used under QUIET cores during the callback run.
-    QUIET = 0.3
-    quiet = [(i + 1, r) for i, r in enumerate(cb) if ok(r) and r.get("other_cpu_cores") is not None
-             and r["other_cpu_cores"] < QUIET]
-    quiet_rps = med([r["rps"] for _, r in quiet])
-    others = med([r.get("other_cpu_cores") for r in good_cb])
-    if good_cb:
-        if quiet:
-            w(f"Quiet rounds (other processes used under {QUIET} cores during the callback run): "
-              f"{len(quiet)} of {len(good_cb)} (round {', '.join(str(i) for i, _ in quiet)}): "
-              + ", ".join(f"{fk(r['rps'])} callbacks/s at {f1(r.get('proxy_us'))} µs" for _, r in quiet)
-              + (f"; median {fk(quiet_rps)}/s." if len(quiet) > 1 else "."))
-        else:
-            w(f"No quiet round: other processes used {QUIET} cores or more during every callback run "
-              f"(median {f2(others)} of {ncores}), so the throughput figures are lower than this machine gives "
-              "when idle. CPU per callback is much less affected (see its spread).")
+    compare("Redis ÷ in-memory store", [(f"cb-{h}-redis", f"cb-{h}-memory") for h in ("relay", "verify")])
+    compare("relay ÷ verify hand-off", [(f"cb-relay-{s}", f"cb-verify-{s}") for s in ("memory", "redis")])
+    compare("Callbacks ÷ plain proxying", [(k, "plain") for k in cbk])
+
+    # Per round
+    w("#### Per round (requests/s; other processes' cores in brackets)")
+    w("")
+    w("| round | " + " | ".join(label(k) for k in kinds) + " |")
+    w("|---" * (len(kinds) + 1) + "|")
+    for i in range(rounds):
+        cells = []
+        for k in kinds:
+            r = runs[k][i]
+            if r is None:
+                cells.append("not run")
+                continue
+            c = f"{fk(r.get('rps'))} ({f2(r.get('other_cpu_cores'))})"
+            cells.append(c if ok(r) else f"~~{c}~~ (error)")
+        w(f"| {i + 1} | " + " | ".join(cells) + " |")
+    w("")
+    if any(warm.values()):
+        w("Warm-up runs (not counted): " + ", ".join(f"{label(k)} {fk((warm[k] or {}).get('rps'))}/s" for k in kinds)
+          + ".")
+        w("")
+
+    # Ceilings, quiet rounds
+    lines = []
+    for k in cbk:
+        us = med([_total(r) for r in good[k]])
+        if us:
+            whole = us + (m(k, "stub_us") or 0) + (m(k, "wrk_us") or 0)
+            lines.append(f"{label(k)}: {f1(us)} µs of proxy (+ redis-server) CPU per callback → "
+                         f"**{fk(ncores * 1e6 / us)}/s** on {ncores} free cores; with the stub and wrk on the same "
+                         f"cores ({f1(whole)} µs) ≈ {fk(ncores * 1e6 / whole)}/s")
+    if lines:
+        w(f"CPU-bound ceilings on this {ncores}-core machine, from the medians:")
+        w("")
+        for line in lines:
+            w(f"- {line}")
+        w("")
+    others = [r.get("other_cpu_cores") for k in kinds for r in good[k]]
+    quiet = [x for x in others if x is not None and x < QUIET]
+    if others:
+        w(f"Machine noise: other processes used {f2(min(x for x in others if x is not None))}–"
+          f"{f2(max(x for x in others if x is not None))} cores during the runs (median {f2(med(others))} of "
+          f"{ncores}); {len(quiet)} of {len(others)} runs were quiet (< {QUIET} cores). "
+          + ("The absolute rates are lower than this machine gives when idle; the ratios of runs close together "
+             "and the CPU per request are what to compare." if len(quiet) < len(others) else ""))
         w("")
 
     # Aim
     w("#### Aim")
     w("")
-    w("| aim | measured | verdict |")
-    w("|---|---|---|")
-    if cb_rps is None:
-        w(f"| ≥ {aim:,.0f} callbacks/s | no valid run | **not measured** |")
-    else:
-        ceiling = ncores * 1e6 / cb_us if cb_us else None
-        if cb_rps >= aim:
-            verdict = "met"
-        elif quiet_rps is not None and quiet_rps >= aim:
-            verdict = "**met in quiet rounds only**"
-        else:
-            verdict = "**missed**"
-        note = ""
-        if quiet_rps is not None:
-            note += f"; quiet rounds: {fk(quiet_rps)}/s"
-        if cb_rps < aim and ceiling and ceiling >= aim:
-            note += (f"; the proxy's own CPU cost would allow {fk(ceiling)}/s on {ncores} free cores (the wrk "
-                     "figures share the cores with the stub, wrk and other processes)")
-        elif cb_rps < aim and ceiling:
-            note += f"; even with {ncores} free cores the proxy's CPU cost caps it near {fk(ceiling)}/s"
-        w(f"| ≥ {aim:,.0f} callbacks/s ({meta.get('duration', '?')} s runs, fresh proxy) | {fk(cb_rps)}/s median of all rounds{note} "
-          f"| {verdict} |")
-        cap_ = int(meta.get("store_max_entries") or 0)
-        window_ = int(meta.get("replay_window_s") or 0)
-        if cap_ and window_:
-            sustained = cap_ / window_
-            w(f"| ≥ {aim:,.0f} callbacks/s sustained (in-memory store, default replay window) | at most "
-              f"{sustained:,.0f}/s: the store holds {cap_:,} codes for {window_ // 60} min (see below) "
-              f"| {'met' if sustained >= aim else '**missed** (store capacity)'} |")
+    w("| aim | variant | measured | verdict |")
+    w("|---|---|---|---|")
+    for k in cbk:
+        rps, us = m(k, "rps"), med([_total(r) for r in good[k]])
+        if rps is None:
+            w(f"| ≥ {aim:,.0f} callbacks/s | {label(k)} | no valid run | **not measured** |")
+            continue
+        qr = med([r["rps"] for r in good[k] if (r.get("other_cpu_cores") or 0) < QUIET])
+        ceiling = ncores * 1e6 / us if us else None
+        verdict = "met" if rps >= aim else ("**met in quiet rounds only**" if qr and qr >= aim else "**missed**")
+        note = f"; quiet rounds: {fk(qr)}/s" if qr else ""
+        if rps < aim and ceiling:
+            note += f"; the CPU cost would allow {fk(ceiling)}/s on {ncores} free cores"
+        w(f"| ≥ {aim:,.0f} callbacks/s ({meta.get('duration', '?')} s runs, fresh proxy) | {label(k)} "
+          f"| {fk(rps)}/s median{note} | {verdict} |")
+    cap, window = int(meta.get("store_max_entries") or 0), int(meta.get("replay_window_s") or 0)
+    if cap and window and any(k.endswith("-memory") for k in cbk):
+        w(f"| ≥ {aim:,.0f} callbacks/s sustained | in-memory store, default replay window | at most "
+          f"{cap / window:,.0f}/s: the store holds {cap:,} codes for {window // 60} min "
+          f"| {'met' if cap / window >= aim else '**missed** (store capacity)'} |")
     w("")
 
-    # Memory and the replay store
-    grown = [r for r in cb if ok(r) and r.get("rss_before_kib") and r.get("rss_after_kib")]
+    # Memory
+    grown = [r for k in cbk if k.endswith("-memory") for r in good[k]
+             if r.get("rss_before_kib") and r.get("rss_after_kib") and r.get("requests")]
     if grown:
-        big = max(grown, key=lambda r: r.get("requests", 0))
+        big = max(grown, key=lambda r: r["requests"])
         per = (big["rss_after_kib"] - big["rss_before_kib"]) * 1024 / big["requests"]
-        w(f"Proxy RSS during the largest callback run: {big['rss_before_kib'] / 1024:.1f} → "
-          f"{big['rss_after_kib'] / 1024:.1f} MiB over {big['requests']:,} callbacks (≈ {per:.0f} bytes per callback, "
-          "mostly the replay store's entries: each code's hash is kept for the replay window).")
+        w(f"Proxy RSS during the largest in-memory callback run: {big['rss_before_kib'] / 1024:.1f} → "
+          f"{big['rss_after_kib'] / 1024:.1f} MiB over {big['requests']:,} callbacks (≈ {per:.0f} bytes per callback: "
+          "the replay store keeps each code's hash for the replay window; relay codes too, for their TTL).")
         w("")
-    cap = int(meta.get("store_max_entries") or 0)
-    window = int(meta.get("replay_window_s") or 0)
     if cap and window:
-        w(f"**Replay store capacity.** The in-memory store holds at most {cap:,} live entries, and every callback "
-          f"keeps one for the replay window ({window // 60} min by default). So the proxy can sustain at most "
-          f"{cap:,} ÷ {window} s ≈ **{cap / window:,.0f} callbacks/s** over a whole window"
-          + (f"; at the measured {fk(cb_rps)}/s it is full after {cap / cb_rps:,.0f} s" if cb_rps else "")
-          + ", and from then on every callback is refused with 503 (`store_unavailable`, `capacity_exceeded`) until "
-          "entries expire. This bench therefore starts a fresh proxy for the warm-up, each round and the profile.")
+        w(f"**In-memory store capacity.** It holds at most {cap:,} live entries; every callback keeps one for the "
+          f"replay window ({window // 60} min by default), a relay callback a second one for the relay code's TTL. "
+          f"So one instance sustains at most {cap:,} ÷ {window} s ≈ **{cap / window:,.0f} callbacks/s** over a "
+          "whole window, after which callbacks get 503 (`store_unavailable`) until entries expire. Redis has no such "
+          "limit in the proxy (its own `maxmemory` applies).")
         w("")
 
     # Profile
-    prof = os.path.join(d, "profile.md")
-    if os.path.exists(prof):
-        with open(prof) as f:
+    profile = os.path.join(d, "profile.md")
+    if os.path.exists(profile):
+        w(f"Profile and instruction counts below: the **{label(cbk[0])}** variant.")
+        w("")
+        with open(profile) as f:
             out.append(f.read().rstrip("\n"))
         w("")
-
     # Instructions
     ins = os.path.join(d, "instr.json")
     if os.path.exists(ins):
@@ -625,9 +538,9 @@ def cmd_report(a):
     # Notes
     notes = []
     if not failed:
-        total = sum(r.get("requests", 0) for r in cb + [warm_cb, prof_cb] if r)
-        notes.append(f"No run had socket errors or non-2xx responses: all {total:,} callbacks wrk counted were "
-                     "answered 200 (the Lua script counts statuses; a replayed code would get 400).")
+        total = sum(r.get("requests", 0) for k in cbk for r in runs[k] + [warm[k], prof.get(k)] if r)
+        notes.append(f"No run had socket errors or non-2xx responses, and the proxy's `/metrics` counted a `success` "
+                     f"for each of the {total:,} callbacks wrk completed (and no other outcome).")
     for k, i, r in failed:
         notes.append(f"{k} run {i}: " + "; ".join(r["bad"]))
     for path in ("notes.txt", "events.log"):
@@ -647,18 +560,17 @@ def cmd_report(a):
         with open(a.out, "w") as f:
             f.write(text)
     sys.stdout.write(text)
-    sys.exit(1 if failed or cb_rps is None else 0)
+    sys.exit(1 if failed or not any(good[k] for k in cbk) else 0)
+
+
+def _total(r):
+    """Proxy + redis-server CPU per request (µs): what the proxy's side of a callback costs."""
+    return None if r.get("proxy_us") is None else r["proxy_us"] + (r.get("redis_us") or 0)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("wrk")
-    p.add_argument("--out", required=True)
-    p.add_argument("--proxy", type=int, required=True)
-    p.add_argument("--stub", type=int, required=True)
-    p.add_argument("argv", nargs=argparse.REMAINDER)
-    p.set_defaults(fn=cmd_wrk)
     p = sub.add_parser("instr")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--internal-port", type=int, required=True)

@@ -13,56 +13,11 @@ import re
 import selectors
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 
-# --------------------------------------------------------------------------------------------
-# RSS of a process tree, from /proc
-
-
-def _children_map():
-    kids = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ..." — comm may contain spaces or parentheses.
-        rest = stat.rsplit(")", 1)[1].split()
-        kids.setdefault(int(rest[1]), []).append(int(name))
-    return kids
-
-
-def process_tree(pid):
-    kids = _children_map()
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def vmrss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree_rss_kib(pid):
-    pids = process_tree(pid)
-    return sum(vmrss_kib(p) for p in pids), len(pids)
-
+from benchlib import load_run, med, metric_sum, parse_wrk, ratio, tree_rss_kib
 
 # --------------------------------------------------------------------------------------------
 # idle-conns
@@ -243,83 +198,109 @@ def cmd_startup(a):
 
 
 # --------------------------------------------------------------------------------------------
-# wrk wrapper: also measures how much CPU the rest of the machine used during the run
+# /metrics and the access log in the report
 
 
-def _cpu_total_busy():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal ...: all but idle and iowait. Tick-based
-    # accounting also charges softirq ticks (our loopback traffic) to the interrupted process, so
-    # irq/softirq stay in the total that the benchmark's own process times are subtracted from.
-    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+def metrics_section(d, keys, rounds, w):
+    """The /metrics scrapes around and during each callback-proxy run."""
+    rows = []
+    for key, label in keys:
+        for r in range(1, rounds + 1):
+            base = os.path.join(d, f"wrk-{key}-r{r}.txt")
+            scr = {}
+            for when in ("before", "during", "after"):
+                try:
+                    scr[when] = json.load(open(f"{base}.metrics-{when}.json"))
+                except (OSError, ValueError):
+                    scr[when] = None
+            if not any(scr.values()):
+                continue
+            rows.append((label, r, load(base), scr))
+    if not rows:
+        return None
+    w("## /metrics under load (callback-proxy)")
+    w("")
+    w("`GET /metrics` on the internal listener before each measured run, half-way through it (under load) and "
+      "0.2 s after it. Each scrape is checked against the text format (TYPE before samples, no duplicate series, "
+      "histogram buckets cumulative with `+Inf` = `_count`). Δ = after − before of "
+      "`callback_proxy_requests_total{route=\"proxied\"}` (all status classes) and of "
+      "`callback_proxy_upstream_response_seconds_count`, next to the requests wrk counted: Δ may exceed wrk's "
+      "count by up to the 50 requests in flight when wrk stops (wrk does not count them).")
+    w("")
+    w("| proxy | round | scrapes parse | scrape under load (ms, bytes, series) | mid-run counter between before and after "
+      "| wrk requests | Δ requests_total (proxied) | Δ − wrk | Δ upstream histogram count |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for label, r, run, scr in rows:
+        b, m, a_ = scr["before"], scr["during"], scr["after"]
+        parse_ok = all(x and x["ok"] for x in (b, m, a_))
+        problems = [p for x in (b, m, a_) if x for p in x.get("problems", [])]
+        proxied = lambda x: metric_sum(x, "callback_proxy_requests_total", route="proxied")
+        upstream = lambda x: metric_sum(x, "callback_proxy_upstream_response_seconds_count")
+        mid = None not in (proxied(b), proxied(m), proxied(a_)) and proxied(b) < proxied(m) < proxied(a_)
+        n = run.get("requests")
+        delta = proxied(a_) - proxied(b) if None not in (proxied(a_), proxied(b)) else None
+        dup = upstream(a_) - upstream(b) if None not in (upstream(a_), upstream(b)) else None
+        diff = delta - n if delta is not None and n is not None else None
+        good = parse_ok and mid and diff is not None and 0 <= diff <= 60
+        verdicts.append(good)
+        load_cell = f"{m['ms']:.1f} ms, {m['bytes']:,} B, {m['series']}" if m and m.get("ms") is not None else "—"
+        w(f"| {label} | {r} | {'yes' if parse_ok else 'NO: ' + '; '.join(problems[:3])} | {load_cell} "
+          f"| {'yes' if mid else 'no'} | {n if n is not None else '—'} "
+          f"| {'—' if delta is None else f'{delta:,.0f}'} | {'—' if diff is None else f'{diff:+,.0f}'} "
+          f"| {'—' if dup is None else f'{dup:,.0f}'} |")
+    w("")
+    ok = all(verdicts)
+    w(f"Verdict: **{'every scrape parsed and the counter matched wrk' if ok else 'CHECK FAILED (see the rows)'}**.")
+    w("")
+    return ok
 
 
-def _tree_cpu(pid):
-    total = 0
-    for p in process_tree(pid):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            total += int(rest[11]) + int(rest[12])  # utime, stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-def cmd_wrk(a):
-    import resource
-    hz = os.sysconf("SC_CLK_TCK")
-    pids = [int(x) for x in a.pids.split()]
-    busy0, ours0 = _cpu_total_busy(), sum(_tree_cpu(p) for p in pids)
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    with open(a.out, "w") as f:
-        argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
-        rc = subprocess.call(argv, stdout=f, stderr=subprocess.STDOUT)
-    elapsed = time.monotonic() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy1, ours1 = _cpu_total_busy(), sum(_tree_cpu(p) for p in pids)
-    wrk_jiffies = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) * hz
-    ours = (ours1 - ours0) + wrk_jiffies
-    other = max(0.0, (busy1 - busy0 - ours) / hz / elapsed)
-    bench = ours / hz / elapsed
-    with open(a.out, "a") as f:
-        f.write(f"# bench-cpu-cores: {bench:.2f}\n# other-cpu-cores: {other:.2f}\n")
-    sys.exit(rc)
+def access_log_section(rps, runs, rounds, w):
+    """What the JSON access log costs each server: on ÷ off, by the medians and per round."""
+    pairs = [(on, off) for on, off in (("cp-log", "cp"), ("nginx-log", "nginx")) if on in rps and off in rps]
+    if not pairs:
+        return
+    names = {"cp": "callback-proxy", "nginx": "nginx"}
+    w("## Cost of the access log (JSON lines to a file)")
+    w("")
+    w("Log on ÷ off: ratio of the medians, per-round ratios in brackets. The server's own CPU time per request "
+      "(all its processes, from `/proc`, ÷ requests wrk completed) is the figure least moved by other work on "
+      "the machine.")
+    w("")
+    w("| server | throughput | p50 | p99 | CPU per request | CPU µs / request, off → on |")
+    w("|---|---|---|---|---|---|")
+    for on, off in pairs:
+        cells = []
+        for field in ("rps", "p50", "p99", "proxy_us"):
+            per = [ratio(runs[on][i].get(field), runs[off][i].get(field))
+                   if runs[on][i]["ok"] and runs[off][i]["ok"] else None for i in range(rounds)]
+            m_on = med([p.get(field) if p["ok"] else None for p in runs[on]])
+            m_off = med([p.get(field) if p["ok"] else None for p in runs[off]])
+            cells.append(f"**{fmt_ratio(ratio(m_on, m_off))}** [{' '.join(fmt_ratio(x) for x in per)}]")
+        us = [med([p.get("proxy_us") if p["ok"] else None for p in runs[k]]) for k in (off, on)]
+        cells.append(" → ".join("—" if u is None else f"{u:.1f}" for u in us))
+        w(f"| {names[off]} | " + " | ".join(cells) + " |")
+    if ("cp-log", "cp") in pairs and ("nginx-log", "nginx") in pairs:
+        w("")
+        w(f"Both logging: callback-proxy + access log ÷ nginx + access log = "
+          f"**{fmt_ratio(ratio(rps.get('cp-log'), rps.get('nginx-log')))}** (throughput, ratio of medians).")
+    w("")
 
 
 # --------------------------------------------------------------------------------------------
 # report
 
-UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
 
-
-def parse_wrk(text):
-    r = {"ok": False}
-    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
-    if not m:
-        r["error"] = "no Requests/sec in wrk output"
-        return r
-    r["rps"] = float(m.group(1))
-    for pct in ("50", "99"):
-        m = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
-        r[f"p{pct}"] = float(m.group(1)) * UNITS[m.group(2)] if m else None
-    m = re.search(r"(\d+) requests in", text)
-    r["requests"] = int(m.group(1)) if m else None
-    errs = {}
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
-    if m:
-        for k, v in zip(("connect", "read", "write", "timeout"), m.groups()):
-            if int(v):
-                errs[k] = int(v)
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    if m and int(m.group(1)):
-        errs["non-2xx/3xx"] = int(m.group(1))
-    r["errors"] = errs
-    m = re.search(r"^# other-cpu-cores: ([\d.]+)", text, re.M)
-    r["other"] = float(m.group(1)) if m else None
-    r["ok"] = not errs
+def load(path):
+    """A wrk run (benchlib.load_run), with `other`: cores the rest of the machine used meanwhile."""
+    r = load_run(path)
+    if r is None:
+        return {"ok": False, "error": "not run", "errors": {}}
+    cpu = r["cpu"] or {}
+    r["other"] = cpu.get("other_cpu_cores")
+    proxy_s = (cpu.get("cpu_s") or {}).get("proxy")
+    r["proxy_us"] = proxy_s / r["requests"] * 1e6 if proxy_s is not None and r.get("requests") else None
     return r
 
 
@@ -333,19 +314,8 @@ def fmt_ms(v):
     return f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
 
-def ratio(a, b):
-    if a is None or b in (None, 0):
-        return None
-    return a / b
-
-
 def fmt_ratio(v):
     return f"{v:.2f}×" if v is not None else "—"
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 
 
 def cmd_report(a):
@@ -369,14 +339,9 @@ def cmd_report(a):
     for key, _ in keys:
         runs[key] = []
         for r in range(1, rounds + 1):
-            path = os.path.join(d, f"wrk-{key}-r{r}.txt")
-            if os.path.exists(path):
-                p = parse_wrk(open(path, errors="replace").read())
-            else:
-                p = {"ok": False, "error": "not run"}
-            runs[key].append(p)
+            runs[key].append(load(os.path.join(d, f"wrk-{key}-r{r}.txt")))
         wp = os.path.join(d, f"wrk-{key}-warmup.txt")
-        warm[key] = parse_wrk(open(wp, errors="replace").read()) if os.path.exists(wp) else None
+        warm[key] = load(wp) if os.path.exists(wp) else None
 
     def clean(key, field):
         return [p.get(field) if p["ok"] else None for p in runs[key]]
@@ -452,10 +417,6 @@ def cmd_report(a):
                 per_round[(field, ck, pk)] = med(per)
                 cells.append(f"**{fmt_ratio(rm)}** [{' '.join(fmt_ratio(x) for x in per)}]")
             w(f"| {labels[ck]} | " + " | ".join(cells) + " |")
-        if "cp-log" in medians:
-            w("")
-            w(f"Cost of the JSON access log: access log on ÷ off = "
-              f"**{fmt_ratio(ratio(medians['cp-log'], medians['cp']))}**")
         w("")
         return medians
 
@@ -464,6 +425,8 @@ def cmd_report(a):
     rps = table("Throughput (requests/s)", "rps", fmt_rps, "higher is better for callback-proxy")
     p50 = table("Latency p50 (ms)", "p50", fmt_ms, "lower is better for callback-proxy")
     p99 = table("Latency p99 (ms)", "p99", fmt_ms, "lower is better for callback-proxy")
+    access_log_section(rps, runs, rounds, w)
+    metrics_ok = metrics_section(d, keys, rounds, w)
 
     # Noise
     w(f"## Machine noise: CPU used by other processes during each run (cores busy, of {meta['nproc']})")
@@ -587,6 +550,9 @@ def cmd_report(a):
       f"{'no data' if k is None else ('met' if k <= 4 else '**missed**')} |")
     w(f"| ready in under 50 ms | {fmt_ms(st_med)} ms (exec → /healthz, median) | "
       f"{'no data' if st_med is None else ('met' if st_med < 50 else '**missed**')} |")
+    if metrics_ok is not None:
+        w(f"| `/metrics` scraped under load parses and counts every request | see \"/metrics under load\" | "
+          f"{'met' if metrics_ok else '**missed**'} |")
     for row in tls_targets:
         w(row)
     w("")
@@ -664,9 +630,7 @@ def tls_section(d, meta, rounds, w):
         for k in (cp, ngx):
             runs[k] = []
             for r in range(1, rounds + 1):
-                path = os.path.join(d, f"tls-{scenario}-{k}-r{r}.txt")
-                runs[k].append(parse_wrk(open(path, errors="replace").read()) if os.path.exists(path)
-                               else {"ok": False, "error": "not run"})
+                runs[k].append(load(os.path.join(d, f"tls-{scenario}-{k}-r{r}.txt")))
         w(f"### {title}")
         w("")
         w("| server | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " | median |")
@@ -712,10 +676,6 @@ def main():
     p.add_argument("--upstream", required=True)
     p.add_argument("--loops", type=int, default=2)
     p.add_argument("--runs", type=int, default=5)
-    p = sub.add_parser("wrk")
-    p.add_argument("--out", required=True)
-    p.add_argument("--pids", required=True, help="space-separated root PIDs of the benchmark's servers")
-    p.add_argument("argv", nargs=argparse.REMAINDER)
     p = sub.add_parser("report")
     p.add_argument("--dir", required=True)
     p.add_argument("--out")
@@ -727,8 +687,6 @@ def main():
         cmd_idle_conns(a)
     elif a.cmd == "startup":
         cmd_startup(a)
-    elif a.cmd == "wrk":
-        cmd_wrk(a)
     elif a.cmd == "report":
         cmd_report(a)
     elif a.cmd == "parse-wrk":
