@@ -2,6 +2,8 @@
 HTTP/1.0 clients, hop-by-hop removal, X-Forwarded-*, header fidelity, unix-socket upstreams."""
 
 import hashlib
+import re
+import time
 
 import pytest
 
@@ -243,3 +245,17 @@ def test_unix_socket_upstream(proxy_factory, upstream_factory):
         c.request("GET", "/bytes?n=100000")
         r = c.read_response()
         assert r.body_len == 100000
+
+
+def test_the_proxys_own_responses_carry_a_date(proxy):
+    """RFC 9110 §6.6.1: a server with a clock sends Date — on the responses the proxy writes
+    itself too (errors, local answers), in IMF-fixdate."""
+    import email.utils
+    with proxy.conn() as c:
+        c.send(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        r = c.read_response()
+    assert r.status == 400
+    date = r.one("date")
+    assert re.fullmatch(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                        r"\d{4} \d\d:\d\d:\d\d GMT", date), date
+    assert abs(email.utils.parsedate_to_datetime(date).timestamp() - time.time()) < 5

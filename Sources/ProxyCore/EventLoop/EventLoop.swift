@@ -29,6 +29,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Standard-size buffers shared by this loop's connections.
     let buffers = BufferPool()
     let requestIDs = RequestIDGenerator()
+    let httpDate = HTTPDateCache()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
 

@@ -41,6 +41,11 @@ extension ClientConnection {
             appendField(name, value)
         }
         for (name, value) in edits.add { appendField(name, value) }
+        if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
+            output.append("Date: ")
+            loop.httpDate.current().withUnsafeBytes { output.append($0) }
+            output.append("\r\n")
+        }
         output.append("Content-Length: ")
         output.append(decimal: UInt64(r.body.count))
         output.append("\r\n")
