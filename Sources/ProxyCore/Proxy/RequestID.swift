@@ -82,8 +82,24 @@ extension ClientConnection {
             out.append(headBytes.baseAddress! + requestID.range.start, count: requestID.range.count)
             return
         }
-        appendHex(&out, requestID.high)
-        appendHex(&out, requestID.low)
+        // 32 digits formed on the stack and appended at once: per-byte appends cost ~700
+        // instructions per request (bench/instructions).
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        let (high, low) = (requestID.high, requestID.low)
+        withUnsafeMutableBytes(of: &digits) { raw in
+            let table: StaticString = "0123456789abcdef"
+            let hex = table.utf8Start
+            func put(_ value: UInt64, at offset: Int) {
+                for i in 0..<8 {
+                    let byte = Int(truncatingIfNeeded: value >> UInt64(56 - 8 * i)) & 0xFF
+                    raw[offset + 2 * i] = hex[byte >> 4]
+                    raw[offset + 2 * i + 1] = hex[byte & 0xF]
+                }
+            }
+            put(high, at: 0)
+            put(low, at: 16)
+        }
+        withUnsafeBytes(of: &digits) { out.append($0) }
     }
 
     var requestIDString: String {
@@ -91,15 +107,5 @@ extension ClientConnection {
         appendRequestID(to: &out)
         defer { out.free() }
         return String(decoding: out.readableBytes, as: UTF8.self)
-    }
-
-    private func appendHex(_ out: inout ByteBuffer, _ v: UInt64) {
-        let digits: StaticString = "0123456789abcdef"
-        var shift: UInt64 = 60
-        while true {
-            out.append(byte: digits.utf8Start[Int((v >> shift) & 0xF)])
-            if shift == 0 { break }
-            shift -= 4
-        }
     }
 }
