@@ -118,15 +118,33 @@ def test_http10_client_gets_chunked_response_unchunked(proxy):
         assert c.wait_closed(2)
 
 
-def test_until_close_response_is_relayed_to_http11_client(proxy):
+def test_until_close_response_is_rechunked_for_an_http11_client_whose_connection_stays(proxy):
     with proxy.conn() as c:
         c.request("GET", "/until-close?n=300000")
         r = c.read_response()
         assert r.status == 200
         assert r.body == pattern_slice(0, 300_000).tobytes()
-        if r.framing == "close":
-            assert c.wait_closed(2)
-        else:
-            # re-framed (chunked): the client connection may stay usable
-            c.request("GET", "/echo")
-            assert c.read_response().status == 200
+        assert r.framing == "chunked", r.framing
+        assert not r.closes()
+        # the upstream's close ended its body, not the client's connection
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+
+
+def test_until_close_response_to_an_http10_client_ends_with_the_close(proxy):
+    with proxy.conn() as c:
+        c.send(b"GET /until-close?n=5000 HTTP/1.0\r\nHost: a\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and r.framing == "close"
+        assert r.body == pattern_slice(0, 5000).tobytes()
+        assert c.wait_closed(2)
+
+
+def test_an_until_close_body_cut_by_a_reset_is_not_passed_off_as_complete(proxy):
+    with proxy.conn() as c:
+        c.request("GET", "/until-close?n=20000&reset=1")
+        head = c.read_head()
+        assert head.status == 200
+        data = c.read_until_close(timeout=3)
+    # the chunks that arrived, but never the last chunk: the client knows the body is cut
+    assert not data.endswith(b"0\r\n\r\n"), data[-40:]

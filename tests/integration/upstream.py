@@ -525,6 +525,13 @@ class Conn(threading.Thread):
                 k = min(1 << 20, n - off)
                 self.sendall(pattern_slice(off, k))
                 off += k
+            if req.qint("reset", 0):
+                # the body is cut by a reset, not ended by a close
+                time.sleep(0.05)
+                self.rec("event", what="reset")
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.sock.close()
+                raise Closed("reset-by-us", "handling")
             return False
         if p == "/ws":
             return self.websocket(req)

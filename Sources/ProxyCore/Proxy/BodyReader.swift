@@ -45,7 +45,12 @@ struct BodyReader {
         case .untilClose:
             let n = source.readable
             if n > 0 {
+                if chunkedOut {
+                    destination.append(hex: UInt64(n))
+                    destination.append("\r\n")
+                }
                 destination.append(source.base! + source.reader, count: n)
+                if chunkedOut { destination.append("\r\n") }
                 source.reader += n
                 total += UInt64(n)
             }

@@ -244,8 +244,10 @@ extension ClientConnection {
             response.body = BodyReader(chunked: ())
             if head.version == .http11 { response.chunkedToClient = true } else { closeAfterResponse = true }
         case .untilClose:
+            // Re-framed as chunked for an HTTP/1.1 client, so its connection outlives the
+            // upstream's; an HTTP/1.0 client gets the bytes and the close, as sent.
             response.body = BodyReader(untilClose: ())
-            closeAfterResponse = true
+            if head.version == .http11 { response.chunkedToClient = true } else { closeAfterResponse = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         var edits = HeaderEdits()
@@ -360,6 +362,14 @@ extension ClientConnection {
             return
         }
         if case .untilClose = response.body.mode {
+            if failed && response.chunkedToClient {
+                // A reset is not the end of the body: without the last chunk the client can
+                // tell the body is cut, which the clean end below would hide.
+                listener.log.warn("upstream failed mid-response", ["status": "\(response.status)", "reason": reason])
+                abort(reason: "upstream failed mid-response")
+                return
+            }
+            if response.chunkedToClient { output.append("0\r\n\r\n") }
             response.body = BodyReader()
             response.upstreamKeepAlive = false
             responseComplete()
