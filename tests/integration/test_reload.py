@@ -150,3 +150,20 @@ def test_a_connection_accepted_before_the_reload_still_gets_its_first_request_se
         r = c.read_response()
         assert r.status == 200 and r.closes()
     assert [x["target"] for x in a.record.requests()] == ["/echo"]
+
+
+def test_a_graceful_shutdown_after_reloads_drains_and_exits(proxy_factory, upstream_factory, tmp_path):
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, opts={"--loops": "2"}, extra=["--config", str(cfg)])
+    keep = HTTPConn(p.port)  # a client of the first configuration, still connected
+    keep.request("GET", "/echo")
+    assert keep.read_response().status == 200
+    for target in (b, a):
+        write_config(cfg, target)
+        reload(p, "configuration reloaded")
+    assert served_by(p, a, b)[0] >= 2
+    p.signal(signal.SIGTERM)
+    assert p.wait_exit(5) == 0, p.stderr_text()[-1500:]
+    keep.close()
