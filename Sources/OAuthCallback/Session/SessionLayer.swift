@@ -40,7 +40,8 @@ public final class SessionLayer: Sendable {
     let clock: @Sendable () -> Int64
     /// Every spelling of every identity header a client might send (case is compared
     /// insensitively by the engine; `_`/`-` variants are listed).
-    private let strip: [String]
+    /// Matches every client-sent spelling of the identity headers (raw name bytes).
+    private let strip: @Sendable (UnsafeRawBufferPointer) -> Bool
 
     /// - Parameters:
     ///   - store: where server-side sessions and the web sign-in's replay guard live.
@@ -63,16 +64,8 @@ public final class SessionLayer: Sendable {
         stateCookieName = (settings.secure ? "__Host-" : "") + "_oauth_state"
         redirects = RedirectValidator(allowedHosts: settings.allowedRedirectHosts)
         self.clock = clock
-        strip = IdentityHeaders.names.flatMap(Self.spellings) + (settings.passAccessToken ? ["Authorization"] : [])
-    }
-
-    /// `X-Forwarded-Email` → also `X_Forwarded_Email`, `X-Forwarded_Email`, `X_Forwarded-Email`.
-    static func spellings(_ name: String) -> [String] {
-        var out = [""]
-        for c in name {
-            if c == "-" { out = out.flatMap { [$0 + "-", $0 + "_"] } } else { out = out.map { $0 + String(c) } }
-        }
-        return out
+        let withAuthorization = settings.passAccessToken
+        strip = { IdentityHeaders.isIdentityHeader($0, includingAuthorization: withAuthorization) }
     }
 
     // MARK: Requests
@@ -169,7 +162,7 @@ public final class SessionLayer: Sendable {
     /// Identity headers for the upstream: every client-sent variant removed, ours added.
     /// With server-side sessions, ours came with the deferred decision (`withSession`).
     public func upstreamEdits(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {
-        edits.remove += strip
+        edits.removeMatching = strip
         if !serverSide, let s = session(Self.cookies(request.headers(named: "Cookie"))) {
             edits.add += identityHeaders(s)
         }

@@ -95,6 +95,8 @@ extension ClientConnection {
                 if !head.connectionTokens.isEmpty && isNamedIn(head.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
             }
             if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
+            if let matching = edits.removeMatching,
+               matching(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count)) { continue }
             out.append(bytes + field.name.start, count: field.name.count)
             out.append(": ")
             out.append(bytes + field.value.start, count: field.value.count)

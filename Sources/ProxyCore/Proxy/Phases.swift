@@ -60,9 +60,14 @@ public struct Response: Sendable {
 /// Header changes a phase asks for. Names compare case-insensitively.
 public struct HeaderEdits: Sendable {
     public var remove: [String] = []
+    /// Upstream requests only: also removes every field whose raw name this returns true for —
+    /// for families of names (every case and `_`/`-` spelling) that a list would have to spell
+    /// out and compare one by one. Keep the closure in a property: one made per request would
+    /// allocate.
+    public var removeMatching: (@Sendable (UnsafeRawBufferPointer) -> Bool)? = nil
     public var add: [(name: String, value: String)] = []
     public init() {}
-    public var isEmpty: Bool { remove.isEmpty && add.isEmpty }
+    public var isEmpty: Bool { remove.isEmpty && add.isEmpty && removeMatching == nil }
 }
 
 /// How a deferred request continues upstream: optionally with another target (path and query)
