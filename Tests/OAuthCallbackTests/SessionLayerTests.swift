@@ -173,6 +173,14 @@ import Testing
         #expect(try found?.get() == nil)
     }
 
+    @Test(arguments: [
+        ([], true), (["same-origin"], true), (["same-site"], true), (["none"], true), (["Same-Origin"], true),
+        (["cross-site"], false), ([""], false), (["cross-site", "same-origin"], false), (["same-origin", "bogus"], false),
+    ])
+    func signOutIsRefusedFromAnotherSite(fetchSite: [String], allowed: Bool) {
+        #expect(SessionLayer.isSameSiteOrUnknown(fetchSite) == allowed)
+    }
+
     @Test func aCookieSessionIsRefusedWhenSessionsAreServerSide() throws {
         let cookieLayer = try layer(serverSide: false)
         let serverLayer = try layer(serverSide: true)

@@ -330,3 +330,20 @@ def test_after_sign_out_the_app_no_longer_sees_the_user_and_the_old_cookie_is_re
     assert header_app.identity_values() == [], "no identity reached the app after sign-out"
     with contextlib.suppress(Exception):
         webview.delete_all_cookies()
+
+
+def test_another_site_cannot_sign_the_user_out(webview, proxy, header_app, sm_ports, username):
+    """The session cookie is SameSite=Lax, so a link on another site to /_oauth/sign_out carries it:
+    the browser says `Sec-Fetch-Site: cross-site` and the proxy refuses (403), the user stays signed
+    in. The site's own link (same origin) still signs out."""
+    browser_sign_in(webview, proxy, username)
+    # Another site: the header app under another host name (localhost is not the site 127.0.0.1).
+    webview.get(f"http://localhost:{sm_ports['app']}/elsewhere")
+    webview.execute_script("window.location.href = arguments[0]", proxy.url + "/_oauth/sign_out?rd=/public")
+    wait_for(webview, lambda d: d.title == "Not signed out", "the proxy's refusal page")
+    assert "still signed in" in body(webview)
+    webview.get(proxy.url + "/public")
+    assert status(webview) == f"Signed in as {username}"
+    webview.execute_script("window.location.href = arguments[0]", proxy.url + "/_oauth/sign_out?rd=/public")
+    wait_for(webview, lambda d: status(d) == "Not signed in", "the app, signed out by the site's own link")
+    assert webview.get_cookie("_oauth_session") is None

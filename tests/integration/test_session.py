@@ -444,6 +444,64 @@ def test_at_most_five_state_cookies_live_in_one_browser_the_oldest_cleared_first
     assert not state_cookies(jar)
 
 
+# -------------------------------------------------------------------------------------------------
+# Sign-out: session cookies are SameSite=Lax, so a link from any site carries them; a sign-out
+# that another site asked for (Sec-Fetch-Site: cross-site) is refused and the session kept.
+
+
+def request(p, method, target, cookies=None, headers=()):
+    h = list(headers)
+    if cookies:
+        h.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items())))
+    if method == "POST":
+        h.append(("Content-Type", "application/x-www-form-urlencoded"))
+    with HTTPConn(p.port) as c:
+        c.request(method, target, headers=h, body=b"x=1" if method == "POST" else b"")
+        return c.read_response(method=method)
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_sign_out_from_another_site_is_refused_and_the_session_kept(web_proxy_factory, web_idp, method, server_side):
+    p = web_proxy_factory(server_side=server_side)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    for fetch_site in ("cross-site", "Cross-Site", "something-else"):
+        out = request(p, method, "/_oauth/sign_out?rd=/bye", cookies=session, headers=[("Sec-Fetch-Site", fetch_site)])
+        assert out.status == 403, (fetch_site, out)
+        assert not set_cookies(out), "the session cookie is kept"
+        assert "still signed in" in out.body.decode()
+        assert out.one("cache-control") == "no-store"
+    assert get(p, "/_oauth/userinfo", cookies=session).status == 200, "the session still works"
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+@pytest.mark.parametrize("method,fetch_site", [("GET", "same-origin"), ("GET", "same-site"), ("GET", "none"),
+                                                ("GET", None), ("POST", "same-origin"), ("POST", None)])
+def test_a_same_site_sign_out_or_one_without_fetch_metadata_signs_out(web_proxy_factory, web_idp, method, fetch_site,
+                                                                      server_side):
+    p = web_proxy_factory(server_side=server_side)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    headers = [("Sec-Fetch-Site", fetch_site)] if fetch_site else []
+    out = request(p, method, "/_oauth/sign_out?rd=/bye", cookies=session, headers=headers)
+    assert out.status == 302 and out.one("location") == "/bye", out
+    assert session_of(out) and all(v == "" for v in session_of(out).values()), "the session cookie is cleared"
+    if server_side:   # the same cookie is worth nothing now
+        assert get(p, "/_oauth/userinfo", cookies=session).status == 401
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE"])
+def test_sign_out_answers_only_get_and_post(web_proxy_factory, web_idp, method):
+    p = web_proxy_factory(server_side=True)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    out = request(p, method, "/_oauth/sign_out", cookies=session)
+    assert out.status == 405 and out.one("allow") == "GET, POST", out
+    assert not set_cookies(out)
+    assert get(p, "/_oauth/userinfo", cookies=session).status == 200
+
+
 def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp):
     p = web_proxy_factory()
     start = get(p, "/_oauth/start")

@@ -97,6 +97,19 @@ public final class SessionLayer: Sendable {
             }
             return .respond(start(query: request.query ?? "", host: request.host ?? "localhost", cookies: cookies))
         case Self.signOutPath:
+            // GET for links, POST for sign-out forms; anything else (a HEAD from a link preview
+            // included) must not end a session.
+            let method = request.method
+            guard method == .get || method == .post else {
+                return .respond(CallbackPage.error(status: 405, message: "This address only accepts GET and POST.",
+                                                   title: "Not signed out", extraHeaders: [("Allow", "GET, POST")]))
+            }
+            let fetchSite = request.headers(named: "Sec-Fetch-Site")
+            guard Self.isSameSiteOrUnknown(fetchSite) else {
+                log.info("sign-out refused", ["reason": "cross_site",
+                                              "fetch_site": fetchSite.allSatisfy(Self.fetchSiteValues.contains) ? fetchSite.joined(separator: ",") : "other"])
+                return .respond(CallbackPage.error(status: 403, message: Messages.crossSiteSignOut, title: "Not signed out"))
+            }
             let rd = Self.queryValue(request.query, "rd").flatMap(redirects.validate) ?? "/"
             return .deferred { [self] sink in signOut(cookies: cookies, rd: rd, on: loop) { sink.respond($0) } }
         case Self.userInfoPath:
@@ -153,6 +166,20 @@ public final class SessionLayer: Sendable {
     static func isNavigation(_ fetchDest: String?) -> Bool {
         guard let fetchDest else { return true }
         return fetchDest.lowercased() == "document"
+    }
+
+    /// The values Fetch Metadata defines for `Sec-Fetch-Site`.
+    static let fetchSiteValues: Set<String> = ["same-origin", "same-site", "none", "cross-site"]
+
+    /// Whether a sign-out may proceed: session cookies are `SameSite=Lax`, so a link or a
+    /// top-level navigation from any other site carries them, and without this check any site
+    /// could sign the user out. Browsers say where a request comes from in `Sec-Fetch-Site`
+    /// (every current one sends it); `same-origin`, `same-site` and `none` (typed in the address
+    /// bar, a bookmark) pass, anything else is refused. A request without the header (a client
+    /// that predates Fetch Metadata, curl) passes: refusing it would break sign-out for them,
+    /// and the browsers that matter here all send it.
+    static func isSameSiteOrUnknown(_ fetchSite: [String]) -> Bool {
+        fetchSite.allSatisfy { ["same-origin", "same-site", "none"].contains($0.lowercased()) }
     }
 
     /// A protected path without a session: to sign-in, or 401 for scripts.
