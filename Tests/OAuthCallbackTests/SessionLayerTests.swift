@@ -35,9 +35,11 @@ import Testing
 
     // MARK: Helpers
 
-    /// /_oauth/start's state cookie and the authorization URL's parameters.
-    func start(_ layer: SessionLayer, rd: String = "/account") -> (cookies: [(name: String, value: String)], query: [String: String]) {
-        let r = layer.start(query: FormEncoding.encode([("rd", rd)]), host: "app.example.com")
+    /// /_oauth/start's state cookie and the authorization URL's parameters (`jar`: the browser's
+    /// cookies sent with the start).
+    func start(_ layer: SessionLayer, rd: String = "/account", jar: [(name: String, value: String)] = [])
+        -> (cookies: [(name: String, value: String)], query: [String: String]) {
+        let r = layer.start(query: FormEncoding.encode([("rd", rd)]), host: "app.example.com", cookies: jar)
         let location = r.headers.first { $0.name == "Location" }!.value
         let query = location.split(separator: "?", maxSplits: 1).last.map(String.init) ?? ""
         var params: [String: String] = [:]
@@ -80,7 +82,8 @@ import Testing
         let verifier = try #require(request.codeVerifier)
         #expect(Base64URL.encode(SHA256.hash(verifier)) == q["code_challenge"], "the verifier of the challenge sent")
         let set = setCookies(r!)
-        #expect(set.contains { $0.name == "_oauth_state" && $0.value.isEmpty }, "the state cookie is single use")
+        #expect(cookies.count == 1 && cookies[0].name == layer.stateCookieName(for: q["state"]!))
+        #expect(set.contains { $0.name == cookies[0].name && $0.value.isEmpty }, "the state cookie is single use")
         #expect(layer.session(set.filter { $0.name == "_oauth_session" })?.email == "jane@example.com")
     }
 
@@ -121,7 +124,7 @@ import Testing
             } else {
                 #expect(r?.status == 400)
             }
-            #expect(setCookies(r!).contains { $0.name == "_oauth_state" && $0.value.isEmpty })
+            #expect(setCookies(r!).contains { $0.name == cookies[0].name && $0.value.isEmpty })
         }
         #expect(provider.count == 0)
     }
@@ -170,6 +173,14 @@ import Testing
         #expect(try found?.get() == nil)
     }
 
+    @Test(arguments: [
+        ([], true), (["same-origin"], true), (["same-site"], true), (["none"], true), (["Same-Origin"], true),
+        (["cross-site"], false), ([""], false), (["cross-site", "same-origin"], false), (["same-origin", "bogus"], false),
+    ])
+    func signOutIsRefusedFromAnotherSite(fetchSite: [String], allowed: Bool) {
+        #expect(SessionLayer.isSameSiteOrUnknown(fetchSite) == allowed)
+    }
+
     @Test func aCookieSessionIsRefusedWhenSessionsAreServerSide() throws {
         let cookieLayer = try layer(serverSide: false)
         let serverLayer = try layer(serverSide: true)
@@ -201,6 +212,92 @@ import Testing
     }
 
     // MARK: The state cookie
+
+    /// Merges Set-Cookie answers into a jar the way a browser does: a new value replaces one of
+    /// the same name, an empty one (`Max-Age=0`) removes it.
+    func merge(_ jar: [(name: String, value: String)], _ set: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        var out = jar
+        for c in set {
+            out.removeAll { $0.name == c.name }
+            if !c.value.isEmpty { out.append(c) }
+        }
+        return out
+    }
+
+    @Test func twoSignInsInFlightInOneBrowserBothComplete_inEitherOrder() throws {
+        for firstStartedFinishesFirst in [true, false] {
+            let provider = CountingProvider()
+            let layer = try layer(serverSide: false, provider: provider)
+            let (one, q1) = start(layer, rd: "/one")
+            let (two, q2) = start(layer, rd: "/two", jar: one)
+            var jar = merge(one, two)
+            #expect(jar.count == 2, "a cookie per sign-in: the second start leaves the first's alone")
+            let order = firstStartedFinishesFirst ? [(q1, "/one"), (q2, "/two")] : [(q2, "/two"), (q1, "/one")]
+            for (q, rd) in order {
+                let r = try #require(callback(layer, FormEncoding.encode([("code", "c" + rd), ("state", q["state"]!)]), jar))
+                #expect(r.status == 302 && header(r, "Location") == rd)
+                let set = setCookies(r)
+                #expect(set.filter { $0.name.hasPrefix("_oauth_state") }.map(\.name) == [layer.stateCookieName(for: q["state"]!)],
+                        "only this sign-in's state cookie is cleared")
+                jar = merge(jar, set)
+            }
+            #expect(provider.count == 2)
+            #expect(!jar.contains { $0.name.hasPrefix("_oauth_state") })
+        }
+    }
+
+    @Test func aStateCookieOpensOnlyUnderItsOwnName() throws {
+        let layer = try layer(serverSide: false)
+        let (mine, q) = start(layer)
+        let (other, _) = start(layer)
+        // Another sign-in's sealed value renamed to this state's cookie: refused (associated data).
+        let renamed = [(name: mine[0].name, value: other[0].value)]
+        #expect(layer.stateRecord(renamed, state: q["state"]!) == nil)
+        #expect(layer.stateRecord(mine, state: q["state"]!)?.state == q["state"])
+        // A cookie of the right name that does not open does not hide the genuine one after it.
+        let tossed = [(name: mine[0].name, value: "AAAA")] + mine
+        #expect(layer.stateRecord(tossed, state: q["state"]!)?.state == q["state"])
+    }
+
+    @Test func atMostFiveStateCookiesLive_theOldestClearedFirst() throws {
+        let now = ManualClock()
+        let layer = try SessionLayer(oauth: Self.settings(), store: MemoryStore(clock: now.read), identityProviders: [:],
+                                     serverSide: false, log: Logger(level: .error),
+                                     clock: { Int64(now.now / 1_000_000_000) })
+        var jar: [(name: String, value: String)] = [("unrelated", "1")]
+        var names: [String] = []
+        for i in 0..<7 {
+            now.advance(seconds: 1)
+            let r = layer.start(query: "", host: "app.example.com", cookies: jar)
+            let set = setCookies(r)
+            let added = set.filter { !$0.value.isEmpty }.map(\.name)
+            let cleared = set.filter { $0.value.isEmpty }.map(\.name)
+            #expect(added.count == 1)
+            names += added
+            // The 6th start clears the 1st, the 7th the 2nd.
+            #expect(cleared == (i >= SessionLayer.maximumStateCookies ? [names[i - SessionLayer.maximumStateCookies]] : []), "start \(i + 1)")
+            jar = merge(jar, set)
+            #expect(jar.filter { $0.name.hasPrefix("_oauth_state_") }.count == min(i + 1, SessionLayer.maximumStateCookies))
+        }
+        #expect(jar.contains { $0.name == "unrelated" })
+        // A state cookie that no longer opens (or has expired) is cleared as well, live ones kept.
+        let junk = jar + [("_oauth_state_0123456789ab", "AAAA")]
+        #expect(layer.stateCookiesToClear(junk) == [names[2], "_oauth_state_0123456789ab"])
+        now.advance(seconds: UInt64(SessionLayer.stateLifetime))
+        #expect(layer.stateCookiesToClear(jar).count == SessionLayer.maximumStateCookies, "all expired")
+    }
+
+    @Test func stateCookieNamesKeepTheHostPrefixWhenSecure() throws {
+        var settings = Self.settings()
+        settings.session?.secure = true
+        let layer = try SessionLayer(oauth: settings, store: MemoryStore(clock: clock.read), identityProviders: [:],
+                                     serverSide: false, log: Logger(level: .error), clock: { 1_800_000_000 })
+        let name = layer.stateCookieName(for: "some-state")
+        #expect(name == "__Host-_oauth_state_" + String(ReplayGuard.hex(SHA256.hash("some-state")).prefix(12)))
+        let r = layer.start(query: "", host: "app.example.com", cookies: [])
+        let header = try #require(r.headers.first { $0.name == "Set-Cookie" }?.value)
+        #expect(header.hasPrefix("__Host-_oauth_state_") && header.contains("; Secure") && header.contains("; Path=/"))
+    }
 
     @Test func theStateRecordRoundTripsAndOneWithoutVerifierIsRefused() {
         let r = StateRecord(state: "s", nonce: "n", rd: "/", provider: "google", expiresAt: 5, verifier: "v",

@@ -167,6 +167,11 @@ def raw_get(proxy, path, headers=(), cookie=None):
         conn.close()
 
 
+def state_cookies(driver):
+    """Names of the browser's state cookies (one per sign-in in flight: `_oauth_state_<digest>`)."""
+    return [c["name"] for c in driver.get_cookies() if c["name"].startswith("_oauth_state")]
+
+
 def emails_seen(app):
     """X-Forwarded-Email values of the app's page requests (the browser's favicon fetches aside)."""
     return [v for r in app.seen() if r["path"] != "/favicon.ico"
@@ -185,7 +190,7 @@ def test_a_plain_browser_signs_in_at_the_idp_and_the_app_shows_the_user(webview,
     assert stats["clients"][WEB_CLIENT]["successes"] == 1 and stats["token"]["requests"] == 1
     assert emails_seen(header_app) == [username]
     # The state cookie was single use, and no code or state ever reached the app.
-    assert webview.get_cookie("_oauth_state") is None
+    assert state_cookies(webview) == []
     assert all("code=" not in r["path"] and "state=" not in r["path"] for r in header_app.seen())
 
 
@@ -203,6 +208,38 @@ def test_the_wrapper_apps_native_sign_in_signs_the_user_into_the_app(webview, pr
     assert stats["clients"][NATIVE[platform][0]]["successes"] == 1
     assert WEB_CLIENT not in stats["clients"], "the native code, not a web one"
     assert emails_seen(header_app) == [username]
+
+
+def test_two_tabs_signing_in_at_once_both_end_signed_in(webview, proxy, sm_idp, header_app, username):
+    """Two windows of one browser opened on protected pages: each starts its own sign-in before
+    either finishes. The second start must not undo the first (one state cookie per sign-in):
+    finishing the first tab, then the second, leaves both on their page, signed in."""
+    first = webview.current_window_handle
+    webview.get(proxy.url + "/account?tab=1")
+    wait_for(webview, lambda d: d.find_elements("id", "username"), "the IdP's login page in the first tab")
+    webview.switch_to.new_window("window")
+    second = webview.current_window_handle
+    try:
+        webview.get(proxy.url + "/inbox")
+        wait_for(webview, lambda d: d.find_elements("id", "username"), "the IdP's login page in the second tab")
+        assert len(state_cookies(webview)) == 2, state_cookies(webview)
+        sm_idp.reset_stats()
+        for handle, path in ((first, "/account?tab=1"), (second, "/inbox")):
+            webview.switch_to.window(handle)
+            assert idp_login(webview, username) == proxy.url + WEB_CALLBACK
+            signed_in_as(webview, username)
+            assert webview.current_url == proxy.url + path
+        assert sm_idp.stats()["clients"][WEB_CLIENT]["successes"] == 2
+        assert state_cookies(webview) == [], "each state cookie cleared by its own sign-in"
+        webview.switch_to.window(first)
+        webview.refresh()
+        signed_in_as(webview, username)
+        assert set(emails_seen(header_app)) == {username}
+    finally:
+        with contextlib.suppress(Exception):
+            webview.switch_to.window(second)
+            webview.close()
+        webview.switch_to.window(first)
 
 
 def test_forged_identity_headers_never_reach_the_app(webview, proxy, header_app, username):
@@ -293,3 +330,20 @@ def test_after_sign_out_the_app_no_longer_sees_the_user_and_the_old_cookie_is_re
     assert header_app.identity_values() == [], "no identity reached the app after sign-out"
     with contextlib.suppress(Exception):
         webview.delete_all_cookies()
+
+
+def test_another_site_cannot_sign_the_user_out(webview, proxy, header_app, sm_ports, username):
+    """The session cookie is SameSite=Lax, so a link on another site to /_oauth/sign_out carries it:
+    the browser says `Sec-Fetch-Site: cross-site` and the proxy refuses (403), the user stays signed
+    in. The site's own link (same origin) still signs out."""
+    browser_sign_in(webview, proxy, username)
+    # Another site: the header app under another host name (localhost is not the site 127.0.0.1).
+    webview.get(f"http://localhost:{sm_ports['app']}/elsewhere")
+    webview.execute_script("window.location.href = arguments[0]", proxy.url + "/_oauth/sign_out?rd=/public")
+    wait_for(webview, lambda d: d.title == "Not signed out", "the proxy's refusal page")
+    assert "still signed in" in body(webview)
+    webview.get(proxy.url + "/public")
+    assert status(webview) == f"Signed in as {username}"
+    webview.execute_script("window.location.href = arguments[0]", proxy.url + "/_oauth/sign_out?rd=/public")
+    wait_for(webview, lambda d: status(d) == "Not signed in", "the app, signed out by the site's own link")
+    assert webview.get_cookie("_oauth_session") is None

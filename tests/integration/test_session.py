@@ -4,6 +4,7 @@ The wrapper app's part is played by hand: /_oauth/start's redirect to the IdP is
 the navigation a wrapper intercepts), the native sign-in is done at the strict IdP with the
 same state and nonce, and the callback is loaded with the browser's cookies.
 """
+import hashlib
 import json
 import os
 import sys
@@ -73,6 +74,23 @@ def set_cookies(r):
     return out
 
 
+def state_cookies(cookies):
+    """The state cookies among name → value pairs: one per sign-in, `_oauth_state_<digest>`."""
+    return {k: v for k, v in cookies.items() if k.startswith("_oauth_state")}
+
+
+class Jar(dict):
+    """A browser's cookies for the site, in the order they were set: a Set-Cookie replaces one of
+    the same name, an empty value (Max-Age=0) removes it."""
+
+    def take(self, r):
+        for name, value in set_cookies(r).items():
+            self.pop(name, None)
+            if value:
+                self[name] = value
+        return r
+
+
 def sign_in(p, idp, rd="/private/page"):
     """/_oauth/start → (wrapper) native sign-in with the same state and nonce → callback."""
     start = get(p, "/_oauth/start?" + urllib.parse.urlencode({"rd": rd}))
@@ -82,7 +100,7 @@ def sign_in(p, idp, rd="/private/page"):
     assert f"{authorize.scheme}://{authorize.netloc}{authorize.path}" == idp.base_url + "/authorize"
     assert q["client_id"] == WEB
     jar = set_cookies(start)
-    assert "_oauth_state" in jar
+    assert list(state_cookies(jar)) == ["_oauth_state_" + hashlib.sha256(q["state"].encode()).hexdigest()[:12]]
     grant = idp.get_code(IOS, state=q["state"], nonce=q["nonce"])
     callback = "/_oauth_callback?" + urllib.parse.urlencode({
         "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
@@ -96,7 +114,7 @@ def test_a_native_sign_in_sets_the_session_and_identity_reaches_the_upstream(spr
     assert r.status == 302, r
     assert r.one("location") == "/private/page"
     cookies = set_cookies(r)
-    assert cookies.get("_oauth_state") == "", "the state cookie is cleared"
+    assert state_cookies(cookies) == {k: "" for k in state_cookies(jar)}, "the state cookie is cleared"
     session = {k: v for k, v in cookies.items() if k.startswith("_oauth_session")}
     assert session and all(session.values())
     # The client tries to claim another identity in every spelling: only ours arrives.
@@ -123,14 +141,14 @@ def test_without_a_session_identity_headers_are_stripped_and_protected_paths_red
 
 def test_sub_resources_get_a_401_and_never_replace_a_sign_in_in_flight(sproxy, idp):
     """A browser fetches /favicon.ico (and images, scripts) on its own while the user signs in.
-    Redirected to /_oauth/start, such a fetch would set a new state cookie and the user's own
-    sign-in would come back to a state this browser no longer holds."""
+    Redirected to /_oauth/start, such fetches would set state cookies of their own and, beyond the
+    limit, push out the one of the user's own sign-in."""
     for dest in ("image", "script", "empty", "iframe"):
         r = get(sproxy, "/private/favicon.ico", headers={"Sec-Fetch-Dest": dest})
         assert r.status == 401 and not set_cookies(r), (dest, r)
         # and if one got to /_oauth/start anyway, no state cookie is issued to it
         r = get(sproxy, "/_oauth/start?rd=/", headers={"Sec-Fetch-Dest": dest})
-        assert r.status == 401 and "_oauth_state" not in set_cookies(r), (dest, r)
+        assert r.status == 401 and not state_cookies(set_cookies(r)), (dest, r)
     # a page navigation (or a client without Fetch Metadata) is sent to sign in
     for headers in ({"Sec-Fetch-Dest": "document"}, {}):
         r = get(sproxy, "/private/page", headers=headers)
@@ -279,11 +297,11 @@ def session_of(r):
 def test_a_plain_browser_signs_in_through_the_web_callback(web_proxy_factory, web_idp, upstream, client_auth):
     p = web_proxy_factory(client_auth=client_auth)
     web_idp.reset_stats()
-    r, _, _ = web_sign_in(p, web_idp, rd="/private/page?x=1")
+    r, jar, _ = web_sign_in(p, web_idp, rd="/private/page?x=1")
     assert r.status == 302, r
     assert r.one("location") == "/private/page?x=1"
     assert r.one("cache-control") == "no-store" and r.one("referrer-policy") == "no-referrer"
-    assert set_cookies(r).get("_oauth_state") == "", "the state cookie is single use"
+    assert state_cookies(set_cookies(r)) == {k: "" for k in state_cookies(jar)}, "the state cookie is single use"
     session = session_of(r)
     assert session and all(session.values())
     # The IdP saw one exchange, by the web client, and it succeeded (secret + PKCE + redirect URI).
@@ -323,11 +341,165 @@ def test_a_web_callback_with_another_browsers_state_is_refused_before_the_idp(we
         r = get(p, target, cookies=cookies)
         assert r.status == 400, r
         assert not session_of(r)
-        assert "_oauth_state" not in set_cookies(r), "the victim's own sign-in stays usable"
+        assert not state_cookies(set_cookies(r)), "the victim's own sign-in stays usable"
     assert web_idp.stats()["token"]["requests"] == 0
     # The attacker's own browser still completes: nothing was spent.
     r = get(p, target, cookies=set_cookies(attacker))
     assert r.status == 302 and session_of(r)
+
+
+# -------------------------------------------------------------------------------------------------
+# Several sign-ins in flight in one browser (two tabs on protected pages): a state cookie each,
+# named after its state, so that the second /_oauth/start does not replace the first's.
+
+
+def state_cookie_name(authorize_url):
+    state = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(authorize_url).query))["state"]
+    return "_oauth_state_" + hashlib.sha256(state.encode()).hexdigest()[:12]
+
+
+def start_in(p, jar, rd="/private/page"):
+    """/_oauth/start with the browser's cookies, its Set-Cookie kept; the authorization URL."""
+    r = jar.take(get(p, "/_oauth/start?" + urllib.parse.urlencode({"rd": rd}), cookies=jar))
+    assert r.status == 302, r
+    return r.one("location")
+
+
+def native_callback(authorize_url, grant):
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(authorize_url).query))
+    return "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
+        "code": grant.code, "state": q["state"], "code_verifier": grant.code_verifier})
+
+
+def native_grant(idp, authorize_url, username="alice@example.test"):
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(authorize_url).query))
+    return idp.get_code(IOS, username=username, state=q["state"], nonce=q["nonce"])
+
+
+@pytest.mark.parametrize("way", ["web", "native"])
+@pytest.mark.parametrize("first_started_finishes_first", [True, False])
+def test_two_sign_ins_in_flight_in_one_browser_both_complete(web_proxy_factory, web_idp, way,
+                                                             first_started_finishes_first):
+    p = web_proxy_factory()
+    jar = Jar()
+    flows = [(start_in(p, jar, "/private/one"), "/private/one"), (start_in(p, jar, "/private/two"), "/private/two")]
+    assert list(state_cookies(jar)) == [state_cookie_name(a) for a, _ in flows], "one state cookie each"
+    if not first_started_finishes_first:
+        flows.reverse()
+    web_idp.reset_stats()
+    for authorize, rd in flows:
+        if way == "web":
+            target = "/_oauth/web_callback?" + urllib.parse.urlsplit(idp_login(web_idp, authorize)).query
+        else:
+            target = native_callback(authorize, native_grant(web_idp, authorize))
+        r = jar.take(get(p, target, cookies=jar))
+        assert r.status == 302 and r.one("location") == rd, r
+        assert session_of(r)
+        assert state_cookies(set_cookies(r)) == {state_cookie_name(authorize): ""}, "only its own state cookie is cleared"
+    assert not state_cookies(jar)
+    assert web_idp.stats()["token"]["requests"] == 2
+    assert get(p, "/private/x", cookies=jar).status == 404, "signed in: a protected path reaches the upstream"
+
+
+def test_a_callback_whose_state_has_no_cookie_in_this_browser_is_refused_before_the_idp(web_proxy_factory, web_idp):
+    """Login CSRF with the browser's own sign-ins in flight: the attacker's callback (their code and
+    state, web or native) finds no cookie for its state here and is refused before any token request
+    — and clears none of the browser's state cookies, whose sign-ins still complete."""
+    p = web_proxy_factory()
+    attacker = get(p, "/_oauth/start").one("location")
+    web_target = "/_oauth/web_callback?" + urllib.parse.urlsplit(
+        idp_login(web_idp, attacker, username="mallory@example.test")).query
+    native_target = native_callback(attacker, native_grant(web_idp, attacker, username="mallory@example.test"))
+    jar = Jar()
+    mine = [start_in(p, jar, "/private/one"), start_in(p, jar, "/private/two")]
+    web_idp.reset_stats()
+    for target in (web_target, native_target):
+        r = get(p, target, cookies=jar)
+        assert r.status == 400, r
+        assert "not started in this browser" in r.body.decode()
+        assert not set_cookies(r), "neither a session nor any of this browser's state cookies cleared"
+    assert web_idp.stats()["token"]["requests"] == 0
+    for authorize in mine:
+        r = jar.take(get(p, "/_oauth/web_callback?" + urllib.parse.urlsplit(idp_login(web_idp, authorize)).query,
+                         cookies=jar))
+        assert r.status == 302 and session_of(r), r
+
+
+def test_at_most_five_state_cookies_live_in_one_browser_the_oldest_cleared_first(web_proxy_factory, web_idp):
+    p = web_proxy_factory()
+    jar = Jar({"unrelated": "kept"})
+    starts = [start_in(p, jar, f"/private/{i}") for i in range(7)]
+    assert list(state_cookies(jar)) == [state_cookie_name(a) for a in starts[2:]], "the 6th and 7th cleared the two oldest"
+    assert jar["unrelated"] == "kept"
+    web_idp.reset_stats()
+    for authorize in starts[:2]:   # their cookies are gone: refused like any callback from elsewhere
+        r = get(p, "/_oauth/web_callback?" + urllib.parse.urlsplit(idp_login(web_idp, authorize)).query, cookies=jar)
+        assert r.status == 400, r
+    assert web_idp.stats()["token"]["requests"] == 0
+    for i, authorize in enumerate(starts[2:], start=2):
+        r = jar.take(get(p, "/_oauth/web_callback?" + urllib.parse.urlsplit(idp_login(web_idp, authorize)).query,
+                         cookies=jar))
+        assert r.status == 302 and r.one("location") == f"/private/{i}", r
+    assert not state_cookies(jar)
+
+
+# -------------------------------------------------------------------------------------------------
+# Sign-out: session cookies are SameSite=Lax, so a link from any site carries them; a sign-out
+# that another site asked for (Sec-Fetch-Site: cross-site) is refused and the session kept.
+
+
+def request(p, method, target, cookies=None, headers=()):
+    h = list(headers)
+    if cookies:
+        h.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items())))
+    if method == "POST":
+        h.append(("Content-Type", "application/x-www-form-urlencoded"))
+    with HTTPConn(p.port) as c:
+        c.request(method, target, headers=h, body=b"x=1" if method == "POST" else b"")
+        return c.read_response(method=method)
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_sign_out_from_another_site_is_refused_and_the_session_kept(web_proxy_factory, web_idp, method, server_side):
+    p = web_proxy_factory(server_side=server_side)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    for fetch_site in ("cross-site", "Cross-Site", "something-else"):
+        out = request(p, method, "/_oauth/sign_out?rd=/bye", cookies=session, headers=[("Sec-Fetch-Site", fetch_site)])
+        assert out.status == 403, (fetch_site, out)
+        assert not set_cookies(out), "the session cookie is kept"
+        assert "still signed in" in out.body.decode()
+        assert out.one("cache-control") == "no-store"
+    assert get(p, "/_oauth/userinfo", cookies=session).status == 200, "the session still works"
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+@pytest.mark.parametrize("method,fetch_site", [("GET", "same-origin"), ("GET", "same-site"), ("GET", "none"),
+                                                ("GET", None), ("POST", "same-origin"), ("POST", None)])
+def test_a_same_site_sign_out_or_one_without_fetch_metadata_signs_out(web_proxy_factory, web_idp, method, fetch_site,
+                                                                      server_side):
+    p = web_proxy_factory(server_side=server_side)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    headers = [("Sec-Fetch-Site", fetch_site)] if fetch_site else []
+    out = request(p, method, "/_oauth/sign_out?rd=/bye", cookies=session, headers=headers)
+    assert out.status == 302 and out.one("location") == "/bye", out
+    assert session_of(out) and all(v == "" for v in session_of(out).values()), "the session cookie is cleared"
+    if server_side:   # the same cookie is worth nothing now
+        assert get(p, "/_oauth/userinfo", cookies=session).status == 401
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE"])
+def test_sign_out_answers_only_get_and_post(web_proxy_factory, web_idp, method):
+    p = web_proxy_factory(server_side=True)
+    r, _, _ = web_sign_in(p, web_idp)
+    session = session_of(r)
+    out = request(p, method, "/_oauth/sign_out", cookies=session)
+    assert out.status == 405 and out.one("allow") == "GET, POST", out
+    assert not set_cookies(out)
+    assert get(p, "/_oauth/userinfo", cookies=session).status == 200
 
 
 def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp):
@@ -337,7 +509,7 @@ def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp)
     r = get(p, "/_oauth/web_callback?" + urllib.parse.urlsplit(back).query, cookies=set_cookies(start))
     assert r.status == 302, r
     assert r.one("location") == "/signin-failed?error=access_denied"
-    assert set_cookies(r).get("_oauth_state") == ""
+    assert state_cookies(set_cookies(r)) == {k: "" for k in state_cookies(set_cookies(start))}
     assert not session_of(r)
 
 

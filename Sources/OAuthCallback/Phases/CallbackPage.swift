@@ -19,8 +19,9 @@ enum CallbackPage {
              body: "Your \(escape(identity.provider)) sign-in was verified. The site has not been told: this provider is set to verify only.")
     }
 
-    static func error(status: Int, message: String, extraHeaders: [(name: String, value: String)] = []) -> Response {
-        page(status: status, title: "Sign-in failed", body: escape(message), extraHeaders: extraHeaders)
+    static func error(status: Int, message: String, title: String = "Sign-in failed",
+                      extraHeaders: [(name: String, value: String)] = []) -> Response {
+        page(status: status, title: escape(title), body: escape(message), extraHeaders: extraHeaders)
     }
 
     private static func page(status: Int, title: String, body: String,

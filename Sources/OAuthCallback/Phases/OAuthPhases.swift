@@ -46,11 +46,11 @@ public struct OAuthPhases: HTTPPhases {
            pipeline.settings.providers[name]?.handoff == .session {
             // The state itself is compared here too, not only after the exchange: a callback
             // carrying another browser's state (login CSRF) must not spend its code at the IdP.
-            guard let record = session.stateRecord(cookies),
-                  ConstantTime.equals(record.state, SessionLayer.queryValue(query, "state") ?? "") else {
+            guard let state = SessionLayer.queryValue(query, "state"),
+                  let record = session.stateRecord(cookies, state: state) else {
                 metrics.callback(provider: name, platform: SessionLayer.queryValue(query, "platform"), .refused)
                 log.info("callback failed", ["provider": name, "source": "client", "reason": "state_mismatch",
-                                             "detail": "no state cookie, or another state: the sign-in was not started in this browser"])
+                                             "detail": "no state cookie for the callback's state: the sign-in was not started in this browser"])
                 return .respond(CallbackPage.error(status: 400, message: SessionLayer.stateMismatch.userMessage))
             }
             expectedNonce = record.nonce

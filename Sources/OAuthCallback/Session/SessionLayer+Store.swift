@@ -83,7 +83,8 @@ extension SessionLayer {
         }
     }
 
-    /// `/_oauth/sign_out`: ends the server-side session (if any), clears the cookies, goes to `rd`.
+    /// `/_oauth/sign_out` (GET or POST, same-site: see `isSameSiteOrUnknown`): ends the
+    /// server-side session (if any), clears the cookies, goes to `rd`.
     func signOut(cookies: [(name: String, value: String)], rd: String, on loop: EventLoop,
                  _ completion: @escaping (Response) -> Void) {
         let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
@@ -98,7 +99,8 @@ extension SessionLayer {
             case .success: completion(signedOut)
             case .failure(let error):
                 log.warn("sign-out failed", ["reason": "store_unavailable", "detail": error.description])
-                completion(CallbackPage.error(status: 503, message: "Signing out is temporarily unavailable. Please try again in a moment."))
+                completion(CallbackPage.error(status: 503, message: "Signing out is temporarily unavailable. Please try again in a moment.",
+                                              title: "Not signed out"))
             }
         }
     }

@@ -7,9 +7,10 @@ import ProxyCore
 /// The exchange is the native path's (`IdentityProvider.redeem`) with another client: the
 /// site's confidential web client (its secret, `client_secret_post` or basic), the redirect URI
 /// and PKCE verifier remembered in the sealed state cookie, and the id_token's `aud` = the web
-/// client id and `nonce` = the cookie's. The state cookie is single use: every answer to a
-/// callback that matched it clears it. One that did not match leaves it alone — a forged
-/// callback must not be able to cancel the sign-in this browser really has in flight.
+/// client id and `nonce` = the cookie's. The state cookie is the one named after the callback's
+/// `state` (`SessionLayer+StateCookies.swift`), and single use: every answer to a callback that
+/// matched it clears it, and only it. One that did not match clears nothing — a forged callback
+/// must not be able to cancel a sign-in this browser really has in flight.
 extension SessionLayer {
     /// Longest accepted `code` and `state` (bytes); Google's codes are ~100, our states 43.
     static let maximumCodeLength = 2048
@@ -18,33 +19,35 @@ extension SessionLayer {
     func webCallback(query: String, host: String, cookies: [(name: String, value: String)], on loop: EventLoop,
                      _ completion: @escaping (Response) -> Void) {
         let started = loop.nowNanoseconds
-        let record = stateRecord(cookies)
         // `toErrorURL`: the sign-in itself failed (the provider refused or said error=), as
         // opposed to a refused request or a fault of ours.
-        let fail = { [self] (failure: CallbackFailure, provider: String, matched: Bool, toErrorURL: Bool) in
+        // `matched`: the record of the state cookie this callback's state names, whose cookie
+        // every answer then clears.
+        let fail = { [self] (failure: CallbackFailure, matched: StateRecord?, toErrorURL: Bool) in
             log.log(failure.source == .client ? .info : .warn, "web callback failed", [
-                "provider": provider, "source": failure.source.rawValue, "reason": failure.code,
+                "provider": matched?.provider ?? "", "source": failure.source.rawValue, "reason": failure.code,
                 "detail": failure.logDetail, "duration_ms": Self.milliseconds(since: started, loop)])
-            completion(failurePage(failure, clearState: matched, toErrorURL: toErrorURL || failure.source == .idp))
+            completion(failurePage(failure, clearState: matched.map { stateCookieName(for: $0.state) },
+                                   toErrorURL: toErrorURL || failure.source == .idp))
         }
         let parsed: WebCallbackQuery
         switch WebCallbackQuery.parse(query) {
-        case .failure(let failure): return fail(failure, record?.provider ?? "", false, false)
+        case .failure(let failure): return fail(failure, nil, false)
         case .success(let q): parsed = q
         }
-        let matched = record.map { ConstantTime.equals($0.state, parsed.state ?? "") } ?? false
+        let matched = parsed.state.flatMap { stateRecord(cookies, state: $0) }
         if case .error(let error, _) = parsed {
             return fail(CallbackFailure(.client, code: error, userMessage: "The sign-in was cancelled or refused.",
-                                        logDetail: "the provider answered error=\(error)"), record?.provider ?? "", matched, true)
+                                        logDetail: "the provider answered error=\(error)"), matched, true)
         }
-        guard case .code(let code, _) = parsed, let record, matched else {
-            return fail(Self.stateMismatch, record?.provider ?? "", false, false)
+        guard case .code(let code, _) = parsed, let record = matched else {
+            return fail(Self.stateMismatch, nil, false)
         }
         guard let provider = providers[record.provider], let client = provider.appClient,
               let implementation = identityProviders[record.provider] else {
             return fail(CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
                                         logDetail: "provider `\(record.provider)` of the state cookie is not configured for session"),
-                        record.provider, true, false)
+                        record, false)
         }
         let request = ExchangeRequest(
             provider: provider, platform: "web",
@@ -52,16 +55,16 @@ extension SessionLayer {
                                  clientSecret: client.clientSecret, clientAuth: client.clientAuth),
             code: code, codeVerifier: record.verifier, expectedNonce: record.nonce)
         replayGuard.admit(provider: record.provider, code: code, on: loop) { [self] admitted in
-            if case .failure(let failure) = admitted { return fail(failure, record.provider, true, false) }
+            if case .failure(let failure) = admitted { return fail(failure, record, false) }
             implementation.redeem(request, on: loop) { [self] redeemed in
                 let identity: VerifiedIdentity
                 switch redeemed {
-                case .failure(let failure): return fail(failure, record.provider, true, false)
+                case .failure(let failure): return fail(failure, record, false)
                 case .success(let verified): identity = verified
                 }
                 establish(identity, record: record, cookies: cookies, on: loop) { [self] result in
                     switch result {
-                    case .failure(let failure): fail(failure, record.provider, true, false)
+                    case .failure(let failure): fail(failure, record, false)
                     case .success(var response):
                         log.info("web callback verified", ["provider": record.provider, "handoff": "session",
                                                            "duration_ms": Self.milliseconds(since: started, loop)])
@@ -75,8 +78,9 @@ extension SessionLayer {
 
     /// A failed web sign-in: the configured `error_url` (with `error=<code>`) for failures of
     /// the sign-in itself, the proxy's own short page for refused requests and for our own faults.
-    func failurePage(_ failure: CallbackFailure, clearState: Bool, toErrorURL: Bool) -> Response {
-        let clear = clearState ? [("Set-Cookie", clearStateCookie)] : []
+    /// - Parameter clearState: the name of the state cookie the callback matched, if any.
+    func failurePage(_ failure: CallbackFailure, clearState: String?, toErrorURL: Bool) -> Response {
+        let clear = clearState.map { [("Set-Cookie", clearStateCookie(named: $0))] } ?? []
         if let errorURL = settings.errorURL, toErrorURL {
             let location = errorURL + (errorURL.contains("?") ? "&" : "?") + FormEncoding.encode([("error", failure.code)])
             return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store"),

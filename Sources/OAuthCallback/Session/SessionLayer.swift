@@ -6,8 +6,10 @@ import ProxyCore
 ///
 /// Sign-in goes through `/_oauth/start`: it sets a sealed state cookie (state, nonce, PKCE
 /// verifier, redirect URI, `rd`, provider) and redirects to the provider's authorization URL
-/// with the app's web client. Two ways back, both checked against that cookie (login CSRF) and
-/// both requiring the id_token to carry its nonce:
+/// with the app's web client. Each sign-in has its own state cookie, named after its state
+/// (`SessionLayer+StateCookies.swift`), so two in flight in one browser do not undo each
+/// other. Two ways back, both checked against the cookie for the state they carry (login
+/// CSRF) and both requiring the id_token to carry its nonce:
 /// - a wrapper app intercepts that navigation, signs in natively and loads `/_oauth_callback`
 ///   with the same `state` (the callback pipeline; hand-off in `signIn`);
 /// - a plain browser follows it and comes back to `/_oauth/web_callback`, whose code the proxy
@@ -24,6 +26,8 @@ public final class SessionLayer: Sendable {
     public static let authPath = "/_oauth/auth"
     public static let webCallbackPath = "/_oauth/web_callback"
     static let stateLifetime: Int64 = 600
+    /// Most state cookies one browser holds at once (see `SessionLayer+StateCookies.swift`).
+    static let maximumStateCookies = 5
 
     let settings: SessionSettings
     let providers: [String: ProviderSettings]
@@ -34,8 +38,10 @@ public final class SessionLayer: Sendable {
     public let serverSide: Bool
     let log: Logger
     let cookie: SessionCookie
-    private let stateSealer: AES256GCM
-    private let stateCookieName: String
+    let stateSealer: AES256GCM
+    /// `_oauth_state_` (`__Host-_oauth_state_` when secure): each sign-in's state cookie is this
+    /// followed by a digest of its state.
+    let stateCookiePrefix: String
     private let redirects: RedirectValidator
     let clock: @Sendable () -> Int64
     /// Every spelling of every identity header a client might send (case is compared
@@ -61,7 +67,7 @@ public final class SessionLayer: Sendable {
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
                                    secure: settings.secure)
         stateSealer = try AES256GCM(key: SHA256.hash("state:" + (settings.secrets.first?.value ?? "unset")))
-        stateCookieName = (settings.secure ? "__Host-" : "") + "_oauth_state"
+        stateCookiePrefix = (settings.secure ? "__Host-" : "") + "_oauth_state_"
         redirects = RedirectValidator(allowedHosts: settings.allowedRedirectHosts)
         self.clock = clock
         let withAuthorization = settings.passAccessToken
@@ -77,13 +83,26 @@ public final class SessionLayer: Sendable {
         let loop = request.eventLoop
         switch path {
         case Self.startPath:
-            // Only a page navigation starts a sign-in: an image or script that followed a
-            // redirect here would replace the state cookie of the sign-in in flight.
+            // Only a page navigation starts a sign-in: images or scripts that followed a
+            // redirect here would add state cookies until the real sign-in's was pushed out.
             guard Self.isNavigation(request.header("Sec-Fetch-Dest")) else {
                 return .respond(Self.json(401, ["error": .string("unauthorized")]))
             }
-            return .respond(start(query: request.query ?? "", host: request.host ?? "localhost"))
+            return .respond(start(query: request.query ?? "", host: request.host ?? "localhost", cookies: cookies))
         case Self.signOutPath:
+            // GET for links, POST for sign-out forms; anything else (a HEAD from a link preview
+            // included) must not end a session.
+            let method = request.method
+            guard method == .get || method == .post else {
+                return .respond(CallbackPage.error(status: 405, message: "This address only accepts GET and POST.",
+                                                   title: "Not signed out", extraHeaders: [("Allow", "GET, POST")]))
+            }
+            let fetchSite = request.headers(named: "Sec-Fetch-Site")
+            guard Self.isSameSiteOrUnknown(fetchSite) else {
+                log.info("sign-out refused", ["reason": "cross_site",
+                                              "fetch_site": fetchSite.allSatisfy(Self.fetchSiteValues.contains) ? fetchSite.joined(separator: ",") : "other"])
+                return .respond(CallbackPage.error(status: 403, message: Messages.crossSiteSignOut, title: "Not signed out"))
+            }
             let rd = Self.queryValue(request.query, "rd").flatMap(redirects.validate) ?? "/"
             return .deferred { [self] sink in signOut(cookies: cookies, rd: rd, on: loop) { sink.respond($0) } }
         case Self.userInfoPath:
@@ -116,8 +135,8 @@ public final class SessionLayer: Sendable {
             // Copied now: the view is only valid during this call.
             let accept = request.header("Accept") ?? ""
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
-            // get a 401, not a redirect to sign-in: following it would start a second sign-in
-            // whose state cookie replaces the one of the page's sign-in in flight.
+            // get a 401, not a redirect to sign-in: following it would start sign-ins nobody
+            // finishes, whose state cookies push out the one of the page's sign-in in flight.
             let scripted = request.header("X-Requested-With") != nil
             let navigation = Self.isNavigation(request.header("Sec-Fetch-Dest"))
             let json = scripted || accept.contains("application/json") || !navigation
@@ -140,6 +159,20 @@ public final class SessionLayer: Sendable {
     static func isNavigation(_ fetchDest: String?) -> Bool {
         guard let fetchDest else { return true }
         return fetchDest.lowercased() == "document"
+    }
+
+    /// The values Fetch Metadata defines for `Sec-Fetch-Site`.
+    static let fetchSiteValues: Set<String> = ["same-origin", "same-site", "none", "cross-site"]
+
+    /// Whether a sign-out may proceed: session cookies are `SameSite=Lax`, so a link or a
+    /// top-level navigation from any other site carries them, and without this check any site
+    /// could sign the user out. Browsers say where a request comes from in `Sec-Fetch-Site`
+    /// (every current one sends it); `same-origin`, `same-site` and `none` (typed in the address
+    /// bar, a bookmark) pass, anything else is refused. A request without the header (a client
+    /// that predates Fetch Metadata, curl) passes: refusing it would break sign-out for them,
+    /// and the browsers that matter here all send it.
+    static func isSameSiteOrUnknown(_ fetchSite: [String]) -> Bool {
+        fetchSite.allSatisfy { ["same-origin", "same-site", "none"].contains($0.lowercased()) }
     }
 
     /// A protected path without a session: to sign-in, or 401 for scripts.
@@ -175,7 +208,9 @@ public final class SessionLayer: Sendable {
 
     // MARK: Sign-in
 
-    func start(query: String, host: String) -> Response {
+    /// - Parameter cookies: the request's, to find this browser's other state cookies (the
+    ///   oldest are cleared beyond `maximumStateCookies`).
+    func start(query: String, host: String, cookies: [(name: String, value: String)]) -> Response {
         let requested = Self.queryValue(query, "provider") ?? providers.keys.sorted().first ?? ""
         guard let provider = providers[requested], let client = provider.appClient,
               let authorize = Self.authorizationEndpoint(provider) else {
@@ -191,7 +226,8 @@ public final class SessionLayer: Sendable {
                                  provider: provider.name, expiresAt: clock() + Self.stateLifetime,
                                  verifier: Base64URL.encode(verifier),
                                  redirectURI: settings.webRedirectURI ?? "\(scheme)://\(host)\(Self.webCallbackPath)")
-        guard let sealed = try? stateSealer.seal(record.json(), authenticating: Array(stateCookieName.utf8)) else {
+        let name = stateCookieName(for: record.state)
+        guard let sealed = try? stateSealer.seal(record.json(), authenticating: Array(name.utf8)) else {
             return CallbackPage.error(status: 500, message: Messages.internalError)
         }
         // PKCE (S256) on the web client too: a code intercepted on its way back is useless
@@ -203,26 +239,18 @@ public final class SessionLayer: Sendable {
             ("code_challenge", Base64URL.encode(SHA256.hash(record.verifier))), ("code_challenge_method", "S256"),
         ])
         let attributes = "; Path=/; Max-Age=\(Self.stateLifetime); HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
-        return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store"),
-                                              ("Set-Cookie", stateCookieName + "=" + Base64URL.encode(sealed) + attributes)])
+        let cleared = stateCookiesToClear(cookies).map { ("Set-Cookie", clearStateCookie(named: $0)) }
+        return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store")] + cleared
+                        + [("Set-Cookie", name + "=" + Base64URL.encode(sealed) + attributes)])
     }
 
-    /// The state cookie sent with a callback, if it is ours, intact and unexpired.
-    func stateRecord(_ cookies: [(name: String, value: String)]) -> StateRecord? {
-        guard let value = cookies.first(where: { $0.name == stateCookieName })?.value,
-              let box = Base64URL.decode(value),
-              let plain = try? stateSealer.open(box, authenticating: Array(stateCookieName.utf8)),
-              let record = StateRecord(json: plain), record.expiresAt > clock() else { return nil }
-        return record
-    }
-
-    /// After a verified callback in session mode: the state must be the one this browser was
-    /// given by /_oauth/start (login CSRF), then the session is created. `completion` runs on
+    /// After a verified callback in session mode: this browser must hold the state cookie of the
+    /// callback's state, given by /_oauth/start (login CSRF), then the session is created. `completion` runs on
     /// `loop`.
     func signIn(_ identity: VerifiedIdentity, state: String, provider: String,
                 cookies: [(name: String, value: String)], on loop: EventLoop,
                 _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
-        guard let record = stateRecord(cookies), ConstantTime.equals(record.state, state), record.provider == provider else {
+        guard let record = stateRecord(cookies, state: state), record.provider == provider else {
             return completion(.failure(Self.stateMismatch))
         }
         establish(identity, record: record, cookies: cookies, on: loop, completion)
@@ -231,10 +259,10 @@ public final class SessionLayer: Sendable {
     static let stateMismatch = CallbackFailure(
         .client, code: "state_mismatch",
         userMessage: "This sign-in was not started in this browser. Please start signing in again.",
-        logDetail: "callback state does not match this browser's state cookie (login CSRF refused)")
+        logDetail: "no state cookie in this browser for the callback's state (login CSRF refused)")
 
     /// Creates the session for a verified sign-in whose state cookie matched: the session
-    /// cookie (or the store record and its reference), the state cookie cleared (single use),
+    /// cookie (or the store record and its reference), that state cookie cleared (single use),
     /// and the redirect to the remembered `rd`.
     func establish(_ identity: VerifiedIdentity, record: StateRecord, cookies: [(name: String, value: String)],
                    on loop: EventLoop, _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
@@ -247,7 +275,7 @@ public final class SessionLayer: Sendable {
         let done: (Result<[String], CallbackFailure>) -> Void = { [self] result in
             completion(result.map { setCookies in
                 Response(status: 302, headers: [("Location", record.rd)]
-                         + setCookies.map { ("Set-Cookie", $0) } + [("Set-Cookie", clearStateCookie)])
+                         + setCookies.map { ("Set-Cookie", $0) } + [("Set-Cookie", clearStateCookie(named: stateCookieName(for: record.state)))])
             })
         }
         guard serverSide else {
@@ -261,11 +289,6 @@ public final class SessionLayer: Sendable {
 
     static let unsealable = CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
                                             logDetail: "session cookie could not be sealed")
-
-    /// Expires the state cookie: it is single use.
-    var clearStateCookie: String {
-        stateCookieName + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
-    }
 
     // MARK: Helpers
 
