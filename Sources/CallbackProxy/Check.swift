@@ -32,7 +32,8 @@ enum Check {
         return .success(config)
     }
 
-    /// `callback-proxy check --config FILE`: every problem on its own line, exit 0 or 1.
+    /// `callback-proxy check [--config FILE] [flags]`: every problem on its own line, exit 0 or 1.
+    /// Without a file it checks what the environment and the flags configure (containers).
     static func run(_ options: Options) -> Int32 {
         // The certificates and keys are loaded too (each file read once), so a file that
         // passes check starts.
@@ -49,7 +50,7 @@ enum Check {
             print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!.address))")
             return 0
         case .failure(let problems):
-            for p in problems.items { print("\(options.configPath ?? ""): \(p)") }
+            for p in problems.items { print("\(options.configPath ?? "configuration"): \(p)") }
             print("\(problems.items.count) problem(s)")
             return 1
         }

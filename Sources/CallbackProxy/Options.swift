@@ -21,7 +21,9 @@ struct Options {
     callback-proxy \(version): a reverse proxy that completes native-app OAuth callbacks for an unchanged website.
 
     Usage: callback-proxy [--config FILE] [options]
-           callback-proxy check --config FILE     validate a configuration file, report every problem
+           callback-proxy check [--config FILE] [options]
+                                              validate the configuration (file, CALLBACK_PROXY_…
+                                              variables and flags), report every problem
 
       --config FILE                   YAML (or JSON) configuration; flags below override it
       --listen HOST:PORT              public listener (repeatable; default 127.0.0.1:8080)
@@ -161,7 +163,6 @@ struct Options {
                 throw OptionError("unknown option '\(raw)' (see --help)")
             }
         }
-        if o.command == .check && o.configPath == nil { throw OptionError("check needs --config FILE") }
         return o
     }
 

@@ -598,3 +598,16 @@ def test_the_reference_documents_every_flag(proxy_bin):
         rows = [l for l in f if l.startswith("| `--")]
     missing = [f for f in flags if not any(r.startswith(f"| `{f}") for r in rows)]
     assert missing == [], f"flags not in docs/reference.md: {missing}"
+
+
+def test_check_without_a_file_validates_what_the_environment_configures(proxy_bin):
+    """A container configured by variables alone can be checked the same way it starts."""
+    ok = run(proxy_bin, "check", env=clean_env(CALLBACK_PROXY_UPSTREAM="http://10.0.0.5:3000"))
+    assert ok.returncode == 0, ok.stdout.decode() + ok.stderr.decode()
+    bad = run(proxy_bin, "check", env=clean_env(CALLBACK_PROXY_UPSTREAM="http://10.0.0.5:3000",
+                                                CALLBACK_PROXY_LOOPS="many"))
+    out = bad.stdout.decode()
+    assert bad.returncode == 1 and "configuration: loops (from CALLBACK_PROXY_LOOPS)" in out, out
+    # nothing configures an upstream: the one required setting is named
+    none = run(proxy_bin, "check", env=clean_env())
+    assert none.returncode == 1 and "upstream" in none.stdout.decode(), none.stdout.decode()
