@@ -41,7 +41,7 @@ case .failure(let problems):
 }
 let loops = config.loops ?? Options.cores()
 let log = Logger(level: config.logLevel, format: config.logFormat)
-guard let accessLog = AccessLog.open(config.accessLog, loops: loops) else {
+guard let accessLog = AccessLog.open(config.accessLog, loops: loops, format: config.logFormat) else {
     fail("access log: cannot open '\(config.accessLog)'")
 }
 let metrics = MetricsRegistry()

@@ -128,3 +128,24 @@ def test_stderr_is_json_lines(proxy_factory, upstream):
                 json.loads(line)
             except ValueError:
                 pytest.fail(f"stderr line is not JSON: {line[:300]!r}")
+
+
+def test_with_log_format_text_the_access_log_is_plain_lines_too(proxy_factory, upstream):
+    import re
+    p = proxy_factory(upstream, opts={"--log-format": "text"})
+    with p.conn() as c:
+        c.request("GET", '/status/404?secret=SECRETCODE4711', headers=[("X-Request-Id", "abc-1")])
+        assert c.read_response().status == 404
+        c.request("GET", '/echo/a"b')
+        assert c.read_response().status == 200
+    deadline = time.monotonic() + 3
+    while p.stdout_text().count("\n") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    lines = [l for l in p.stdout_text().splitlines() if "/healthz" not in l]
+    line = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\S+) "(\S+) (\S+)" (\d{3}) upstream=(\d+) '
+                      r'in=\d+ out=\d+ ms=\d+\.\d{3} upstream_ms=\d+\.\d{3} id=(\S+)$')
+    first, second = (line.match(l) for l in lines)
+    assert first and second, lines
+    assert first.groups() == ("127.0.0.1", "GET", "/status/404", "404", "404", "abc-1")
+    assert second.group(3) == '/echo/a\\"b', second.group(3)  # a quote cannot end the field early
+    assert "SECRETCODE4711" not in p.stdout_text() + p.stderr_text()

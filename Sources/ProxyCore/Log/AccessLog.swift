@@ -7,27 +7,32 @@ import Glibc
 /// query: `/_oauth_callback` carries codes and verifiers in its query string.
 public final class AccessLog: @unchecked Sendable {
     let fd: Int32
+    /// JSON lines, or (with `log.format: text`) one plain line per request:
+    /// `<time> <remote> "<METHOD> <path>" <status> upstream=<status> in=<bytes> out=<bytes> ms=<ms> upstream_ms=<ms> id=<request id>`
+    let format: Logger.Format
     // buffers[i] belongs to loop i.
     private var buffers: [ByteBuffer]
 
-    public init(fd: Int32, loops: Int) {
+    public init(fd: Int32, loops: Int, format: Logger.Format = .json) {
         self.fd = fd
+        self.format = format
         buffers = Array(repeating: ByteBuffer(), count: loops)
     }
 
     /// Opens `stdout`, `stderr` or a file path (appending).
-    public static func open(_ destination: String, loops: Int) -> AccessLog?? {
+    public static func open(_ destination: String, loops: Int, format: Logger.Format = .json) -> AccessLog?? {
         switch destination {
         case "off": return .some(nil)
-        case "stdout", "-": return AccessLog(fd: 1, loops: loops)
-        case "stderr": return AccessLog(fd: 2, loops: loops)
+        case "stdout", "-": return AccessLog(fd: 1, loops: loops, format: format)
+        case "stderr": return AccessLog(fd: 2, loops: loops, format: format)
         default:
             let fd = Glibc.open(destination, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
-            return fd < 0 ? nil : AccessLog(fd: fd, loops: loops)
+            return fd < 0 ? nil : AccessLog(fd: fd, loops: loops, format: format)
         }
     }
 
     func write(_ r: AccessRecord, hasHead: Bool, loop: EventLoop) {
+        if format == .text { return writeText(r, hasHead: hasHead, loop: loop) }
         let i = loop.index
         var out = buffers[i]
         var ts = timespec()
@@ -63,6 +68,44 @@ public final class AccessLog: @unchecked Sendable {
         out.append(",\"upstream_ms\":")
         appendMillis(&out, r.upstreamNanos)
         out.append("}\n")
+        buffers[i] = out
+    }
+
+    private func writeText(_ r: AccessRecord, hasHead: Bool, loop: EventLoop) {
+        let i = loop.index
+        var out = buffers[i]
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        Clock.appendISO(&out, seconds: Int(ts.tv_sec), millis: Int(ts.tv_nsec / 1_000_000))
+        out.append(byte: 0x20)
+        let c = r.request.connection
+        c.peerText.withUnsafeBytes { out.append($0) }
+        out.append(" \"")
+        if hasHead {
+            let bytes = c.headBytes
+            out.append(bytes.baseAddress! + c.head.methodRange.start, count: c.head.methodRange.count)
+            out.append(byte: 0x20)
+            let p = r.request.pathRange
+            appendEscaped(&out, bytes.baseAddress! + p.start, p.count)
+            if p.count == 0 { out.append(byte: 0x2F) }
+        } else {
+            out.append("-")
+        }
+        out.append("\" ")
+        out.append(decimal: UInt64(r.status))
+        out.append(" upstream=")
+        out.append(decimal: UInt64(r.upstreamStatus))
+        out.append(" in=")
+        out.append(decimal: r.bytesIn)
+        out.append(" out=")
+        out.append(decimal: r.bytesOut)
+        out.append(" ms=")
+        appendMillis(&out, r.durationNanos)
+        out.append(" upstream_ms=")
+        appendMillis(&out, r.upstreamNanos)
+        out.append(" id=")
+        c.appendRequestID(to: &out)
+        out.append(byte: 0x0A)
         buffers[i] = out
     }
 
