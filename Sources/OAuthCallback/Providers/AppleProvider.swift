@@ -91,19 +91,9 @@ public struct AppleProvider: IdentityProvider {
                                    leeway: options.leeway)
         let provider = settings.name
         let hidden = [request.code, clientSecret] + (request.codeVerifier.map { [$0] } ?? [])
-        http.fetch(.form(url: tokenEndpoint, fields: fields, timeout: options.timeout), on: loop) { [jwks] result in
-            let tokens: TokenResponse
-            switch TokenResponseParsing.parse(result, context: context, hiding: hidden) {
-            case .failure(let failure): return done.complete(.failure(failure), from: loop)
-            case .success(let t): tokens = t
-            }
-            guard let idToken = tokens.idToken else {
-                return done.complete(.failure(ProviderSupport.missingIDToken(context)), from: loop)
-            }
-            jwks.verify(idToken, with: verifier, expectedNonce: request.expectedNonce, on: loop) { verified in
-                done.complete(verified.map { ProviderSupport.identity($0, provider: provider, tokens: tokens) }, from: loop)
-            }
-        }
+        ProviderSupport.redeemForIDToken(.form(url: tokenEndpoint, fields: fields, timeout: options.timeout), http: http,
+                                         context: context, hiding: hidden, jwks: jwks, verifier: verifier,
+                                         expectedNonce: request.expectedNonce, provider: provider, on: loop, done)
     }
 
     /// The cached client secret for `clientID`, minted anew when missing or half-way to expiry.

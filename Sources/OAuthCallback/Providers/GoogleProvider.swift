@@ -57,19 +57,9 @@ public struct GoogleProvider: IdentityProvider {
                                    leeway: options.leeway)
         let provider = settings.name
         let form = OutboundRequest.form(url: tokenEndpoint, fields: fields, headers: auth.headers, timeout: options.timeout)
-        http.fetch(form, on: loop) { [jwks] result in
-            let tokens: TokenResponse
-            switch TokenResponseParsing.parse(result, context: context, hiding: [request.code, codeVerifier] + auth.hidden) {
-            case .failure(let failure): return done.complete(.failure(failure), from: loop)
-            case .success(let t): tokens = t
-            }
-            guard let idToken = tokens.idToken else {
-                return done.complete(.failure(ProviderSupport.missingIDToken(context)), from: loop)
-            }
-            jwks.verify(idToken, with: verifier, expectedNonce: request.expectedNonce, on: loop) { verified in
-                done.complete(verified.map { ProviderSupport.identity($0, provider: provider, tokens: tokens) }, from: loop)
-            }
-        }
+        ProviderSupport.redeemForIDToken(form, http: http, context: context, hiding: [request.code, codeVerifier] + auth.hidden,
+                                         jwks: jwks, verifier: verifier, expectedNonce: request.expectedNonce,
+                                         provider: provider, on: loop, done)
     }
 }
 

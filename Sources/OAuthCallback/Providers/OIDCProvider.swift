@@ -78,20 +78,9 @@ public struct OIDCProvider: IdentityProvider {
             let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: [metadata.issuer],
                                        audience: client.clientID, leeway: leeway)
             let form = OutboundRequest.form(url: metadata.tokenEndpoint, fields: fields, headers: headers, timeout: timeout)
-            http.fetch(form, on: loop) { result in
-                let tokens: TokenResponse
-                switch TokenResponseParsing.parse(result, context: context, hiding: hidden) {
-                case .failure(let failure): return done.complete(.failure(failure), from: loop)
-                case .success(let t): tokens = t
-                }
-                guard let idToken = tokens.idToken else {
-                    return done.complete(.failure(ProviderSupport.missingIDToken(context)), from: loop)
-                }
-                metadata.jwks.verify(idToken, with: verifier, expectedNonce: request.expectedNonce, on: loop) { verified in
-                    done.complete(verified.map { ProviderSupport.identity($0, provider: provider, tokens: tokens) },
-                                  from: loop)
-                }
-            }
+            ProviderSupport.redeemForIDToken(form, http: http, context: context, hiding: hidden, jwks: metadata.jwks,
+                                             verifier: verifier, expectedNonce: request.expectedNonce, provider: provider,
+                                             on: loop, done)
         }
     }
 }

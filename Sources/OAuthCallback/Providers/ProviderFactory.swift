@@ -1,3 +1,4 @@
+import ProxyCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -88,6 +89,27 @@ enum ProviderSupport {
     static func identity(_ claims: VerifiedClaims, provider: String, tokens: TokenResponse) -> VerifiedIdentity {
         VerifiedIdentity(provider: provider, subject: claims.subject, email: claims.email,
                          emailVerified: claims.emailVerified, name: claims.name, tokens: tokens)
+    }
+
+    /// The common tail of an OpenID code exchange (Google, Apple, OIDC): POST the token form
+    /// once, parse the answer (hiding codes and secrets from its log details), require an
+    /// id_token and verify it against the provider's keys.
+    static func redeemForIDToken(_ form: OutboundRequest, http: any HTTPFetching, context: String, hiding hidden: [String],
+                                 jwks: JWKSSource, verifier: JWTVerifier, expectedNonce: String?, provider: String,
+                                 on loop: EventLoop, _ done: LoopCompletion<Result<VerifiedIdentity, CallbackFailure>>) {
+        http.fetch(form, on: loop) { result in
+            let tokens: TokenResponse
+            switch TokenResponseParsing.parse(result, context: context, hiding: hidden) {
+            case .failure(let failure): return done.complete(.failure(failure), from: loop)
+            case .success(let t): tokens = t
+            }
+            guard let idToken = tokens.idToken else {
+                return done.complete(.failure(missingIDToken(context)), from: loop)
+            }
+            jwks.verify(idToken, with: verifier, expectedNonce: expectedNonce, on: loop) { verified in
+                done.complete(verified.map { identity($0, provider: provider, tokens: tokens) }, from: loop)
+            }
+        }
     }
 
     /// A token response that must carry an id_token but does not.
