@@ -132,14 +132,20 @@ public final class SessionLayer: Sendable {
             }
         default:
             let needed = settings.requiresSession(path)
-            // Copied now: the view is only valid during this call.
-            let accept = request.header("Accept") ?? ""
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
             // get a 401, not a redirect to sign-in: following it would start sign-ins nobody
             // finishes, whose state cookies push out the one of the page's sign-in in flight.
-            let scripted = request.header("X-Requested-With") != nil
-            let navigation = Self.isNavigation(request.header("Sec-Fetch-Dest"))
-            let json = scripted || accept.contains("application/json") || !navigation
+            // Only asked of requests that need a session: the rest never see either answer.
+            let json: Bool
+            if needed {
+                // Copied now: the view is only valid during this call.
+                let accept = request.header("Accept") ?? ""
+                let scripted = request.header("X-Requested-With") != nil
+                let navigation = Self.isNavigation(request.header("Sec-Fetch-Dest"))
+                json = scripted || accept.contains("application/json") || !navigation
+            } else {
+                json = false
+            }
             let target = needed ? request.target : ""
             return withSession(cookies, on: loop) { found in
                 switch found {
