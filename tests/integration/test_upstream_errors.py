@@ -18,12 +18,19 @@ def assert_proxy_error(r, status):
 
 
 def test_upstream_refusing_connections_gives_502(proxy_factory):
-    p = proxy_factory(upstream_url=f"http://127.0.0.1:{closed_port()}")
+    port = closed_port()
+    p = proxy_factory(upstream_url=f"http://127.0.0.1:{port}")
     with p.conn() as c:
         t0 = time.monotonic()
         c.request("GET", "/echo")
         r = c.read_response()
         assert_proxy_error(r, 502)
+        # The client learns the request id, not the upstream's address or the errno text;
+        # the operator's log line has both, under the same id.
+        assert str(port).encode() not in r.body and b"refused" not in r.body.lower(), r.body
+        request_id = r.body.decode().split("request id ")[1].rstrip(")\n")
+        failed = [l for l in p.stderr_text().splitlines() if request_id in l and "request failed" in l]
+        assert failed and str(port) in failed[0] and "refused" in failed[0].lower(), p.stderr_text()[-2000:]
         assert time.monotonic() - t0 < 1.5
         if not r.closes():
             c.request("GET", "/echo")

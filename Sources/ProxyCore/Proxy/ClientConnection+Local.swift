@@ -15,9 +15,13 @@ extension ClientConnection {
         } else {
             listener.log.info("request refused", ["status": "\(status)", "reason": reason, "request_id": id])
         }
+        // A 4xx tells the client what was wrong with its request. A 5xx reason is about the
+        // inside (upstream addresses, names, errno texts): it goes to the log only, and the
+        // client gets the request id that finds the line.
+        let text = status >= 500 ? "\(status) \(HTTPStatus.reason(status)) (request id \(id))\n"
+                                 : "\(status) \(HTTPStatus.reason(status)): \(reason)\n"
         // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
-        respondLocal(Response(status: status, text: "\(status) \(HTTPStatus.reason(status)): \(reason)\n",
-                              headers: [("Cache-Control", "no-store")]))
+        respondLocal(Response(status: status, text: text, headers: [("Cache-Control", "no-store")]))
     }
 
     func respondLocal(_ r: Response) {
