@@ -10,10 +10,10 @@ import Testing
     static let secret = "a-session-secret-of-at-least-32-characters"
     static let webRedirect = "https://app.example.com/_oauth/web_callback"
 
-    static func settings(errorURL: String? = nil) -> OAuthSettings {
+    static func settings(errorURL: String? = nil, secrets: [String] = [secret]) -> OAuthSettings {
         var o = OAuthSettings()
         var s = SessionSettings()
-        s.secrets = [Secret(secret)]
+        s.secrets = secrets.map { Secret($0) }
         s.secure = false
         s.errorURL = errorURL
         s.protect = .all
@@ -27,8 +27,8 @@ import Testing
     }
 
     func layer(serverSide: Bool, store: (any Store)? = nil, provider: CountingProvider = CountingProvider(),
-               errorURL: String? = nil) throws -> SessionLayer {
-        try SessionLayer(oauth: Self.settings(errorURL: errorURL), store: store ?? MemoryStore(clock: clock.read),
+               errorURL: String? = nil, secrets: [String] = [secret]) throws -> SessionLayer {
+        try SessionLayer(oauth: Self.settings(errorURL: errorURL, secrets: secrets), store: store ?? MemoryStore(clock: clock.read),
                          identityProviders: ["google": provider], serverSide: serverSide,
                          log: Logger(level: .error), clock: { 1_800_000_000 })
     }
@@ -257,6 +257,25 @@ import Testing
         // A cookie of the right name that does not open does not hide the genuine one after it.
         let tossed = [(name: mine[0].name, value: "AAAA")] + mine
         #expect(layer.stateRecord(tossed, state: q["state"]!)?.state == q["state"])
+    }
+
+    @Test func aSignInStartedBeforeTheSecretRotatedCompletesAfterIt() throws {
+        let old = "the-previous-session-secret-of-32-characters"
+        let before = try layer(serverSide: false, secrets: [old])
+        let (cookies, q) = start(before)
+        // Rotated: the new secret first, the old one kept as previous_secret.
+        let provider = CountingProvider()
+        let after = try layer(serverSide: false, provider: provider, secrets: [Self.secret, old])
+        #expect(after.stateRecord(cookies, state: q["state"]!)?.state == q["state"])
+        let r = callback(after, FormEncoding.encode([("code", "4/code"), ("state", q["state"]!)]), cookies)
+        #expect(r?.status == 302 && header(r, "Location") == "/account")
+        #expect(provider.count == 1)
+        // New sign-ins seal with the new secret: once the old one is dropped they still open,
+        // and the old sign-in's cookie no longer does.
+        let (fresh, q2) = start(after)
+        let dropped = try layer(serverSide: false, secrets: [Self.secret])
+        #expect(dropped.stateRecord(fresh, state: q2["state"]!)?.state == q2["state"])
+        #expect(dropped.stateRecord(cookies, state: q["state"]!) == nil)
     }
 
     @Test func atMostFiveStateCookiesLive_theOldestClearedFirst() throws {

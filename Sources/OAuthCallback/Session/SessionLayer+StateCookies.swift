@@ -15,7 +15,7 @@ import ProxyCore
 /// Browsers cap cookies per site (and every byte of these goes with every request for up to
 /// `stateLifetime`), so at most `maximumStateCookies` are kept: `/_oauth/start` clears the
 /// oldest live ones (by the expiry sealed in each) beyond that, and any that no longer open or
-/// have expired (a rotated secret, a clock step, a cookie we never set).
+/// have expired (a secret no longer configured, a clock step, a cookie we never set).
 extension SessionLayer {
     /// How many hex digits of the state's digest name its cookie: 48 bits, so that a handful of
     /// cookies in one browser never collide, and short enough to cost little on every request.
@@ -38,10 +38,15 @@ extension SessionLayer {
     }
 
     private func openStateCookie(_ cookie: (name: String, value: String)) -> StateRecord? {
-        guard let box = Base64URL.decode(cookie.value),
-              let plain = try? stateSealer.open(box, authenticating: Array(cookie.name.utf8)),
-              let record = StateRecord(json: plain), record.expiresAt > clock() else { return nil }
-        return record
+        guard let box = Base64URL.decode(cookie.value) else { return nil }
+        let aad = Array(cookie.name.utf8)
+        for sealer in stateSealers {
+            if let plain = try? sealer.open(box, authenticating: aad) {
+                guard let record = StateRecord(json: plain), record.expiresAt > clock() else { return nil }
+                return record
+            }
+        }
+        return nil
     }
 
     /// The state cookies `/_oauth/start` clears before adding one more: those that no longer

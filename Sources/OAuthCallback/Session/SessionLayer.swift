@@ -38,7 +38,9 @@ public final class SessionLayer: Sendable {
     public let serverSide: Bool
     let log: Logger
     let cookie: SessionCookie
-    let stateSealer: AES256GCM
+    /// One per session secret, the current one first: state cookies are sealed with it and
+    /// open with any, so rotating the secret does not fail the sign-ins in flight.
+    let stateSealers: [AES256GCM]
     /// `_oauth_state_` (`__Host-_oauth_state_` when secure): each sign-in's state cookie is this
     /// followed by a digest of its state.
     let stateCookiePrefix: String
@@ -66,7 +68,10 @@ public final class SessionLayer: Sendable {
         let keys = settings.secrets.map { SHA256.hash("session:" + $0.value) }
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
                                    secure: settings.secure)
-        stateSealer = try AES256GCM(key: SHA256.hash("state:" + (settings.secrets.first?.value ?? "unset")))
+        let stateKeys = settings.secrets.map { SHA256.hash("state:" + $0.value) }
+        stateSealers = try (stateKeys.isEmpty ? [SHA256.hash("state:unset")] : stateKeys).map { k throws(CryptoError) in
+            try AES256GCM(key: k)
+        }
         stateCookiePrefix = (settings.secure ? "__Host-" : "") + "_oauth_state_"
         redirects = RedirectValidator(allowedHosts: settings.allowedRedirectHosts)
         self.clock = clock
@@ -233,7 +238,7 @@ public final class SessionLayer: Sendable {
                                  verifier: Base64URL.encode(verifier),
                                  redirectURI: settings.webRedirectURI ?? "\(scheme)://\(host)\(Self.webCallbackPath)")
         let name = stateCookieName(for: record.state)
-        guard let sealed = try? stateSealer.seal(record.json(), authenticating: Array(name.utf8)) else {
+        guard let sealed = try? stateSealers[0].seal(record.json(), authenticating: Array(name.utf8)) else {
             return CallbackPage.error(status: 500, message: Messages.internalError)
         }
         // PKCE (S256) on the web client too: a code intercepted on its way back is useless
