@@ -47,7 +47,7 @@ enum Check {
         }
         switch loaded {
         case .success(let c):
-            print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!.address))")
+            print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!))")
             return 0
         case .failure(let problems):
             for p in problems.items { print("\(options.configPath ?? "configuration"): \(p)") }

@@ -10,6 +10,8 @@ struct Generation {
     let config: AppConfig
     let oauth: OAuthWiring
     let tls: TLSWiring
+    /// Set when the upstream is a host name; kept across reloads that leave it unchanged.
+    let upstreamResolver: UpstreamResolver?
     let listeners: [ListenerSpec]
 
     init(_ config: AppConfig, log: Logger, metrics: MetricsRegistry, readiness: Readiness,
@@ -20,9 +22,11 @@ struct Generation {
         let tls = try TLSWiring(config)
         self.oauth = oauth
         self.tls = tls
+        let resolver = Self.resolver(config, log: log, previous: previous?.upstreamResolver)
+        upstreamResolver = resolver
         var listeners = config.listen.map {
             ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases,
-                         tls: tls.credentials, upstreamTLS: tls.upstream)
+                         tls: tls.credentials, upstreamTLS: tls.upstream, upstreamResolver: resolver)
         }
         if let redirectAddress = config.redirectHTTP {
             var redirectConfig = config.proxy
@@ -40,6 +44,30 @@ struct Generation {
             listeners.append(spec)
         }
         self.listeners = listeners
+    }
+
+    /// A named upstream's resolver: the previous one when name, port and interval are the
+    /// same (looked up again now: a reload is when an operator expects DNS to be re-read),
+    /// else a new one, resolved before the listeners switch to it.
+    private static func resolver(_ config: AppConfig, log: Logger, previous: UpstreamResolver?) -> UpstreamResolver? {
+        guard case .name(let name, let port)? = config.upstream?.endpoint else { return nil }
+        if let previous, previous.name == name, previous.port == port, previous.interval == config.upstreamResolveInterval {
+            previous.refresh()
+            return previous
+        }
+        return UpstreamResolver(name: name, port: port, interval: config.upstreamResolveInterval, log: log)
+    }
+
+    /// Called once this generation serves: its resolver starts refreshing, the one it
+    /// replaced (if not the same) stops.
+    func activate(replacing old: Generation?, log: Logger) {
+        if let old = old?.upstreamResolver, old !== upstreamResolver { old.stop() }
+        do {
+            try upstreamResolver?.start()
+        } catch {
+            log.error("cannot start the upstream resolver thread; the name is looked up on reloads only",
+                      ["error": error.description])
+        }
     }
 
     /// The settings a running process cannot change: sockets, threads, log destinations.

@@ -37,6 +37,7 @@ struct Options {
       --keepalive-timeout DUR         idle keep-alive connections are closed after this (default 75s)
       --upstream-connect-timeout DUR  connecting to the upstream (default 5s) → 504
       --upstream-timeout DUR          waiting for / between upstream response bytes (default 60s) → 504
+      --upstream-resolve-interval DUR look an upstream host name up again this often (default 10s; 0 = at start only)
       --drain-timeout DUR             graceful shutdown limit on SIGTERM/SIGINT (default 30s)
       --trusted-proxy CIDR            peers whose X-Forwarded-* headers are extended, not replaced (repeatable)
       --tls-cert FILE                 serve TLS on the --listen addresses: PEM certificate chain (with --tls-key)
@@ -122,6 +123,12 @@ struct Options {
             case "--keepalive-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.keepAlive = d }
             case "--upstream-connect-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.upstreamConnect = d }
             case "--upstream-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.upstreamResponse = d }
+            case "--upstream-resolve-interval":
+                let v = try value()
+                guard let d = v == "0" ? 0 : Units.duration(v) else {
+                    throw OptionError("--upstream-resolve-interval: '\(v)' is not a duration like 10s or 1m, or 0")
+                }
+                o.edits.append { $0.upstreamResolveInterval = d }
             case "--drain-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.drain = d }
             case "--trusted-proxy":
                 let v = try value()

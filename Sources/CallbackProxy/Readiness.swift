@@ -9,15 +9,15 @@ final class Readiness: Sendable {
     /// 0: starting, 1: serving, 2: draining (a load balancer should stop sending new work).
     private let phase = Atomic<Int>(0)
     /// What is checked: replaced by a configuration reload.
-    private let targets = Mutex<(store: (any Store)?, upstream: SocketAddress?)>((nil, nil))
+    private let targets = Mutex<(store: (any Store)?, upstream: UpstreamTarget?, resolver: UpstreamResolver?)>((nil, nil, nil))
     private let timeout: UInt64
 
     init(timeout: UInt64 = 2_000_000_000) {
         self.timeout = timeout
     }
 
-    func check(store: (any Store)?, upstream: SocketAddress?) {
-        targets.withLock { $0 = (store, upstream) }
+    func check(store: (any Store)?, upstream: UpstreamTarget?, resolver: UpstreamResolver?) {
+        targets.withLock { $0 = (store, upstream, resolver) }
     }
 
     /// Called once every listener is bound and the loops run.
@@ -33,7 +33,7 @@ final class Readiness: Sendable {
     }
 
     private func check(_ sink: ResponseSink, on loop: EventLoop) {
-        let (store, upstream) = targets.withLock { $0 }
+        let (store, upstream, resolver) = targets.withLock { $0 }
         var problems: [String: String] = [:]
         switch phase.load(ordering: .acquiring) {
         case 0: problems["listeners"] = "not started"
@@ -42,7 +42,7 @@ final class Readiness: Sendable {
         }
         checkStore(store, on: loop) { storeProblem in
             if let storeProblem { problems["store"] = storeProblem }
-            self.checkUpstream(upstream, on: loop) { upstreamProblem in
+            self.checkUpstream(upstream, resolver, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
                 sink.respond(Self.answer(problems))
             }
@@ -56,9 +56,14 @@ final class Readiness: Sendable {
         }
     }
 
-    private func checkUpstream(_ upstream: SocketAddress?, on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+    /// A named upstream: its first address (the one the resolver prefers) is probed.
+    private func checkUpstream(_ upstream: UpstreamTarget?, _ resolver: UpstreamResolver?, on loop: EventLoop,
+                               _ done: @escaping (String?) -> Void) {
         guard let upstream else { return done(nil) }
-        UpstreamProbe.connect(to: upstream, on: loop, timeout: timeout, done)
+        guard let address = upstream.address ?? resolver?.addresses.first else {
+            return done(resolver?.problem?.description ?? "no address")
+        }
+        UpstreamProbe.connect(to: address, on: loop, timeout: timeout, done)
     }
 
     static func answer(_ problems: [String: String]) -> Response {

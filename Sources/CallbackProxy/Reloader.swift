@@ -38,6 +38,8 @@ final class Reloader {
         if fresh == current.config {
             // Only files the configuration points at can have changed: the certificates are
             // swapped in place — new handshakes get them, established connections go on untouched.
+            // A named upstream is looked up again (what an operator sending SIGHUP expects).
+            current.upstreamResolver?.refresh()
             guard let credentials = current.tls.credentials else {
                 reloads.labels("success").increment()
                 return log.info("configuration reloaded: nothing changed", [:])
@@ -71,11 +73,12 @@ final class Reloader {
             return refuseReload([error.message])
         }
         log.setLevel(fresh.logLevel)
-        readiness.check(store: next.oauth.store, upstream: fresh.upstream?.address)
+        readiness.check(store: next.oauth.store, upstream: fresh.upstream, resolver: next.upstreamResolver)
+        next.activate(replacing: current, log: log)
         current = next
         reloads.labels("success").increment()
         log.info("configuration reloaded", [
-            "upstream": (fresh.upstream!.tls ? "https://" : "") + fresh.upstream!.address.description,
+            "upstream": (fresh.upstream!.tls ? "https://" : "") + fresh.upstream!.description,
             "providers": fresh.oauth.providers.keys.sorted().joined(separator: ","),
             "tls": next.tls.credentials.map { "subject \($0.summary.subject), expires \($0.summary.notAfter)" } ?? "off",
         ])

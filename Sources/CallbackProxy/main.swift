@@ -57,7 +57,7 @@ do {
     for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
     exit(2)
 }
-readiness.check(store: first.oauth.store, upstream: config.upstream?.address)
+readiness.check(store: first.oauth.store, upstream: config.upstream, resolver: first.upstreamResolver)
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()
@@ -66,6 +66,7 @@ do {
     server = try ProxyServer(listeners: first.listeners, loopCount: loops, log: log, accessLog: accessLog, metrics: engineMetrics)
     try server.start()
     readiness.markListening()
+    first.activate(replacing: nil, log: log)
 } catch {
     fail("cannot start: \(error)")
 }
@@ -73,7 +74,7 @@ let readyMillis = Double((EventLoop.monotonicNow() - started) / 1000) / 1000
 log.info("ready", [
     "listen": config.listen.map(\.description).joined(separator: ","),
     "internal": config.internalListen?.description ?? "off",
-    "upstream": (config.upstream!.tls ? "https://" : "") + config.upstream!.address.description,
+    "upstream": (config.upstream!.tls ? "https://" : "") + config.upstream!.description,
     "tls": first.tls.credentials.map { "on (subject \($0.summary.subject), expires \($0.summary.notAfter))" } ?? "off",
     "redirect_http": config.redirectHTTP?.description ?? "off",
     "loops": "\(loops)",

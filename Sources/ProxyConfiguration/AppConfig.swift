@@ -8,6 +8,9 @@ public struct AppConfig: Sendable, Equatable {
     /// The internal listener (/healthz, later the relay token endpoint and /metrics). nil = off.
     public var internalListen: SocketAddress? = .ipv4(host: "127.0.0.1", port: 8081)
     public var upstream: UpstreamTarget? = nil
+    /// How often an upstream host name is looked up again, in nanoseconds; 0: only at start
+    /// and on a reload.
+    public var upstreamResolveInterval: UInt64 = 10_000_000_000
     /// TLS on the public listeners; nil = plain HTTP.
     public var tls: TLSServerSettings? = nil
     /// A plain-HTTP listener that answers everything with a redirect to HTTPS (needs `tls`).

@@ -6,6 +6,7 @@ extension ConfigLoader {
         ConfigKey("listen", .list),
         ConfigKey("internal_listen"),
         ConfigKey("upstream"),
+        ConfigKey("upstream_resolve_interval"),
         ConfigKey("loops"),
         ConfigKey("store"),
         ConfigKey("store_password_env"),

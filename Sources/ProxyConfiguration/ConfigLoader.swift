@@ -93,6 +93,10 @@ public struct ConfigLoader {
             }
         }
         if let u = m.parsed("upstream", "http://HOST:PORT, https://HOST:PORT or unix:/path", UpstreamTarget.parse) { c.upstream = u }
+        if let v = m.parsed("upstream_resolve_interval", "a duration like 10s or 1m, or 0 (only at start and on reload)",
+                            { $0 == "0" ? 0 : Units.duration($0) }) {
+            c.upstreamResolveInterval = v
+        }
         if let t = m.mapping("tls") { c.tls = readTLS(t) }
         if let v = m.string("redirect_http") {
             if let a = SocketAddress.parse(v), a.isIP { c.redirectHTTP = a } else {

@@ -76,7 +76,7 @@ import Testing
         let c = try loader().load(text: Self.full).get()
         #expect(c.listen.map(\.description) == ["127.0.0.1:9000", "[::1]:9000"])
         #expect(c.internalListen?.description == "127.0.0.1:9001")
-        #expect(c.upstream?.address.description == "127.0.0.1:3000")
+        #expect(c.upstream?.description == "127.0.0.1:3000")
         #expect(c.loops == 2)
         #expect(c.accessLog == "off")
         #expect(c.logLevel == .warn)
@@ -186,6 +186,19 @@ import Testing
         #expect(p.contains("providers.google.native.ios.redirect_uri: is required (it cannot be derived for this client)"))
         #expect(p.contains("providers.google.native.windows: unknown platform (ios, android)"))
         #expect(p.count == 7, "\(p)")
+    }
+
+    @Test func anUpstreamHostNameAndItsLookupInterval() throws {
+        let c = try loader().load(text: "upstream: http://app:3000\nupstream_resolve_interval: 30s\n").get()
+        #expect(c.upstream?.endpoint == .name("app", port: 3000))
+        #expect(c.upstreamResolveInterval == 30_000_000_000)
+        let once = try loader().load(text: "upstream: https://api.internal\nupstream_resolve_interval: 0\n").get()
+        #expect(once.upstream?.endpoint == .name("api.internal", port: 443))
+        #expect(once.upstreamResolveInterval == 0)
+        #expect(try loader().load(text: "upstream: http://app:3000\n").get().upstreamResolveInterval == 10_000_000_000)
+        #expect(problems("upstream: http://app:3000\nupstream_resolve_interval: soon\n").map { $0.prefix(26) }
+                == ["upstream_resolve_interval:"])
+        #expect(problems("upstream: http://my_app:3000\n").map { $0.prefix(9) } == ["upstream:"])
     }
 
     @Test func problemsNeverQuoteSecretValues() {

@@ -29,7 +29,7 @@ import Testing
         ("http://[::1]", "[::1]:80"),
     ])
     func upstreamTargetsParse(text: String, expected: String) {
-        #expect(UpstreamTarget.parse(text)?.address.description == expected)
+        #expect(UpstreamTarget.parse(text)?.description == expected)
         #expect(UpstreamTarget.parse(text)?.tls == false)
     }
 
@@ -40,11 +40,32 @@ import Testing
     ])
     func httpsUpstreamTargetsParseWithTLS(text: String, expected: String) {
         let target = UpstreamTarget.parse(text)
-        #expect(target?.address.description == expected)
+        #expect(target?.description == expected)
         #expect(target?.tls == true)
     }
 
-    @Test(arguments: ["ftp://x", "127.0.0.1:3000", "http://", "https://", "https://:443", "https://example.com:443"])
+    @Test(arguments: [
+        ("http://app:3000", "app", 3000, false),
+        ("http://App.Internal", "app.internal", 80, false),
+        ("https://api.example.com/", "api.example.com", 443, true),
+        ("https://web-1.default.svc.cluster.local:8443", "web-1.default.svc.cluster.local", 8443, true),
+    ])
+    func upstreamHostNamesParseAsNames(text: String, name: String, port: Int, tls: Bool) {
+        let target = UpstreamTarget.parse(text)
+        #expect(target?.endpoint == .name(name, port: UInt16(port)))
+        #expect(target?.tls == tls)
+        #expect(target?.address == nil)
+        #expect(target?.host == name)
+        #expect(target?.description == "\(name):\(port)")
+    }
+
+    @Test(arguments: [
+        "ftp://x", "127.0.0.1:3000", "http://", "https://", "https://:443",
+        // Not host names: userinfo, underscores, bad labels, ports, numeric-looking names.
+        "http://user@app:3000", "http://my_app:3000", "http://-app:3000", "http://app-:3000", "http://app..x:3000",
+        "http://app:0", "http://app:70000", "http://app:x", "http://app:3000/path", "http://1.2.3:80", "http://0x7f:80", "http://017.1:80", "http://[app]:80",
+        "http://app%2e:80", "http://app\\x:80",
+    ])
     func unsupportedUpstreamsAreRefused(text: String) {
         #expect(UpstreamTarget.parse(text) == nil)
     }

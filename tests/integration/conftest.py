@@ -51,8 +51,8 @@ def proxy_bin():
 def upstream_factory(tmp_path, request):
     started = []
 
-    def start(unix=False, name=None):
-        u = Upstream(str(tmp_path), unix=unix, name=name or f"upstream{len(started)}")
+    def start(unix=False, name=None, host="127.0.0.1", port=0):
+        u = Upstream(str(tmp_path), unix=unix, name=name or f"upstream{len(started)}", host=host, port=port)
         started.append(u)
         return u
 
@@ -84,10 +84,10 @@ def proxy_factory(tmp_path, request, proxy_bin, upstream_factory):
     # not see (and log) its upstream dying during teardown
     started = []
 
-    def start(upstream=None, upstream_url=None, opts=None, extra=(), wait=True):
+    def start(upstream=None, upstream_url=None, opts=None, extra=(), wait=True, env=None):
         url = upstream_url or (upstream.url if upstream else None)
         p = Proxy(proxy_bin, str(tmp_path), url, opts=opts, extra=extra,
-                  name=f"proxy{len(started)}", wait=wait)
+                  name=f"proxy{len(started)}", wait=wait, env=env)
         started.append(p)
         return p
 

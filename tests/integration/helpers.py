@@ -179,7 +179,7 @@ class UpstreamRecord:
 
 
 class Upstream:
-    def __init__(self, tmpdir, unix=False, name="upstream"):
+    def __init__(self, tmpdir, unix=False, name="upstream", host="127.0.0.1", port=0):
         self.record_path = os.path.join(tmpdir, f"{name}.record.jsonl")
         ready = os.path.join(tmpdir, f"{name}.ready")
         self.unix_path = os.path.join(tmpdir, f"{name}.sock") if unix else None
@@ -187,6 +187,8 @@ class Upstream:
                 "--ready-file", ready]
         if unix:
             args += ["--unix", self.unix_path]
+        else:
+            args += ["--host", host, "--port", str(port)]
         self.log = open(os.path.join(tmpdir, f"{name}.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -197,7 +199,8 @@ class Upstream:
         with open(ready) as f:
             where = f.read().strip()
         self.port = None if unix else int(where)
-        self.url = f"unix:{self.unix_path}" if unix else f"http://127.0.0.1:{self.port}"
+        self.host = host
+        self.url = f"unix:{self.unix_path}" if unix else f"http://{host}:{self.port}"
         self.record = UpstreamRecord(self.record_path)
 
     stopped = False
@@ -223,7 +226,7 @@ class Proxy:
     }
 
     def __init__(self, binary, tmpdir, upstream_url, opts=None, extra=(), name="proxy",
-                 wait=True):
+                 wait=True, env=None):
         self.port = free_port()
         self.internal_port = free_port()
         while self.internal_port == self.port:
@@ -243,7 +246,8 @@ class Proxy:
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=self._err,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     env=None if env is None else {**os.environ, **env})
         self.stopped_on_purpose = False
         if wait:
             self.wait_ready()

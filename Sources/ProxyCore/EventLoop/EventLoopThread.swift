@@ -18,23 +18,11 @@ public final class EventLoopThread: Sendable {
     init(loop: EventLoop, setup: @escaping @Sendable (EventLoop) -> Void,
          teardown: @escaping @Sendable (EventLoop) -> Void) throws(SystemError) {
         self.loop = loop
-        let box = ThreadBox {
+        thread = try startThread {
             setup(loop)
             loop.run()
             teardown(loop)
         }
-        var tid = pthread_t()
-        let arg = Unmanaged.passRetained(box).toOpaque()
-        let rc = pthread_create(&tid, nil, { raw in
-            let box = Unmanaged<ThreadBox>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, arg)
-        if rc != 0 {
-            Unmanaged<ThreadBox>.fromOpaque(arg).release()
-            throw SystemError(call: "pthread_create", errno: rc)
-        }
-        thread = tid
     }
 
     /// Asks the loop to stop after its current iteration.
@@ -47,6 +35,23 @@ public final class EventLoopThread: Sendable {
     public func join() {
         pthread_join(thread, nil)
     }
+}
+
+/// Starts a pthread that runs `body` once (event loops, the upstream resolver).
+func startThread(_ body: @escaping () -> Void) throws(SystemError) -> pthread_t {
+    let box = ThreadBox(body)
+    var tid = pthread_t()
+    let arg = Unmanaged.passRetained(box).toOpaque()
+    let rc = pthread_create(&tid, nil, { raw in
+        let box = Unmanaged<ThreadBox>.fromOpaque(raw!).takeRetainedValue()
+        box.body()
+        return nil
+    }, arg)
+    if rc != 0 {
+        Unmanaged<ThreadBox>.fromOpaque(arg).release()
+        throw SystemError(call: "pthread_create", errno: rc)
+    }
+    return tid
 }
 
 private final class ThreadBox: @unchecked Sendable {

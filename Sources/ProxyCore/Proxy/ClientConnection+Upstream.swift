@@ -12,15 +12,26 @@ extension ClientConnection {
         if state == .proxying { flush() }
     }
 
-    private func connectUpstream(fresh: Bool) {
+    /// `after`: the address whose connection just failed, to try the next one of a name's.
+    private func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
         let pool = listener.pool(loop)
         let up: UpstreamConnection
         if !fresh, let pooled = pool.take() {
             up = pooled
         } else {
+            guard let address = pool.address(after: failed) else {
+                respondError(502, "upstream unreachable (\(pool.resolver?.problem?.description ?? "no address"))")
+                return
+            }
+            connectAttempts += 1
             do {
-                up = try UpstreamConnection.connect(pool: pool, loop: loop, timeouts: config.timeouts)
+                up = try UpstreamConnection.connect(to: address, pool: pool, loop: loop, timeouts: config.timeouts)
             } catch {
+                if Int(connectAttempts) < pool.maxAttempts {
+                    listener.log.debug("upstream address failed, trying the next", ["address": "\(address)", "reason": error.description])
+                    connectUpstream(fresh: true, after: address)
+                    return
+                }
                 respondError(502, "upstream unreachable (\(error))")
                 return
             }
@@ -350,6 +361,15 @@ extension ClientConnection {
             return
         }
         if !response.started {
+            // A connection that never opened: nothing was sent, so a name's next address may
+            // take the request (unless body bytes already went into the failed connection).
+            if up.connectFailed && Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
+                upstream = nil
+                up.abort()
+                listener.log.debug("upstream address failed, trying the next", ["address": "\(up.address)", "reason": reason])
+                connectUpstream(fresh: true, after: up.address)
+                return
+            }
             // A pooled connection the upstream had already closed: safe to try once more,
             // on a fresh connection, if the request is idempotent and nothing reached the app.
             if up.reused && !up.receivedAny && !retried && head.method.isIdempotent && requestBodyBytes == 0 {

@@ -65,6 +65,8 @@ final class ClientConnection: Channel {
     /// The upstream request head, kept so a request that met a stale pooled connection can be resent.
     var upstreamHead = ByteBuffer()
     var retried = false
+    /// New upstream connections tried for this request (a name's addresses, one each).
+    var connectAttempts: UInt8 = 0
     var response = ResponseState()
     var deferredToken: UInt64 = 0
     /// `.collectBody`: the body read so far, its limit and who gets it.
@@ -283,6 +285,7 @@ final class ClientConnection: Channel {
         statusSent = 0
         requestID = RequestID()
         retried = false
+        connectAttempts = 0
         response = ResponseState()
         requestBodyBytes = 0
         input.reader += headLength

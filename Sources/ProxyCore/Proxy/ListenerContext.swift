@@ -50,17 +50,20 @@ final class ListenerContext: @unchecked Sendable {
         credentials = spec.tls
         tls = spec.tls != nil
         hasUpstream = spec.config.upstream != nil
-        switch spec.config.upstream?.address {
-        case .ipv4(let h, let p)?: upstreamHost = "\(h):\(p)"
-        case .ipv6(let h, let p)?: upstreamHost = "[\(h)]:\(p)"
-        default: upstreamHost = "localhost"
+        switch spec.config.upstream?.endpoint {
+        case .address(.unix)?, nil: upstreamHost = "localhost"
+        default: upstreamHost = spec.config.upstream!.description
         }
         self.accessLog = spec.accessLogged ? accessLog : nil
         perLoop = (0..<loops).map { _ in PerLoop() }
         if let target = spec.config.upstream {
             precondition(!target.tls || spec.upstreamTLS != nil, "an https:// upstream needs ListenerSpec.upstreamTLS")
+            precondition(target.address != nil || spec.upstreamResolver != nil, "a named upstream needs ListenerSpec.upstreamResolver")
             let client = target.tls ? spec.upstreamTLS : nil
-            for p in perLoop { p.pool = UpstreamPool(target: target, capacity: spec.config.upstreamPoolSize, tls: client) }
+            for p in perLoop {
+                p.pool = UpstreamPool(target: target, resolver: spec.upstreamResolver,
+                                      capacity: spec.config.upstreamPoolSize, tls: client)
+            }
         }
     }
 
@@ -104,13 +107,15 @@ public struct ListenerSpec: Sendable {
     public var tls: TLSCredentials?
     /// Required when `config.upstream` is `https://`: how upstream connections do TLS.
     public var upstreamTLS: UpstreamTLSClient?
+    /// Required when `config.upstream` is a host name: where its addresses come from.
+    public var upstreamResolver: UpstreamResolver?
     /// Keeps accepting during a graceful shutdown until every other listener has drained: the
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
     /// sign-in, and whose /readyz tells the load balancer to stop sending work.
     public var drainsLast = false
 
     public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true,
-                tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil) {
+                tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil, upstreamResolver: UpstreamResolver? = nil) {
         self.name = name
         self.address = address
         self.config = config
@@ -118,6 +123,7 @@ public struct ListenerSpec: Sendable {
         self.accessLogged = accessLogged
         self.tls = tls
         self.upstreamTLS = upstreamTLS
+        self.upstreamResolver = upstreamResolver
     }
 }
 

@@ -44,18 +44,32 @@ public struct Timeouts: Sendable, Equatable {
 }
 
 /// The upstream: where its connections go and the `Host`-independent facts about it.
-public struct UpstreamTarget: Sendable, Equatable {
-    public var address: SocketAddress
+public struct UpstreamTarget: Sendable, Equatable, CustomStringConvertible {
+    /// Where connections go.
+    public enum Endpoint: Sendable, Equatable {
+        /// An IP address or a unix socket, used as written.
+        case address(SocketAddress)
+        /// A host name, looked up by an `UpstreamResolver` (`http://app:3000` in a compose
+        /// file, a Kubernetes service name).
+        case name(String, port: UInt16)
+    }
+
+    public var endpoint: Endpoint
     /// `https://`: connections do TLS (see `UpstreamTLSClient`).
     public var tls: Bool = false
 
     public init(address: SocketAddress, tls: Bool = false) {
-        self.address = address
+        self.endpoint = .address(address)
+        self.tls = tls
+    }
+
+    public init(name: String, port: UInt16, tls: Bool = false) {
+        self.endpoint = .name(name, port: port)
         self.tls = tls
     }
 
     /// Parses `http://HOST:PORT`, `https://HOST:PORT` (port 80 / 443 by default) or `unix:/path`.
-    /// HOST is an IP address: names are not resolved (see `SocketAddress.parse`).
+    /// HOST is an IP address or a DNS name (letters, digits, hyphens and dots only).
     public static func parse(_ text: String) -> UpstreamTarget? {
         if text.hasPrefix("unix:") {
             return SocketAddress.parse(text).map { UpstreamTarget(address: $0) }
@@ -66,16 +80,42 @@ public struct UpstreamTarget: Sendable, Equatable {
         var rest = Substring(text.dropFirst(tls ? 8 : 7))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         if rest.isEmpty || rest.hasPrefix(":") { return nil }
-        // A port is present unless the text ends in a bare IPv4 address or a bracketed IPv6 one.
+        // A port is present unless the text ends in a host or a bracketed IPv6 address.
         if !(rest.hasPrefix("[") ? rest.contains("]:") : rest.contains(":")) { rest += tls ? ":443" : ":80" }
-        return SocketAddress.parse(String(rest)).map { UpstreamTarget(address: $0, tls: tls) }
+        if let address = SocketAddress.parse(String(rest)) { return UpstreamTarget(address: address, tls: tls) }
+        guard let split = HostSyntax.splitHost(String(rest)), let port = split.port, port > 0,
+              case let host = split.host, HostSyntax.isDNSName(host.utf8, maxLength: 253),
+              // Not `1.2.3`, `0x7f` or `017.1`: getaddrinfo would read them as IPv4 addresses
+              // in inet_aton's old forms, so they would not mean what they seem to.
+              !Self.isLegacyIPv4(host) else { return nil }
+        return UpstreamTarget(name: host.lowercased(), port: port, tls: tls)
+    }
+
+    private static func isLegacyIPv4(_ host: String) -> Bool {
+        var probe = in_addr()
+        return inet_aton(host, &probe) != 0
+    }
+
+    /// The fixed address, when the upstream is not given by name.
+    public var address: SocketAddress? {
+        if case .address(let a) = endpoint { return a }
+        return nil
     }
 
     /// The host as written in a URL (an IPv6 address without brackets), for TLS name checks.
     public var host: String {
-        switch address {
-        case .ipv4(let h, _), .ipv6(let h, _): return h
-        case .unix: return "localhost"
+        switch endpoint {
+        case .address(.ipv4(let h, _)), .address(.ipv6(let h, _)): return h
+        case .address(.unix): return "localhost"
+        case .name(let name, _): return name
+        }
+    }
+
+    /// `host:port` (or `unix:/path`): for logs, and the `Host` sent when a client sent none.
+    public var description: String {
+        switch endpoint {
+        case .address(let a): return a.description
+        case .name(let name, let port): return "\(name):\(port)"
         }
     }
 }

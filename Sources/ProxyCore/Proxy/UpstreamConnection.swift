@@ -22,8 +22,14 @@ final class UpstreamConnection: Channel {
     var shutdownPending = false
     /// The socket; gains a TLS session once connected when the upstream is `https://`.
     var transport: Transport
+    /// Where it connects (one of the name's addresses for a named upstream).
+    let address: SocketAddress
+    /// The connection attempt itself failed (refused, unreachable): nothing was sent, so the
+    /// request may try the name's next address.
+    var connectFailed = false
 
-    init(fd: Int32, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
+    init(fd: Int32, address: SocketAddress, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
+        self.address = address
         self.pool = pool
         self.timeouts = timeouts
         transport = Transport(fd: fd)
@@ -35,9 +41,10 @@ final class UpstreamConnection: Channel {
         output.free()
     }
 
-    static func connect(pool: UpstreamPool, loop: EventLoop, timeouts: Timeouts) throws(SystemError) -> UpstreamConnection {
-        let fd = try Socket.startConnect(pool.target.address)
-        let up = UpstreamConnection(fd: fd, loop: loop, pool: pool, timeouts: timeouts)
+    static func connect(to address: SocketAddress, pool: UpstreamPool, loop: EventLoop,
+                        timeouts: Timeouts) throws(SystemError) -> UpstreamConnection {
+        let fd = try Socket.startConnect(address)
+        let up = UpstreamConnection(fd: fd, address: address, loop: loop, pool: pool, timeouts: timeouts)
         do {
             try loop.register(up, EventLoop.writable)
         } catch {
@@ -60,7 +67,8 @@ final class UpstreamConnection: Channel {
         case .connecting:
             let err = Socket.pendingError(fd)
             if err != 0 || events & CProxyLinux_EPOLLERR != 0 {
-                fail(SystemError(call: "connect", errno: err == 0 ? ECONNREFUSED : err).description)
+                connectFailed = true
+                fail(SystemError(call: "connect(\(address))", errno: err == 0 ? ECONNREFUSED : err).description)
                 return
             }
             if pool.tls != nil {
@@ -236,19 +244,43 @@ final class UpstreamConnection: Channel {
 /// Idle upstream connections of one loop: a stack, so the most recently used (warmest) goes first.
 final class UpstreamPool {
     let target: UpstreamTarget
+    /// Set for an upstream given by host name.
+    let resolver: UpstreamResolver?
     let capacity: Int
     /// Set for `https://` upstreams.
     let tls: UpstreamTLSClient?
     private var idle: [UpstreamConnection] = []
+    /// The resolver's generation the idle connections were made under.
+    private var seenGeneration: UInt64
 
-    init(target: UpstreamTarget, capacity: Int, tls: UpstreamTLSClient?) {
+    init(target: UpstreamTarget, resolver: UpstreamResolver?, capacity: Int, tls: UpstreamTLSClient?) {
         self.target = target
+        self.resolver = resolver
         self.capacity = capacity
         self.tls = tls
+        seenGeneration = resolver?.generation ?? 0
         idle.reserveCapacity(capacity)
     }
 
+    /// The address for a new connection: the fixed one, or the name's next (see
+    /// `UpstreamResolver.address(after:)`). Nil while the name has no address.
+    func address(after previous: SocketAddress?) -> SocketAddress? {
+        guard let resolver else { return previous == nil ? target.address : nil }
+        return resolver.address(after: previous)
+    }
+
+    /// How many new connections one request may try: one per address of a name, at most 8
+    /// (each refused attempt costs a round trip; a name with dozens of dead addresses should
+    /// not hold a request that long). 1 for a fixed address.
+    var maxAttempts: Int { min(resolver?.count ?? 1, 8) }
+
     func take() -> UpstreamConnection? {
+        if let resolver, resolver.generation != seenGeneration {
+            // The name's addresses changed: idle connections may go to one that is gone.
+            seenGeneration = resolver.generation
+            closeAll()
+            return nil
+        }
         guard let up = idle.popLast() else { return nil }
         up.state = .active
         up.deadline = 0

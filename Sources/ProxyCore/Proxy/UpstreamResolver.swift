@@ -1,0 +1,141 @@
+import CProxyLinux
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Keeps the addresses of an upstream given by host name (`http://app:3000`) current.
+///
+/// Resolved once when built, before the listeners open, so the first request has addresses;
+/// then again every `interval` on a thread of its own (`getaddrinfo` blocks, so never on a
+/// loop). A failed lookup keeps the last good addresses: a DNS hiccup must not take the site
+/// down. While the name has never resolved, it is retried every second and requests get 502.
+///
+/// Loops read the addresses when they open a *new* upstream connection (pooled connections
+/// are reused without asking). When the set changes, each loop's pool closes its idle
+/// connections the next time it is used (see `UpstreamPool.take`), so traffic moves to the
+/// new addresses without cutting a request in flight.
+public final class UpstreamResolver: Sendable {
+    public typealias Lookup = @Sendable (_ name: String, _ port: UInt16) -> Result<[SocketAddress], LookupError>
+
+    public let name: String
+    public let port: UInt16
+    /// Nanoseconds between lookups; 0: only when built (and on a reload).
+    public let interval: UInt64
+    private let lookup: Lookup
+    private let log: Logger?
+    private let state = Mutex(State())
+    private let changes = Atomic<UInt64>(0)
+    private let cursor = Atomic<UInt>(0)
+    private let stopped = Atomic<Bool>(false)
+    /// Wakes the refresh thread early when stopping.
+    private let wake: Int32
+
+    private struct State {
+        var addresses: [SocketAddress] = []
+        var problem: LookupError?
+        var threadStarted = false
+    }
+
+    /// Resolves `name` right away (blocking); a failure is logged and kept in `problem`.
+    public init(name: String, port: UInt16, interval: UInt64, log: Logger?,
+                lookup: @escaping Lookup = { NameLookup.addresses(of: $0, port: $1) }) {
+        self.name = name
+        self.port = port
+        self.interval = interval
+        self.lookup = lookup
+        self.log = log
+        wake = eventfd(0, Int32(EFD_CLOEXEC))
+        refresh()
+    }
+
+    deinit {
+        if wake >= 0 { close(wake) }
+    }
+
+    /// The current addresses, in the resolver's order (empty until the name resolves).
+    public var addresses: [SocketAddress] { state.withLock { $0.addresses } }
+
+    /// Why the last lookup failed; nil once one succeeded after it.
+    public var problem: LookupError? { state.withLock { $0.problem } }
+
+    /// Counts changes of the address set; pools compare it to drop connections to old addresses.
+    var generation: UInt64 { changes.load(ordering: .relaxed) }
+
+    /// The address for a new connection. `after` nil: the next one in round-robin order
+    /// (spreads connections over all addresses); else the one following it (the next try
+    /// after a connection to `after` failed). Nil when the name has no address.
+    func address(after previous: SocketAddress?) -> SocketAddress? {
+        state.withLock { s in
+            guard !s.addresses.isEmpty else { return nil }
+            if let previous, let i = s.addresses.firstIndex(of: previous) {
+                return s.addresses[(i + 1) % s.addresses.count]
+            }
+            let n = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
+            return s.addresses[Int(n % UInt(s.addresses.count))]
+        }
+    }
+
+    /// How many addresses there are (the most connection attempts one request makes).
+    var count: Int { state.withLock { $0.addresses.count } }
+
+    /// Looks the name up now (blocking) and applies the answer. Returns the failure, if any.
+    @discardableResult
+    public func refresh() -> LookupError? {
+        let answer = lookup(name, port)
+        let (changed, recovered, addresses, failure): (Bool, Bool, [SocketAddress], LookupError?) = state.withLock { s in
+            switch answer {
+            case .success(let found):
+                let changed = found != s.addresses
+                let recovered = s.problem != nil
+                s.addresses = found
+                s.problem = nil
+                return (changed, recovered, found, nil)
+            case .failure(let error):
+                let first = s.problem == nil
+                s.problem = error
+                return (false, false, s.addresses, first ? error : nil)
+            }
+        }
+        let list = addresses.map(\.description).joined(separator: ",")
+        if changed {
+            changes.add(1, ordering: .relaxed)
+            log?.info("upstream addresses", ["name": name, "addresses": list])
+        } else if recovered {
+            log?.info("upstream name resolves again", ["name": name, "addresses": list])
+        }
+        if let failure {
+            // Logged when it starts failing, not on every retry.
+            log?.warn("upstream name does not resolve", [
+                "name": name, "reason": failure.reason,
+                "keeping": list.isEmpty ? "none" : list,
+            ])
+        }
+        if case .failure(let error) = answer { return error }
+        return nil
+    }
+
+    /// Starts the thread that looks the name up every `interval` (nothing when it is 0).
+    public func start() throws(SystemError) {
+        guard interval > 0, !state.withLock({ s in defer { s.threadStarted = true }; return s.threadStarted }) else { return }
+        _ = try startThread { [self] in
+            while !stopped.load(ordering: .relaxed) {
+                // Unresolved: try again soon. Resolved: at the configured pace.
+                let unresolved = state.withLock { $0.addresses.isEmpty }
+                let wait = unresolved ? min(interval, 1_000_000_000) : interval
+                var pfd = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
+                _ = poll(&pfd, 1, Int32(clamping: wait / 1_000_000))
+                if stopped.load(ordering: .relaxed) { break }
+                refresh()
+            }
+        }
+    }
+
+    /// Stops the refresh thread (a reload replaced this resolver). The addresses stay usable
+    /// by connections of the old configuration still finishing.
+    public func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+    }
+}
