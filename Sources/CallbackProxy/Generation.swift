@@ -59,8 +59,9 @@ struct Generation {
     }
 
     /// Called once this generation serves: its resolver starts refreshing, the one it
-    /// replaced (if not the same) stops.
-    func activate(replacing old: Generation?, log: Logger) {
+    /// replaced (if not the same) stops; the store gauges follow its store.
+    func activate(replacing old: Generation?, log: Logger, storeGauges: MemoryStoreGauges) {
+        storeGauges.watch(oauth.memoryStore)
         if let old = old?.upstreamResolver, old !== upstreamResolver { old.stop() }
         do {
             try upstreamResolver?.start()
@@ -78,6 +79,8 @@ struct Generation {
         if old.internalListen != new.internalListen { changed.append("internal_listen") }
         if old.redirectHTTP != new.redirectHTTP { changed.append("redirect_http") }
         if old.loops != new.loops { changed.append("loops") }
+        // A new memory store would forget the replay guard's codes (and relay codes in flight).
+        if old.storeMaxMemory != new.storeMaxMemory { changed.append("store_max_memory") }
         if old.accessLog != new.accessLog { changed.append("access_log") }
         if old.logFormat != new.logFormat { changed.append("log.format") }
         if (old.tls == nil) != (new.tls == nil) { changed.append("tls (on/off)") }

@@ -15,6 +15,8 @@ struct OAuthWiring {
     /// store's relay codes, replay guards and sessions live on; a Redis connection is kept).
     let storeSetting: StoreSetting?
     let storePassword: Secret?
+    /// The same store when it is the in-memory one: its fill level is exported as gauges.
+    let memoryStore: MemoryStore?
 
     /// With no providers configured, the proxy is a plain reverse proxy.
     init(_ config: AppConfig, log: Logger, metrics registry: MetricsRegistry,
@@ -26,6 +28,7 @@ struct OAuthWiring {
             store = nil
             storeSetting = nil
             storePassword = nil
+            memoryStore = nil
             return
         }
         let http = previous?.http.flatMap { $0.caFile == config.oauth.caFile ? $0 : nil }
@@ -44,7 +47,9 @@ struct OAuthWiring {
             kept = previous!.store!
             rawStore = kept!
         case .memory:
-            rawStore = MemoryStore()
+            // Every entry costs at least `entryOverhead`: the bytes bound the count as well.
+            let bytes = Int(config.storeMaxMemory)
+            rawStore = MemoryStore(limits: MemoryStore.Limits(maxEntries: bytes / MemoryStore.entryOverhead, maxBytes: bytes))
         case .redis(let text):
             // The password never sits in the file: the loader took it from store_password_env /
             // store_password_file, or CALLBACK_PROXY_REDIS_PASSWORD.
@@ -59,6 +64,7 @@ struct OAuthWiring {
         }
         // A kept store is already measured (the same counters: the registry returns them).
         let store = kept ?? rawStore.measured(by: metrics)
+        memoryStore = kept != nil ? previous!.memoryStore : rawStore as? MemoryStore
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil

@@ -12,9 +12,11 @@ final class Reloader {
     private let metrics: MetricsRegistry
     private let readiness: Readiness
     private let reloads: MetricFamily<Counter>
+    private let storeGauges: MemoryStoreGauges
 
     init(options: Options, current: Generation, server: ProxyServer, log: Logger, metrics: MetricsRegistry,
-         readiness: Readiness) {
+         readiness: Readiness, storeGauges: MemoryStoreGauges) {
+        self.storeGauges = storeGauges
         self.options = options
         self.current = current
         self.server = server
@@ -74,7 +76,7 @@ final class Reloader {
         }
         log.setLevel(fresh.logLevel)
         readiness.check(store: next.oauth.store, upstream: fresh.upstream, resolver: next.upstreamResolver)
-        next.activate(replacing: current, log: log)
+        next.activate(replacing: current, log: log, storeGauges: storeGauges)
         current = next
         reloads.labels("success").increment()
         log.info("configuration reloaded", [

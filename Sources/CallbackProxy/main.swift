@@ -49,6 +49,7 @@ metrics.gauge("callback_proxy_build_info", "The running version (value 1).", lab
 let startTime = Double(time(nil))
 metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
 let engineMetrics = EngineMetrics(registry: metrics)
+let storeGauges = MemoryStoreGauges(registry: metrics)
 let readiness = Readiness()
 let first: Generation
 do {
@@ -66,7 +67,7 @@ do {
     server = try ProxyServer(listeners: first.listeners, loopCount: loops, log: log, accessLog: accessLog, metrics: engineMetrics)
     try server.start()
     readiness.markListening()
-    first.activate(replacing: nil, log: log)
+    first.activate(replacing: nil, log: log, storeGauges: storeGauges)
 } catch {
     fail("cannot start: \(error)")
 }
@@ -82,7 +83,8 @@ log.info("ready", [
     "startup_ms": "\(readyMillis)",
 ])
 
-let reloader = Reloader(options: options, current: first, server: server, log: log, metrics: metrics, readiness: readiness)
+let reloader = Reloader(options: options, current: first, server: server, log: log, metrics: metrics, readiness: readiness,
+                        storeGauges: storeGauges)
 while true {
     let signal = Signals.wait()
     if signal == SIGHUP {

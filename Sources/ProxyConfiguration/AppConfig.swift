@@ -25,6 +25,8 @@ public struct AppConfig: Sendable, Equatable {
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .json
     public var store: StoreSetting = .memory
+    /// The in-memory store's bound in bytes (`store_max_memory`; the memory store only).
+    public var storeMaxMemory: UInt64 = 128 << 20
     /// The Redis password: `store_password_env`/`_file`, else `CALLBACK_PROXY_REDIS_PASSWORD`.
     public var storePassword: Secret? = nil
     public var oauth = OAuthSettings()

@@ -9,6 +9,7 @@ extension ConfigLoader {
         ConfigKey("upstream_resolve_interval"),
         ConfigKey("loops"),
         ConfigKey("store"),
+        ConfigKey("store_max_memory"),
         ConfigKey("store_password_env"),
         ConfigKey("store_password_file"),
         ConfigKey("access_log"),

@@ -120,6 +120,16 @@ public struct ConfigLoader {
             }
         }
         // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
+        if let v = m.parsed("store_max_memory", "a size from 1k to 64g, like 128m or 1g", {
+            Units.size($0).flatMap { $0 >= 1 << 10 && $0 <= 64 << 30 ? $0 : nil }
+        }) {
+            if case .redis = c.store {
+                m.problems.add(m.child("store_max_memory"), m.node("store_max_memory")?.line,
+                               "is only used with the memory store (Redis has its own maxmemory)")
+            } else {
+                c.storeMaxMemory = v
+            }
+        }
         let password = secret(m, "store_password", required: false)
         if case .redis = c.store {
             c.storePassword = password ?? environment[Self.redisPasswordVariable].flatMap { $0.isEmpty ? nil : Secret($0) }

@@ -201,6 +201,14 @@ import Testing
         #expect(problems("upstream: http://my_app:3000\n").map { $0.prefix(9) } == ["upstream:"])
     }
 
+    @Test func theMemoryStoresBound() throws {
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\n").get().storeMaxMemory == 128 << 20)
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore_max_memory: 1g\n").get().storeMaxMemory == 1 << 30)
+        #expect(problems("upstream: http://127.0.0.1:1\nstore_max_memory: 100\n").map { $0.prefix(17) } == ["store_max_memory:"])
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://127.0.0.1:6379/0\nstore_max_memory: 1g\n")
+            == ["store_max_memory: is only used with the memory store (Redis has its own maxmemory)"])
+    }
+
     @Test func problemsNeverQuoteSecretValues() {
         let p = problems("""
         providers:

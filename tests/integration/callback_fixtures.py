@@ -65,12 +65,13 @@ def _q(value) -> str:
 
 
 def write_config(path, idp: IdP, *, ca_file=None, idp_timeout="2s", token_url=None,
-                 providers=PROVIDERS) -> str:
+                 providers=PROVIDERS, store_max_memory=None) -> str:
     """Writes the proxy's YAML for `idp` and returns its path. Endpoints come from the IdP's own
     discovery document (not guessed). `token_url` replaces the google entry's token endpoint
     (the recording relay); `ca_file` defaults to the IdP's CA."""
     doc = idp.discovery()
-    lines = ["oauth:",
+    lines = [f"store_max_memory: {store_max_memory}"] if store_max_memory else []
+    lines += ["oauth:",
              f"  ca_file: {_q(ca_file or idp.ca_cert)}",
              f"  idp_timeout: {idp_timeout}",
              "providers:"]

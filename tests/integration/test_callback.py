@@ -39,6 +39,7 @@ ALREADY_USED = "This sign-in link was already used"
 NOT_COMPLETED = "Sign-in could not be completed"
 UNAVAILABLE = "The sign-in service is not available right now"
 NOT_VERIFIED = "Your sign-in could not be verified"
+TRY_AGAIN = "Sign-in is temporarily unavailable"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -311,6 +312,31 @@ def test_replayed_callback_is_refused_without_a_second_token_request(oauth_proxy
     second = send(oauth_proxy, target)
     assert_outcome(oauth_proxy, second, 400, "replayed_code", ALREADY_USED, n=2, source="client")
     assert token_totals(idp) == (1, 1, 0, 0)
+
+
+def test_a_full_memory_store_refuses_callbacks_with_503_before_the_idp(oauth_proxy_factory, idp):
+    # 1k holds four replay-guard entries (71-byte key + 1-byte value + 180 bytes of bookkeeping).
+    p = oauth_proxy_factory(store_max_memory="1k")
+    from test_observability import samples, scrape, value
+    for n in range(1, 5):
+        assert_outcome(p, send(p, callback_target(grant_for(idp))), 200, "verified", VERIFIED, n=n)
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_memory_store_entries") == 4
+    assert value(s, "callback_proxy_memory_store_bytes") == 4 * 252
+    assert value(s, "callback_proxy_memory_store_limit_bytes") == 1024
+    # Full: refused (it never evicts a live entry, that would reopen a replay), the IdP untouched.
+    idp.reset_stats()
+    r = send(p, callback_target(grant_for(idp)))
+    assert_outcome(p, r, 503, "store_unavailable", TRY_AGAIN, n=5, source="internal",
+                   detail=r"memory store full: 4 live entries")
+    assert token_totals(idp) == (0, 0, 0, 0)
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_callbacks_total", provider="google", platform="ios",
+                 outcome="store_unavailable") == 1
+    # Plain proxying is unaffected.
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
 
 
 def test_replay_is_refused_even_for_the_other_provider_entry_of_the_same_idp(oauth_proxy, idp):

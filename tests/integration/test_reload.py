@@ -8,6 +8,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from helpers import HTTPConn
 from test_observability import samples, scrape, value
 
@@ -100,14 +102,20 @@ def test_an_invalid_configuration_keeps_the_running_one_and_names_every_problem(
     assert value(s, "callback_proxy_config_reloads_total", result="success") == 0
 
 
-def test_a_change_that_needs_a_restart_refuses_the_whole_reload(proxy_factory, upstream_factory, tmp_path):
+@pytest.mark.parametrize("key, before, after", [
+    ("loops", "loops: 1\n", "loops: 2\n"),
+    # A new memory store would forget the replay guard's codes: restart-only.
+    ("store_max_memory", "store_max_memory: 64m\n", "store_max_memory: 256m\n"),
+])
+def test_a_change_that_needs_a_restart_refuses_the_whole_reload(proxy_factory, upstream_factory, tmp_path,
+                                                                key, before, after):
     a, b = upstream_factory(name="a"), upstream_factory(name="b")
     cfg = tmp_path / "proxy.yaml"
-    write_config(cfg, a, "loops: 1\n")
+    write_config(cfg, a, before)
     p = proxy_factory(upstream_url=None, opts={"--loops": None}, extra=["--config", str(cfg)])
-    write_config(cfg, b, "loops: 2\n")
+    write_config(cfg, b, after)
     line = reload(p, "configuration reload refused")
-    assert "loops" in line["problem"] and "restart" in line["problem"]
+    assert key in line["problem"] and "restart" in line["problem"]
     assert served_by(p, a, b) == (1, 0), "nothing of a refused reload may apply (not even the upstream)"
 
 
