@@ -1,7 +1,10 @@
 """Limits (414 request line, 431 head, 413 body) and client-side timeouts (slowloris header,
 stalled body). Every refusal closes the connection and forwards nothing it should not."""
 
+import os
+import resource
 import select
+import socket
 import time
 
 import pytest
@@ -198,3 +201,46 @@ def test_slow_but_steady_body_within_the_body_timeout_succeeds(proxy_factory, up
             c.send(b"%d" % i)
         r = c.read_response()
     assert r.status == 200 and r.json()["len"] == 10
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_running_out_of_descriptors_pauses_accepting_instead_of_spinning(proxy_factory, upstream):
+    p = proxy_factory(upstream, opts={"--client-header-timeout": "30s"})
+    # Leave the proxy 12 descriptors beyond what it holds now.
+    in_use = len(os.listdir(f"/proc/{p.pid}/fd"))
+    resource.prlimit(p.pid, resource.RLIMIT_NOFILE, (in_use + 12, in_use + 12))
+    flood = []
+    try:
+        # Idle connections: the proxy accepts a dozen, the rest wait in its backlog.
+        for _ in range(60):
+            flood.append(socket.create_connection(("127.0.0.1", p.port)))
+        time.sleep(0.3)
+        before = _cpu_seconds(p.pid)
+        time.sleep(1.5)
+        used = _cpu_seconds(p.pid) - before
+        # Retrying accept at once on a readable listener would burn ~1.5 s of CPU here.
+        assert used < 0.3, f"the proxy used {used:.2f} s of CPU in 1.5 s while out of descriptors"
+        paused = [l for l in p.stderr_text().splitlines() if "accepting paused" in l]
+        assert paused and "Too many open files" in paused[0], p.stderr_text()[-2000:]
+        assert len(paused) <= 4, f"{len(paused)} log lines in ~2 s: the pause log is not rate-limited"
+    finally:
+        for s in flood:
+            s.close()
+    # Descriptors free again: the next pause ends and clients are served, without a restart.
+    deadline = time.monotonic() + 5
+    status = None
+    while time.monotonic() < deadline and status != 200:
+        try:
+            with p.conn(timeout=1) as c:
+                c.request("GET", "/echo")
+                status = c.read_response(timeout=1).status
+        except (OSError, AssertionError):
+            time.sleep(0.1)
+    assert status == 200
+    from test_observability import samples, scrape, value
+    assert value(samples(scrape(p)), "callback_proxy_accept_pauses_total", listener="public") >= 1

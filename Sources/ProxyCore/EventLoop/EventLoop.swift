@@ -105,6 +105,12 @@ public final class EventLoop: @unchecked Sendable {
         old.interest = 0
     }
 
+    /// Whether `channel` is registered here (not closed or handed over).
+    func owns(_ channel: Channel) -> Bool {
+        let fd = Int(channel.fd)
+        return fd < channels.count && channels[fd] === channel
+    }
+
     /// Unregisters the channel without closing its fd (the fd belongs to someone else).
     func unregister(_ channel: Channel) {
         let fd = Int(channel.fd)

@@ -32,6 +32,7 @@ public final class EngineMetrics: Sendable {
     private let open: MetricFamily<Gauge>
     private let accepted: MetricFamily<Counter>
     private let tlsFailures: MetricFamily<Counter>
+    private let acceptPauses: MetricFamily<Counter>
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -48,10 +49,14 @@ public final class EngineMetrics: Sendable {
         tlsFailures = registry.counter("callback_proxy_tls_handshake_failures_total",
                                        "TLS handshakes that failed or timed out (plaintext on a TLS port included).",
                                        labels: ["listener"])
+        acceptPauses = registry.counter("callback_proxy_accept_pauses_total",
+                                        "Times a listener stopped accepting for a moment: out of file descriptors or memory.",
+                                        labels: ["listener"])
     }
 
     func listener(_ name: String) -> ListenerMetrics {
-        ListenerMetrics(open: open.labels(name), accepted: accepted.labels(name), tlsFailures: tlsFailures.labels(name))
+        ListenerMetrics(open: open.labels(name), accepted: accepted.labels(name), tlsFailures: tlsFailures.labels(name),
+                        acceptPauses: acceptPauses.labels(name))
     }
 
     /// A response was sent (status 0 — nothing sent, the peer went first — is not counted).
@@ -66,4 +71,5 @@ struct ListenerMetrics: Sendable {
     let open: Gauge
     let accepted: Counter
     let tlsFailures: Counter
+    let acceptPauses: Counter
 }

@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What every connection of one listener shares: configuration, phases, parsers, logs, and
 /// per-loop state (upstream pool, draining flag, connection count).
@@ -131,6 +134,15 @@ public struct ListenerSpec: Sendable {
 final class Acceptor: Channel {
     /// Replaced on reload (on this loop's thread).
     var context: ListenerContext
+    /// Accepting is paused (out of descriptors or memory) until this timer fires.
+    private var resume: TimerHandle?
+    /// When the last "accepting paused" line was logged, and pauses since then.
+    private var lastLogged: UInt64 = 0
+    private var unlogged = 0
+
+    /// How long a listener stops accepting after the process ran out of descriptors or
+    /// memory (nginx waits 500 ms). Connections wait in the kernel's backlog meanwhile.
+    static let pauseAfterResourceError: UInt64 = 100_000_000
 
     init(fd: Int32, loop: EventLoop, context: ListenerContext) {
         self.context = context
@@ -145,9 +157,15 @@ final class Acceptor: Channel {
             do {
                 fd = try Socket.accept(self.fd, peer: &peer)
             } catch {
-                // EMFILE and friends: log and try again on the next readiness.
-                context.log.error("accept failed", ["error": "\(error)"])
-                return
+                switch error.errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    pause(error)
+                    return
+                default:
+                    // The pending connection failed (ECONNABORTED, a network error Linux
+                    // passes on from accept): the next one may be fine.
+                    continue
+                }
             }
             guard let fd else { return }
             context.metrics.accepted.increment()
@@ -158,6 +176,33 @@ final class Acceptor: Channel {
             }
             let connection = ClientConnection(fd: fd, loop: loop, listener: context, peer: peer)
             connection.start()
+        }
+    }
+
+    /// The listener stays readable while the backlog holds connections, so retrying at once
+    /// would spin a core and write a log line per attempt. Stop watching it for a moment;
+    /// connections that close meanwhile free descriptors for the ones waiting.
+    private func pause(_ error: SystemError) {
+        guard resume == nil else { return }
+        want(read: false, write: false)
+        context.metrics.acceptPauses.increment()
+        if lastLogged == 0 || loop.now - lastLogged >= 1_000_000_000 {
+            context.log.error("accepting paused: out of resources", [
+                "error": error.description, "pause_ms": "\(Self.pauseAfterResourceError / 1_000_000)",
+                "pauses_not_logged": "\(unlogged)",
+            ])
+            lastLogged = loop.now
+            unlogged = 0
+        } else {
+            unlogged += 1
+        }
+        resume = loop.scheduleTimer(after: Self.pauseAfterResourceError) { [weak self] in
+            guard let self else { return }
+            self.resume = nil
+            // Closed meanwhile (shutdown, reload): the fd may belong to someone else now.
+            guard self.loop.owns(self) else { return }
+            self.want(read: true, write: false)
+            self.onEvent(EventLoop.readable)
         }
     }
 }
