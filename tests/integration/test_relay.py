@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -181,6 +182,36 @@ def test_relay_code_needs_the_apps_credentials(proxy_factory, tmp_path, idp, app
     app.redeem = lambda code: real_redeem(code, secret="wrong")
     status, _, body = get(callback_url(p, idp.get_code(IOS)))
     assert json.loads(body)["redeemed"] == 401
+
+
+@pytest.mark.parametrize("case, content_type, body, status, error, reason", [
+    ("not a form", "application/json", b'{"code":"x"}', 400, "invalid_request", "body is not a form"),
+    ("repeated", "application/x-www-form-urlencoded", b"code=a&code=b", 400, "invalid_request", "repeated parameter"),
+    ("unknown client", "application/x-www-form-urlencoded", b"code=cpr1.x&client_id=nobody&client_secret=s", 401,
+     "invalid_client", "unknown client"),
+    ("bad grant", "application/x-www-form-urlencoded",
+     f"grant_type=password&code=cpr1.x&client_id={WEB}&client_secret={WEB_SECRET}".encode(), 400,
+     "unsupported_grant_type", "grant_type is not authorization_code"),
+])
+def test_every_refused_token_request_is_logged_under_its_request_id(proxy_factory, tmp_path, idp, app,
+                                                                     case, content_type, body, status, error, reason):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    rid = f"app-token-request-{case.replace(' ', '-')}"
+    req = urllib.request.Request(app.token_url, data=body, headers={"Content-Type": content_type, "X-Request-Id": rid})
+    try:
+        urllib.request.urlopen(req, timeout=5)
+        raise AssertionError("accepted")
+    except urllib.error.HTTPError as e:
+        assert (e.code, json.loads(e.read())["error"]) == (status, error)
+    deadline = time.monotonic() + 3
+    lines = []
+    while time.monotonic() < deadline and not lines:
+        lines = [json.loads(l) for l in p.stderr_text().splitlines() if f'"{rid}"' in l]
+        time.sleep(0.05)
+    assert len(lines) == 1, p.stderr_text()[-2000:]
+    assert lines[0]["msg"] == "relay token request refused"
+    assert lines[0]["reason"] == reason and lines[0]["status"] == str(status)
+    assert "cpr1.x" not in json.dumps(lines[0]) and WEB_SECRET not in json.dumps(lines[0])
 
 
 def test_client_secret_basic_is_accepted(proxy_factory, tmp_path, idp, app):

@@ -31,60 +31,68 @@ public struct RelayTokenEndpoint: Sendable {
     /// The decision for `request`, or nil when it is not for this endpoint.
     public func decision(_ request: borrowing RequestView) -> RequestDecision? {
         guard request.pathEquals(path) else { return nil }
+        // The app's token request has its own id (the engine's, or the app's X-Request-Id):
+        // every line below carries it (the internal listener writes no access log).
+        let requestID = request.requestID
         guard request.method == .post else {
-            return .respond(Self.error(405, "invalid_request", extra: [("Allow", "POST")]))
+            return .respond(refuse(405, "invalid_request", "method is not POST", requestID, extra: [("Allow", "POST")]))
         }
         let contentType = request.header("Content-Type") ?? ""
         guard contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") else {
-            return .respond(Self.error(400, "invalid_request"))
+            return .respond(refuse(400, "invalid_request", "body is not a form", requestID))
         }
         let authorization = request.header("Authorization")
         let loop = request.eventLoop
         let endpoint = self
         return .collectBody(limit: 8 * 1024) { body, sink in
-            endpoint.handle(body: body, contentType: contentType, authorization: authorization, on: loop, sink)
+            endpoint.handle(body: body, contentType: contentType, authorization: authorization, requestID: requestID, on: loop, sink)
         }
     }
 
-    private func handle(body: [UInt8], contentType: String, authorization: String?, on loop: EventLoop, _ sink: ResponseSink) {
+    private func handle(body: [UInt8], contentType: String, authorization: String?, requestID: String,
+                        on loop: EventLoop, _ sink: ResponseSink) {
         guard case .success(let list) = QueryDecoding.decode(body) else {
-            return sink.respond(Self.error(400, "invalid_request"))
+            return sink.respond(refuse(400, "invalid_request", "form does not decode", requestID))
         }
         var form: [String: String] = [:]
         for f in list {
             // A repeated parameter is refused (RFC 6749 §3.2): which one would count is ambiguous.
-            guard form[f.name] == nil else { return sink.respond(Self.error(400, "invalid_request")) }
+            guard form[f.name] == nil else {
+                return sink.respond(refuse(400, "invalid_request", "repeated parameter", requestID))
+            }
             form[f.name] = f.value
         }
         let credentials = Self.clientCredentials(form: form, authorization: authorization)
         guard let clientID = credentials.id,
               let provider = settings.providers.values.first(where: { $0.appClient?.clientID == clientID }) else {
-            log.info("relay token request refused", ["reason": "unknown client"])
-            return sink.respond(Self.error(401, "invalid_client", extra: [("WWW-Authenticate", "Basic")]))
+            return sink.respond(refuse(401, "invalid_client", "unknown client", requestID, extra: [("WWW-Authenticate", "Basic")]))
         }
         guard let code = form["code"], RelayCodes.isRelayCode(code) else {
-            return passThrough(provider: provider, body: body, contentType: contentType, authorization: authorization, on: loop, sink)
+            return passThrough(provider: provider, body: body, contentType: contentType, authorization: authorization,
+                               requestID: requestID, on: loop, sink)
         }
         guard let expected = provider.appClient?.clientSecret, let given = credentials.secret,
               ConstantTime.equals(given, expected.value) else {
-            log.info("relay token request refused", ["provider": provider.name, "reason": "bad client credentials"])
-            return sink.respond(Self.error(401, "invalid_client", extra: [("WWW-Authenticate", "Basic")]))
+            return sink.respond(refuse(401, "invalid_client", "bad client credentials", requestID, provider: provider.name,
+                                       extra: [("WWW-Authenticate", "Basic")]))
         }
         guard form["grant_type"] == "authorization_code" else {
-            return sink.respond(Self.error(400, "unsupported_grant_type"))
+            return sink.respond(refuse(400, "unsupported_grant_type", "grant_type is not authorization_code", requestID,
+                                       provider: provider.name))
         }
         let metrics = self.metrics
+        let endpoint = self
         relayCodes.redeem(code, on: loop) { result in
             switch result {
             case .success(let record?) where record.provider == provider.name:
                 metrics.relayRedeemed(provider.name)
-                log.info("relay code redeemed", ["provider": provider.name])
+                log.info("relay code redeemed", ["provider": provider.name, "request_id": requestID])
                 sink.respond(Response(status: 200, headers: Self.jsonHeaders, body: record.body))
             case .success:
-                log.info("relay token request refused", ["provider": provider.name, "reason": "unknown, used or expired relay code"])
-                sink.respond(Self.error(400, "invalid_grant"))
+                sink.respond(endpoint.refuse(400, "invalid_grant", "unknown, used or expired relay code", requestID,
+                                             provider: provider.name))
             case .failure(let e):
-                log.warn("relay token request failed", ["provider": provider.name, "reason": "store unavailable", "detail": "\(e)"])
+                log.warn("relay token request failed", ["provider": provider.name, "reason": "store unavailable", "detail": "\(e)", "request_id": requestID])
                 sink.respond(Self.error(503, "temporarily_unavailable"))
             }
         }
@@ -92,7 +100,7 @@ public struct RelayTokenEndpoint: Sendable {
 
     /// Forwards an ordinary code's token request to the provider, byte for byte, and its answer back.
     private func passThrough(provider: ProviderSettings, body: [UInt8], contentType: String, authorization: String?,
-                             on loop: EventLoop, _ sink: ResponseSink) {
+                             requestID: String, on loop: EventLoop, _ sink: ResponseSink) {
         guard let resolver = providers[provider.name] as? any TokenEndpointProviding else {
             return sink.respond(Self.error(500, "server_error"))
         }
@@ -101,7 +109,7 @@ public struct RelayTokenEndpoint: Sendable {
         let timeout = settings.idpTimeout
         resolver.tokenEndpoint(on: loop) { result in
             guard case .success(let url) = result else {
-                log.warn("token pass-through failed", ["provider": provider.name, "reason": "token endpoint unknown"])
+                log.warn("token pass-through failed", ["provider": provider.name, "reason": "token endpoint unknown", "request_id": requestID])
                 return sink.respond(Self.error(502, "temporarily_unavailable"))
             }
             var headers: [(name: String, value: String)] = [("Content-Type", contentType), ("Accept", "application/json")]
@@ -111,12 +119,12 @@ public struct RelayTokenEndpoint: Sendable {
             http.fetch(request, on: loop) { answer in
                 switch answer {
                 case .success(let r):
-                    log.info("token request passed through", ["provider": provider.name, "status": "\(r.status)"])
+                    log.info("token request passed through", ["provider": provider.name, "status": "\(r.status)", "request_id": requestID])
                     var headers: [(name: String, value: String)] = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
                     if let type = r.header("Content-Type") { headers.append(("Content-Type", type)) }
                     sink.respond(Response(status: r.status, headers: headers, body: r.body))
                 case .failure(let e):
-                    log.warn("token pass-through failed", ["provider": provider.name, "reason": e.kind.rawValue, "detail": e.detail])
+                    log.warn("token pass-through failed", ["provider": provider.name, "reason": e.kind.rawValue, "detail": e.detail, "request_id": requestID])
                     sink.respond(Self.error(502, "temporarily_unavailable"))
                 }
             }
@@ -139,6 +147,15 @@ public struct RelayTokenEndpoint: Sendable {
             return (id, secret)
         }
         return (form["client_id"], form["client_secret"])
+    }
+
+    /// The error answer, and its log line (the reason names no value the app sent).
+    private func refuse(_ status: Int, _ code: String, _ reason: String, _ requestID: String, provider: String? = nil,
+                        extra: [(name: String, value: String)] = []) -> Response {
+        log.info("relay token request refused", [
+            "provider": provider ?? "", "reason": reason, "status": "\(status)", "request_id": requestID,
+        ])
+        return Self.error(status, code, extra: extra)
     }
 
     static let jsonHeaders: [(name: String, value: String)] = [
