@@ -48,6 +48,7 @@ extension ConfigLoader {
         ConfigKey("oauth.clock_leeway"),
         ConfigKey("oauth.ca_file"),
         ConfigKey("oauth.idp_timeout"),
+        ConfigKey("oauth.rate_limit"),
         ConfigKey("oauth.relay_token_path"),
         ConfigKey("oauth.relay_code_ttl"),
         ConfigKey("oauth.session", .section),

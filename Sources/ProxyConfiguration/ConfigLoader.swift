@@ -255,6 +255,9 @@ public struct ConfigLoader {
             if readFile(f) == nil { m.problems.add(m.child("ca_file"), m.node("ca_file")?.line, "cannot read '\(f)'") } else { o.caFile = f }
         }
         if let v = m.parsed("idp_timeout", "a duration like 10s", Units.duration) { o.idpTimeout = v }
+        if let v = m.parsed("rate_limit", "callbacks per client address, like 30/m, 5/s or 600/h", RateLimit.parse) {
+            o.rateLimit = v
+        }
         if let session = m.mapping("session") { o.session = readSession(session) }
         if let p = m.string("relay_token_path") {
             if p.hasPrefix("/") && !p.hasPrefix("//") && !p.contains("?") { o.relayTokenPath = p } else {

@@ -70,6 +70,18 @@ import Testing
         #expect(UpstreamTarget.parse(text) == nil)
     }
 
+    @Test(arguments: [
+        ("203.0.113.7", "203.0.113.7"), ("2001:db8::1", "2001:db8::1"), ("::ffff:192.0.2.1", "192.0.2.1"),
+    ])
+    func peerAddressesParseFromText(text: String, expected: String) {
+        #expect(PeerAddress(text: text)?.text == expected)
+    }
+
+    @Test(arguments: ["", "unknown", "203.0.113.7:8080", "[2001:db8::1]", "1.2.3", " 1.2.3.4"])
+    func otherForwardedForEntriesAreNotAddresses(text: String) {
+        #expect(PeerAddress(text: text) == nil)
+    }
+
     private func peer(_ text: String) -> PeerAddress {
         var storage = sockaddr_storage()
         withUnsafeMutableBytes(of: &storage) { raw in

@@ -65,7 +65,7 @@ def _q(value) -> str:
 
 
 def write_config(path, idp: IdP, *, ca_file=None, idp_timeout="2s", token_url=None,
-                 providers=PROVIDERS, store_max_memory=None) -> str:
+                 providers=PROVIDERS, store_max_memory=None, rate_limit=None) -> str:
     """Writes the proxy's YAML for `idp` and returns its path. Endpoints come from the IdP's own
     discovery document (not guessed). `token_url` replaces the google entry's token endpoint
     (the recording relay); `ca_file` defaults to the IdP's CA."""
@@ -74,6 +74,7 @@ def write_config(path, idp: IdP, *, ca_file=None, idp_timeout="2s", token_url=No
     lines += ["oauth:",
              f"  ca_file: {_q(ca_file or idp.ca_cert)}",
              f"  idp_timeout: {idp_timeout}",
+             *([f"  rate_limit: {rate_limit}"] if rate_limit else []),
              "providers:"]
     if GOOGLE in providers:
         lines += [f"  {GOOGLE}:",

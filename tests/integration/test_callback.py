@@ -339,6 +339,48 @@ def test_a_full_memory_store_refuses_callbacks_with_503_before_the_idp(oauth_pro
         assert c.read_response().status == 200
 
 
+def test_callbacks_beyond_the_rate_limit_get_429_without_reaching_the_idp(oauth_proxy_factory, idp):
+    p = oauth_proxy_factory(rate_limit="3/m")
+    for n in range(1, 4):
+        assert_outcome(p, send(p, callback_target(grant_for(idp))), 200, "verified", VERIFIED, n=n)
+    idp.reset_stats()
+    refused = [send(p, callback_target(grant_for(idp))) for _ in range(5)]
+    for r in refused:
+        assert r.status == 429, page_text(r)
+        assert "Too many sign-in attempts" in page_text(r)
+        assert 1 <= int(r.one("Retry-After")) <= 20     # one token every 20 s
+        assert_page_headers(r)
+    assert token_totals(idp) == (0, 0, 0, 0)
+    from test_observability import samples, scrape, value
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_callbacks_total", provider="google", platform="ios", outcome="rate_limited") == 5
+    warned = [l for l in log_lines(p) if l.get("msg") == "callbacks rate limited"]
+    assert len(warned) == 1, "one line per burst, not one per refused request"
+    assert warned[0]["client"] == "127.0.0.1" and warned[0]["limit"] == "3/60s"
+    # Everything else is not limited.
+    for _ in range(5):
+        with p.conn() as c:
+            c.request("GET", "/echo")
+            assert c.read_response().status == 200
+
+
+def test_the_rate_limit_counts_the_forwarded_client_only_behind_a_trusted_proxy(oauth_proxy_factory, idp):
+    def attempt(p, forwarded_for):
+        return send(p, callback_target(grant_for(idp)), headers=[("X-Forwarded-For", forwarded_for)]).status
+
+    # The peer (127.0.0.1) is not trusted: X-Forwarded-For is the client's to invent, so a new
+    # value does not buy a new bucket.
+    p = oauth_proxy_factory(rate_limit="1/m")
+    assert attempt(p, "203.0.113.1") == 200
+    assert attempt(p, "203.0.113.2") == 429
+    # Trusted: the right-most untrusted entry is the client; entries left of it are ignored.
+    q = oauth_proxy_factory(rate_limit="1/m", opts={"--trusted-proxy": "127.0.0.1/32"})
+    assert attempt(q, "203.0.113.1") == 200
+    assert attempt(q, "203.0.113.1") == 429
+    assert attempt(q, "198.51.100.9, 203.0.113.1") == 429, "a forged left-most entry must not help"
+    assert attempt(q, "203.0.113.2, 127.0.0.1") == 200, "trusted hops on the right are skipped"
+
+
 def test_replay_is_refused_even_for_the_other_provider_entry_of_the_same_idp(oauth_proxy, idp):
     """Same IdP behind two provider names: the replay key includes the provider, so the second
     presentation reaches the IdP, which must refuse it as already redeemed (→ 502)."""

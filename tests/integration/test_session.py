@@ -234,12 +234,13 @@ def web_idp(tmp_path_factory):
 
 
 def web_proxy_config(idp, *, client_auth="client_secret_post", store="memory", server_side=None,
-                     extra_session=""):
+                     extra_session="", rate_limit=None):
     side = "" if server_side is None else f", server_side: {str(server_side).lower()}"
+    limit = f"\n  rate_limit: {rate_limit}" if rate_limit else ""
     return f"""
 store: {store}
 oauth:
-  ca_file: {idp.ca_cert}
+  ca_file: {idp.ca_cert}{limit}
   session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], error_url: /signin-failed,
              web_redirect_uri: "{WEB_REDIRECT}"{side}{extra_session} }}
 providers:
@@ -511,6 +512,19 @@ def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp)
     assert r.one("location") == "/signin-failed?error=access_denied"
     assert state_cookies(set_cookies(r)) == {k: "" for k in state_cookies(set_cookies(start))}
     assert not session_of(r)
+
+
+def test_the_rate_limit_covers_the_web_callback_too(web_proxy_factory, web_idp):
+    p = web_proxy_factory(rate_limit="1/m")
+    r, _, _ = web_sign_in(p, web_idp)
+    assert r.status == 302 and session_of(r)
+    web_idp.reset_stats()
+    start = get(p, "/_oauth/start")
+    r = get(p, "/_oauth/web_callback?code=abc&state=s", cookies=set_cookies(start))
+    assert r.status == 429 and r.one("retry-after") == "60"
+    assert web_idp.stats()["token"]["requests"] == 0
+    # /_oauth/start itself is not limited: it costs nothing but a cookie.
+    assert get(p, "/_oauth/start").status == 302
 
 
 @pytest.mark.parametrize("query", ["", "code=abc", "state=abc", "code=a&code=b&state=s", "code=a&error=x&state=s"])

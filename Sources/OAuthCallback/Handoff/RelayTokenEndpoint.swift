@@ -167,12 +167,3 @@ public struct RelayTokenEndpoint: Sendable {
         Response(status: status, headers: jsonHeaders + extra, body: Array("{\"error\":\"\(code)\"}".utf8))
     }
 }
-
-extension Substring {
-    func trimmingWhitespace() -> Substring {
-        var s = self
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return s
-    }
-}

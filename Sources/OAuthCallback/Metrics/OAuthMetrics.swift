@@ -35,6 +35,7 @@ public final class OAuthMetrics: Sendable {
         case success, refused, denied, replay
         case idpError = "idp_error"
         case storeUnavailable = "store_unavailable"
+        case rateLimited = "rate_limited"
         case error
     }
 

@@ -12,6 +12,8 @@ public struct OAuthPhases: HTTPPhases {
     private let log: Logger
     private let metrics: OAuthMetrics
     private let oauthPrefix: StaticString = "/_oauth/"
+    /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
+    private let limiter: CallbackRateLimiter?
 
     public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil,
                 metrics: OAuthMetrics, log: Logger) {
@@ -21,10 +23,18 @@ public struct OAuthPhases: HTTPPhases {
         self.session = session
         self.callbackPath = Array(pipeline.settings.callbackPath.utf8)
         self.log = log
+        limiter = pipeline.settings.rateLimit.map { CallbackRateLimiter(limit: $0) }
     }
 
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
-        guard request.pathEquals(callbackPath) else {
+        let isCallback = request.pathEquals(callbackPath)
+        if let limiter {
+            // (Read into lets: the borrowed view cannot be captured by `||`'s autoclosure.)
+            var limited = isCallback
+            if !limited && session != nil { limited = request.pathEquals(webCallbackPath) }
+            if limited, let refusal = rateLimited(request, by: limiter, nativeCallback: isCallback) { return refusal }
+        }
+        guard isCallback else {
             return session?.decision(request) ?? .continue
         }
         // GET only: a HEAD (a link preview, a prefetch) must not spend the user's single-use code.
@@ -59,6 +69,29 @@ public struct OAuthPhases: HTTPPhases {
         return .deferred { [expectedNonce] sink in
             pipeline.handle(query: query, expectedNonce: expectedNonce, on: loop) { outcome in handoff.complete(outcome, sink) }
         }
+    }
+
+    /// 429 once the client address has used up its callbacks; nil while it may go on.
+    private func rateLimited(_ request: borrowing RequestView, by limiter: CallbackRateLimiter,
+                             nativeCallback: Bool) -> RequestDecision? {
+        let client = request.clientAddress
+        guard case .refused(let wait, let firstRefusal) = limiter.admit(client, now: request.eventLoop.nowNanoseconds) else {
+            return nil
+        }
+        let query = nativeCallback ? request.query ?? "" : ""
+        let provider = SessionLayer.queryValue(query, "provider")
+        metrics.callback(provider: provider, platform: SessionLayer.queryValue(query, "platform"), .rateLimited)
+        if firstRefusal {
+            // Once per burst: a flood must not become a flood of log lines.
+            log.warn("callbacks rate limited", [
+                "client": client, "limit": "\(limiter.limit.count)/\(limiter.limit.periodSeconds)s",
+                "path": nativeCallback ? pipeline.settings.callbackPath : SessionLayer.webCallbackPath,
+                "request_id": request.requestID,
+            ])
+        }
+        return .respond(CallbackPage.error(status: 429,
+                                           message: "Too many sign-in attempts from your network. Please wait a moment and try again.",
+                                           extraHeaders: [("Retry-After", "\(wait)")]))
     }
 
     public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {

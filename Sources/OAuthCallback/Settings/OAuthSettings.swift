@@ -19,8 +19,29 @@ public struct OAuthSettings: Sendable, Equatable {
     public var relayCodeTTLSeconds: Int64 = 60
     /// `session` mode's settings; required when a provider uses it.
     public var session: SessionSettings? = nil
+    /// Callbacks per client address (`oauth.rate_limit`); nil = unlimited (the default).
+    public var rateLimit: RateLimit? = nil
 
     public init() {}
+}
+
+/// `N/s`, `N/m` or `N/h`: a token bucket of N that refills at N per period.
+public struct RateLimit: Sendable, Equatable {
+    public var count: Int
+    public var periodSeconds: Int
+
+    public init(count: Int, periodSeconds: Int) {
+        self.count = count
+        self.periodSeconds = periodSeconds
+    }
+
+    /// `30/m` → 30 per 60 s. Nil for anything else (a count from 1 to 1,000,000).
+    public static func parse(_ text: String) -> RateLimit? {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let n = Int(parts[0]), (1...1_000_000).contains(n),
+              let period = ["s": 1, "m": 60, "h": 3_600][String(parts[1])] else { return nil }
+        return RateLimit(count: n, periodSeconds: period)
+    }
 }
 
 public enum ProviderKind: String, Sendable, CaseIterable {

@@ -18,6 +18,23 @@ public struct RequestView {
     /// The loop this request runs on: slow work started from a phase is driven by it.
     public var eventLoop: EventLoop { connection.loop }
 
+    /// The client's address, for per-client limits: the peer's, or — when the peer is a trusted
+    /// proxy — the right-most `X-Forwarded-For` entry that is not a trusted proxy itself (how
+    /// nginx's `real_ip_recursive` reads the list: entries left of it are the client's to
+    /// forge). All entries trusted: the left-most.
+    public var clientAddress: String {
+        let peer = connection.peer
+        let listener = connection.listener
+        guard listener.isTrusted(peer) else { return peer.text }
+        let entries = headers(named: "X-Forwarded-For").flatMap { $0.split(separator: ",") }
+            .map { String($0.trimmingWhitespace()) }.filter { !$0.isEmpty }
+        for entry in entries.reversed() {
+            // Not an address ("unknown", a port appended): the chain cannot be followed past it.
+            guard let address = PeerAddress(text: entry), listener.isTrusted(address) else { return entry }
+        }
+        return entries.first ?? peer.text
+    }
+
     /// The id this request is logged and forwarded under (`X-Request-Id`; see `RequestID`).
     public var requestID: String { connection.requestIDString }
 
@@ -105,4 +122,14 @@ public struct RequestView {
 
 @inline(__always) func asciiLower(_ b: UInt8) -> UInt8 {
     (b >= 0x41 && b <= 0x5A) ? b | 0x20 : b
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (HTTP's optional whitespace).
+    public func trimmingWhitespace() -> Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return s
+    }
 }

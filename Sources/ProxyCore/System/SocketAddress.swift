@@ -106,6 +106,27 @@ public struct PeerAddress: Sendable {
 
     init() {}
 
+    /// An IPv4 or IPv6 address in text form (as in X-Forwarded-For); nil for anything else.
+    public init?(text: some StringProtocol) {
+        var storage = sockaddr_storage()
+        let ok = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
+            let s = String(text)
+            let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+            if inet_pton(AF_INET, s, &sin.pointee.sin_addr) == 1 {
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                return true
+            }
+            let sin6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+            if inet_pton(AF_INET6, s, &sin6.pointee.sin6_addr) == 1 {
+                sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                return true
+            }
+            return false
+        }
+        guard ok else { return nil }
+        self = withUnsafeBytes(of: &storage) { PeerAddress(storage: $0.baseAddress!) }
+    }
+
     init(storage: UnsafeRawPointer) {
         let family = Int32(storage.load(as: sa_family_t.self))
         if family == AF_INET {
