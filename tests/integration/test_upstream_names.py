@@ -20,6 +20,7 @@ import time
 import pytest
 
 from helpers import free_port, http_get_status
+from test_tls import pki, tls_upstream  # noqa: F401 (fixtures: the test CA, an HTTPS upstream)
 
 NSS_WRAPPER = "libnss_wrapper.so"
 
@@ -209,3 +210,18 @@ def test_what_is_not_a_host_name_is_refused_at_start(proxy_bin, url):
     r = subprocess.run([proxy_bin, "--upstream", url], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "--upstream" in r.stderr and url in r.stderr
+
+
+@pytest.mark.parametrize("name, status", [("up.test", 200), ("other.test", 502)])
+def test_an_https_upstream_by_name_is_verified_against_that_name(proxy_factory, tls_upstream, pki, hosts, name, status):
+    # The upstream's certificate names up.test only; both names lead to it.
+    up = tls_upstream("upname")
+    hosts.set({"up.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    p = proxy_factory(upstream_url=f"https://{name}:{up.port}", env=hosts.env,
+                      extra=["--upstream-ca", pki.path("ca.pem")])
+    r = get(p, "/x")
+    assert r.status == status
+    # The name is the SNI and the name checked, without --upstream-server-name.
+    assert up.sni == [name]
+    if status == 502:
+        assert "hostname mismatch" in "".join(l["reason"] for l in log_lines(p, "request failed"))
