@@ -37,6 +37,8 @@ struct Generation {
         if let internalAddress = config.internalListen {
             var internalConfig = config.proxy
             internalConfig.upstream = nil
+            // Probes and the app's relay token requests come straight, not through the balancer.
+            internalConfig.proxyProtocol = false
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness),
                                     accessLogged: false)

@@ -28,6 +28,7 @@ extension ConfigLoader {
         ConfigKey("timeouts.drain"),
         ConfigKey("timeouts.tls_handshake"),
         ConfigKey("trusted_proxies", .list),
+        ConfigKey("proxy_protocol"),
         ConfigKey("tls", .section),
         ConfigKey("tls.cert"),
         ConfigKey("tls.key"),

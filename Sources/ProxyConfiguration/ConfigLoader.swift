@@ -168,6 +168,7 @@ public struct ConfigLoader {
                 }
             }
         }
+        if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
     }
 
     // MARK: TLS

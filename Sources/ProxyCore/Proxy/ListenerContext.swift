@@ -76,6 +76,16 @@ final class ListenerContext: @unchecked Sendable {
 
     func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
 
+    /// A new connection (its PROXY header already read, if the listener wants one) starts:
+    /// a TLS handshake on a TLS listener, else HTTP.
+    func accepted(fd: Int32, peer: PeerAddress, on loop: EventLoop) {
+        if let credentials {
+            TLSAccept.start(fd: fd, loop: loop, listener: self, peer: peer, credentials: credentials)
+            return
+        }
+        ClientConnection(fd: fd, loop: loop, listener: self, peer: peer).start()
+    }
+
     func isTrusted(_ peer: PeerAddress) -> Bool {
         if config.trustedProxies.isEmpty { return false }
         return config.trustedProxies.contains { $0.contains(peer) }
@@ -170,12 +180,11 @@ final class Acceptor: Channel {
             guard let fd else { return }
             context.metrics.accepted.increment()
             if !peer.isUnix { Socket.setNoDelay(fd) }
-            if let credentials = context.credentials {
-                TLSAccept.start(fd: fd, loop: loop, listener: context, peer: peer, credentials: credentials)
+            if context.config.proxyProtocol {
+                ProxyProtocolAccept.start(fd: fd, loop: loop, listener: context, peer: peer)
                 continue
             }
-            let connection = ClientConnection(fd: fd, loop: loop, listener: context, peer: peer)
-            connection.start()
+            context.accepted(fd: fd, peer: peer, on: loop)
         }
     }
 

@@ -15,6 +15,9 @@ public struct ProxyConfig: Sendable, Equatable {
     public var trustedProxies: [CIDR] = []
     /// Most idle upstream connections kept per loop.
     public var upstreamPoolSize = 128
+    /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client: the
+    /// listener sits behind a layer-4 load balancer that sends one (see `ProxyHeaderReader`).
+    public var proxyProtocol = false
 
     public init() {}
 }
