@@ -1,5 +1,6 @@
 import OAuthCallback
 import ProxyConfiguration
+import ProxyCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -48,6 +49,13 @@ enum Check {
         switch loaded {
         case .success(let c):
             print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!))")
+            // Not a problem (a build machine may not see the production DNS), but worth saying:
+            // started here, the proxy would answer 502 until the name resolves.
+            if case .name(let name, let port) = c.upstream!.endpoint,
+               case .failure(let error) = NameLookup.addresses(of: name, port: port) {
+                print("note: the upstream name '\(name)' does not resolve here (\(error.reason)); "
+                      + "started here, the proxy would answer 502 until it does")
+            }
             return 0
         case .failure(let problems):
             for p in problems.items { print("\(options.configPath ?? "configuration"): \(p)") }

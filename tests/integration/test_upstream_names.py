@@ -225,3 +225,16 @@ def test_an_https_upstream_by_name_is_verified_against_that_name(proxy_factory, 
     assert up.sni == [name]
     if status == 502:
         assert "hostname mismatch" in "".join(l["reason"] for l in log_lines(p, "request failed"))
+
+
+def test_check_accepts_a_name_that_does_not_resolve_here_and_says_so(proxy_bin, hosts):
+    # A build machine may not see the production DNS: not a problem, but worth a note.
+    r = subprocess.run([proxy_bin, "check", "--upstream", "http://web.test:3000"], capture_output=True, text=True,
+                       timeout=10, env={**os.environ, **hosts.env})
+    assert r.returncode == 0, r
+    assert "upstream web.test:3000" in r.stdout
+    assert "note: the upstream name 'web.test' does not resolve here" in r.stdout
+    hosts.set({"web.test": ["127.0.0.1"]})
+    r = subprocess.run([proxy_bin, "check", "--upstream", "http://web.test:3000"], capture_output=True, text=True,
+                       timeout=10, env={**os.environ, **hosts.env})
+    assert r.returncode == 0 and "note:" not in r.stdout, r
