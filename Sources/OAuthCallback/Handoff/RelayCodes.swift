@@ -108,10 +108,3 @@ public struct RelayRecord: Sendable, Equatable {
         body = Array(encoded[(nul + 1)...])
     }
 }
-
-/// User-facing texts shared by the hand-off code.
-enum Messages {
-    static let internalError = "Something went wrong on our side. Please try signing in again."
-    static let unavailable = "Sign-in is temporarily unavailable. Please try again in a moment."
-    static let crossSiteSignOut = "You are still signed in: another site asked to sign you out. To sign out, use this site's own sign-out link."
-}

@@ -90,7 +90,7 @@ public struct OAuthPhases: HTTPPhases {
             ])
         }
         return .respond(CallbackPage.error(status: 429,
-                                           message: "Too many sign-in attempts from your network. Please wait a moment and try again.",
+                                           message: Messages.rateLimited,
                                            extraHeaders: [("Retry-After", "\(wait)")]))
     }
 

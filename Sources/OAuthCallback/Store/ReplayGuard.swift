@@ -45,7 +45,7 @@ public struct ReplayGuard: Sendable {
             case .failure(let error):
                 completion(.failure(CallbackFailure(
                     .internal, code: "store_unavailable",
-                    userMessage: "Sign-in is temporarily unavailable. Please try again in a moment.",
+                    userMessage: Messages.unavailable,
                     logDetail: "replay guard could not record the code: \(error)",
                     // Only a bug of ours (a TTL out of range) is not worth retrying.
                     retryable: error.retryable)))
