@@ -362,12 +362,13 @@ def cmd_report(a):
     w(f"- Machine: `nproc` = {meta['nproc']}; {meta['uname']}; load average at start {meta['load_start']}, "
       f"at end {meta.get('load_end', '?')} (shared machine: compare ratios, not absolute numbers)")
     w(f"- Versions: {meta['cp_version']} ({meta['cp_bin']}); {meta['nginx_version']}; "
-      f"{meta['haproxy_version']}; {meta['wrk_version']}; {meta['swift_version']}; source: {meta.get('git', '?')}")
+      f"{meta['haproxy_version']}; {meta.get('caddy_version', 'Caddy not run')}; {meta['wrk_version']}; "
+      f"{meta['swift_version']}; source: {meta.get('git', '?')}")
     w(f"- Upstream: nginx, `worker_processes 1`, `return 200` with a {meta['body_bytes']}-byte body, "
       f"`access_log off`")
     w(f"- Proxies: 2 workers/threads each, upstream keep-alive on, access logs off (except the "
-      f"\"access log on\" row: JSON lines to a file); nginx and HAProxy also set X-Forwarded-For/-Proto/-Host "
-      f"like callback-proxy does")
+      f"\"access log on\" row: JSON lines to a file); nginx, HAProxy and Caddy also set X-Forwarded-For/-Proto/-Host "
+      f"and an X-Request-Id like callback-proxy does")
     w(f"- Load: `wrk -t1 -c50 -d{meta['duration']}s --latency http://127.0.0.1:PORT/`, {rounds} rounds, "
       f"proxies alternating (order rotated each round), after one {meta['warmup']}s warm-up run each")
     w("")
@@ -382,7 +383,7 @@ def cmd_report(a):
     w("")
 
     base = "cp"
-    peers = [("nginx", "nginx"), ("haproxy", "HAProxy")]
+    peers = [(k, l) for k, l in (("nginx", "nginx"), ("haproxy", "HAProxy"), ("caddy", "Caddy")) if k in labels]
     cp_rows = [k for k, _ in keys if k.startswith("cp")]
 
     def table(title, field, fmt, better):
