@@ -318,6 +318,25 @@ import Testing
         #expect(header.hasPrefix("__Host-_oauth_state_") && header.contains("; Secure") && header.contains("; Path=/"))
     }
 
+    @Test(arguments: [
+        ("application/json", true), ("text/html, Application/JSON;q=0.9", true), ("*/*", false),
+        ("application/jso", false), ("", false), ("text/html,application/xhtml+xml", false),
+    ])
+    func anAcceptValueNamingJSONIsFound(accept: String, json: Bool) {
+        #expect(SessionLayer.acceptsJSON(accept) == json)
+    }
+
+    @Test func cookieHeadersSplitIntoNamesAndValues() {
+        func pairs(_ headers: [String]) -> [String] { SessionLayer.cookies(headers).map { "\($0.name)|\($0.value)" } }
+        #expect(pairs(["a=b; c=d"]) == ["a|b", "c|d"])
+        #expect(pairs(["a=b;c=d", "e=f"]) == ["a|b", "c|d", "e|f"])
+        #expect(pairs(["  a=b;;  ;x"]) == ["a|b"], "empty parts and parts without = are skipped")
+        #expect(pairs(["a==b; c=; =d"]) == ["a|=b", "c|", "|d"], "the first = splits")
+        #expect(pairs(["s=v w "]) == ["s|v w "], "only leading spaces are dropped, as before")
+        #expect(pairs(["é=ü; k=\u{1F36A}"]) == ["é|ü", "k|\u{1F36A}"])
+        #expect(pairs([""]).isEmpty && pairs([]).isEmpty)
+    }
+
     @Test func theStateRecordRoundTripsAndOneWithoutVerifierIsRefused() {
         let r = StateRecord(state: "s", nonce: "n", rd: "/", provider: "google", expiresAt: 5, verifier: "v",
                             redirectURI: Self.webRedirect)

@@ -24,8 +24,12 @@ extension SessionLayer {
         guard serverSide, let id = cookie.reference(from: cookies.filter { cookie.isSessionCookieName($0.name) }) else {
             switch answer(.success(session(cookies))) {
             case .respond(let response): return .respond(response)
-            // Cookie sessions: `upstreamEdits` adds the identity headers.
-            case .pass: return nil
+            case .pass(nil): return nil
+            // The cookie was opened once, here: its identity headers go with the decision.
+            case .pass(let s?):
+                var edits = HeaderEdits()
+                edits.add = identityHeaders(s)
+                return .proceed(UpstreamRewrite(edits: edits))
             }
         }
         return .deferred { [self] sink in

@@ -147,7 +147,7 @@ public final class SessionLayer: Sendable {
                 let accept = request.header("Accept") ?? ""
                 let scripted = request.header("X-Requested-With") != nil
                 let navigation = Self.isNavigation(request.header("Sec-Fetch-Dest"))
-                json = scripted || accept.contains("application/json") || !navigation
+                json = scripted || Self.acceptsJSON(accept) || !navigation
             } else {
                 json = false
             }
@@ -163,6 +163,19 @@ public final class SessionLayer: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether an `Accept` value names `application/json` (any case). Over bytes: String's
+    /// `contains(_:)` builds a Character table per call, a cost every protected request paid.
+    static func acceptsJSON(_ accept: String) -> Bool {
+        let needle = Array("application/json".utf8)
+        let hay = Array(accept.utf8)
+        guard hay.count >= needle.count else { return false }
+        outer: for start in 0...(hay.count - needle.count) {
+            for (i, b) in needle.enumerated() where hay[start + i] | 0x20 != b | 0x20 { continue outer }
+            return true
+        }
+        return false
     }
 
     /// Whether a request is a top-level page load: `Sec-Fetch-Dest: document`, or no such
@@ -205,11 +218,10 @@ public final class SessionLayer: Sendable {
 
     /// Identity headers for the upstream: every client-sent variant removed, ours added.
     /// With server-side sessions, ours came with the deferred decision (`withSession`).
+    /// Every proxied request: client-sent identity headers are stripped. A session's own
+    /// headers come with the decision (`withSession`), never from here.
     public func upstreamEdits(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {
         edits.removeMatching = strip
-        if !serverSide, let s = session(Self.cookies(request.headers(named: "Cookie"))) {
-            edits.add += identityHeaders(s)
-        }
     }
 
     func identityHeaders(_ s: ProxySession) -> [(name: String, value: String)] {
@@ -320,14 +332,28 @@ public final class SessionLayer: Sendable {
         }
     }
 
-    /// `Cookie` header values → (name, value) pairs (RFC 6265 §5.4 shape: `a=b; c=d`).
+    /// `Cookie` header values → (name, value) pairs (RFC 6265 §5.4 shape: `a=b; c=d`). Runs
+    /// on every request in session mode, so over UTF-8 bytes: splitting the String by
+    /// Character cost more than opening the session cookie itself.
     static func cookies(_ headers: [String]) -> [(name: String, value: String)] {
         var out: [(name: String, value: String)] = []
-        for h in headers {
-            for part in h.split(separator: ";") {
-                let p = part.drop(while: { $0 == " " })
-                guard let eq = p.firstIndex(of: "=") else { continue }
-                out.append((String(p[..<eq]), String(p[p.index(after: eq)...])))
+        for var header in headers {
+            header.withUTF8 { bytes in
+                var i = 0
+                while i < bytes.count {
+                    while i < bytes.count && bytes[i] == 0x20 { i += 1 }
+                    let start = i
+                    var equals = -1
+                    while i < bytes.count && bytes[i] != 0x3B {
+                        if equals < 0 && bytes[i] == 0x3D { equals = i }
+                        i += 1
+                    }
+                    if equals >= 0 {
+                        out.append((String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<equals]), as: UTF8.self),
+                                    String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<i]), as: UTF8.self)))
+                    }
+                    i += 1
+                }
             }
         }
         return out

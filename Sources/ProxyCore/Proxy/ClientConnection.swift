@@ -319,6 +319,8 @@ final class ClientConnection: Channel {
         switch decision {
         case .continue:
             proceedUpstream(rewrite: nil)
+        case .proceed(let rewrite):
+            proceedUpstream(rewrite: rewrite)
         case .respond(let r):
             respondLocal(r)
         case .deferred(let start):

@@ -28,6 +28,9 @@ extension HTTPPhases {
 public enum RequestDecision: Sendable {
     /// Proxy the request upstream.
     case `continue`
+    /// Proxy it upstream with these changes (what the filter learned now — a session's
+    /// identity headers — so that `upstreamRequestFilter` need not work it out again).
+    case proceed(UpstreamRewrite)
     /// Answer now without contacting the upstream.
     case respond(Response)
     /// Answer later: the engine calls the closure once with a sink; the filter keeps the sink,
