@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mints the stub IdP's answers for bench/callbacks, once, at start.
+"""Mints the stub IdP's answers for bench/callbacks and bench/session, once, at start.
 
 Writes two files into --out-dir:
   token.json  the token endpoint's answer: access_token, token_type, expires_in, scope and an
@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--ttl", type=int, default=3600, help="id_token lifetime in seconds")
     ap.add_argument("--kid", default="bench-key-1")
+    ap.add_argument("--nonce", help="the nonce claim (a session-mode web sign-in checks it)")
     a = ap.parse_args()
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -43,6 +44,8 @@ def main():
         "iat": now,
         "exp": now + a.ttl,
     }
+    if a.nonce:
+        claims["nonce"] = a.nonce
     id_token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": a.kid})
     token = {
         "access_token": "ya29.bench-access-token",

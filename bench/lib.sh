@@ -1,0 +1,107 @@
+# Shared by the bench/ scripts (sourced, not run): messages, prerequisites, the build, free
+# ports, a temp dir whose processes are all stopped on exit, and waiting for a server.
+# The sourcing script sets BENCH_NAME (for messages) and REPO before using these.
+
+log() { printf '== %s\n' "$*" >&2; }
+die() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
+
+# need_packages PKG...: installs the missing Debian packages (as root), or says which.
+need_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    ((${#missing[@]})) || return 0
+    [[ $(id -u) -eq 0 ]] || die "missing packages (${missing[*]}); run as root to install them"
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y "${missing[@]}" >/dev/null 2>&1 ||
+        { apt-get update >/dev/null && apt-get install -y "${missing[@]}" >/dev/null; }
+    # Debian's server packages start their system services; the benchmarks never use or touch them.
+}
+
+# build_proxy SCRATCH -> BIN: $CALLBACK_PROXY_BIN, or a release build kept apart from other builds.
+build_proxy() {
+    if [[ -n ${CALLBACK_PROXY_BIN:-} ]]; then
+        BIN=$CALLBACK_PROXY_BIN
+    else
+        log "building callback-proxy (release, scratch path $1)"
+        # Others edit the tree concurrently: "modified during the build" is retried.
+        local build_log attempt
+        build_log=$(mktemp /tmp/bench-build.XXXXXX)
+        for attempt in 1 2 3 4 5; do
+            if (cd "$REPO" && swift build -c release --product callback-proxy --scratch-path "$1") >"$build_log" 2>&1; then
+                tail -1 "$build_log" >&2
+                break
+            fi
+            if ((attempt == 5)) || ! grep -q 'was modified during the build' "$build_log"; then
+                grep -E 'error:' "$build_log" | sort -u | head -20 >&2
+                rm -f "$build_log"
+                die "build failed (the tree may be mid-edit; CALLBACK_PROXY_BIN=... runs a binary you built)"
+            fi
+            log "a source file changed during the build (attempt $attempt); retrying in 5 s"
+            sleep 5
+        done
+        rm -f "$build_log"
+        BIN=$1/release/callback-proxy
+    fi
+    [[ -x $BIN ]] || die "no executable at $BIN"
+}
+
+# ports_free PORT...: dies naming the first one in use.
+ports_free() {
+    local p
+    for p in "$@"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
+            die "port $p is in use (set PORT_BASE to move the whole range)"
+        fi
+    done
+}
+
+# make_temp PREFIX -> T: a fresh temp dir; every PID added to PIDS is stopped on exit, and the
+# dir is removed unless the run failed or KEEP_TMP=1.
+make_temp() {
+    T=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$T" # nginx workers may run as nobody
+    mkdir -p "$T/ngx-tmp"
+    PIDS=()
+    trap _bench_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+_bench_cleanup() {
+    local rc=$? pid i
+    trap - EXIT INT TERM
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [[ $rc -ne 0 || ${KEEP_TMP:-0} == 1 ]]; then
+        echo "$BENCH_NAME: configs, logs and raw output kept in $T" >&2
+    else
+        rm -rf "$T"
+    fi
+    exit "$rc"
+}
+
+stop() { # stop PID: SIGTERM, wait, forget it
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    local keep=() p
+    for p in "${PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+wait_http() { # wait_http URL PID NAME: until URL answers 200 (10 s)
+    local i
+    for i in $(seq 200); do
+        if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1" 2>/dev/null) == 200 ]]; then return 0; fi
+        kill -0 "$2" 2>/dev/null || die "$3 exited during start-up (logs in $T)"
+        sleep 0.05
+    done
+    die "$3 did not answer $1 within 10 s (logs in $T)"
+}
