@@ -1,3 +1,4 @@
+import Synchronization
 import ProxyCore
 import Testing
 @testable import OAuthCallback
@@ -324,6 +325,33 @@ import Testing
     ])
     func anAcceptValueNamingJSONIsFound(accept: String, json: Bool) {
         #expect(SessionLayer.acceptsJSON(accept) == json)
+    }
+
+    @Test func anOpenedSessionCookieIsRememberedPerLoopUntilItExpires() throws {
+        let now = Atomic<Int64>(1_800_000_000)
+        let layer = try SessionLayer(oauth: Self.settings(), store: MemoryStore(clock: clock.read), identityProviders: [:],
+                                     serverSide: false, log: Logger(level: .error), clock: { now.load(ordering: .relaxed) })
+        let session = ProxySession(provider: "google", subject: "108", email: "a@example.test", emailVerified: true,
+                                   issuedAt: 1_800_000_000, expiresAt: 1_800_000_600)
+        let jar = try layer.cookie.chunks(of: layer.cookie.seal(session))
+        let loop = loop.loop
+        #expect(layer.session(jar, on: loop)?.subject == "108")
+        #expect(layer.opened.count(on: loop) == 1)
+        #expect(layer.session(jar, on: loop)?.subject == "108", "the second request is answered from the table")
+        #expect(layer.opened.count(on: loop) == 1)
+        // A cookie that does not open is not remembered (junk cannot push sessions out).
+        let junk = [(name: jar[0].name, value: "AAAA" + jar[0].value.dropFirst(4))]
+        #expect(layer.session(junk, on: loop) == nil)
+        #expect(layer.opened.count(on: loop) == 1)
+        // The expiry is checked on every use, remembered or not.
+        now.store(1_800_000_600, ordering: .relaxed)
+        #expect(layer.session(jar, on: loop) == nil)
+        #expect(layer.opened.count(on: loop) == 0)
+        // A layer with another secret (a new configuration) opens nothing of the old one's.
+        let rotated = try SessionLayer(oauth: Self.settings(secrets: ["another-session-secret-of-32-characters!"]),
+                                       store: MemoryStore(clock: clock.read), identityProviders: [:], serverSide: false,
+                                       log: Logger(level: .error), clock: { 1_800_000_000 })
+        #expect(rotated.session(jar, on: loop) == nil)
     }
 
     @Test func cookieHeadersSplitIntoNamesAndValues() {

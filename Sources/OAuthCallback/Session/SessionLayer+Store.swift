@@ -22,7 +22,7 @@ extension SessionLayer {
     func withSession(_ cookies: [(name: String, value: String)], on loop: EventLoop,
                      _ answer: @escaping @Sendable (Result<ProxySession?, StoreError>) -> SessionAnswer) -> RequestDecision? {
         guard serverSide, let id = cookie.reference(from: cookies.filter { cookie.isSessionCookieName($0.name) }) else {
-            switch answer(.success(session(cookies))) {
+            switch answer(.success(session(cookies, on: loop))) {
             case .respond(let response): return .respond(response)
             case .pass(nil): return nil
             // The cookie was opened once, here: its identity headers go with the decision.

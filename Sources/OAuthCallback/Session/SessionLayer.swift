@@ -38,6 +38,8 @@ public final class SessionLayer: Sendable {
     public let serverSide: Bool
     let log: Logger
     let cookie: SessionCookie
+    /// Cookie sessions already opened, per loop.
+    let opened = OpenedSessions()
     /// One per session secret, the current one first: state cookies are sealed with it and
     /// open with any, so rotating the secret does not fail the sign-ins in flight.
     let stateSealers: [AES256GCM]
@@ -317,9 +319,17 @@ public final class SessionLayer: Sendable {
 
     /// The cookie-borne session; never one with server-side sessions (a whole session sealed
     /// in a cookie could not be ended at sign-out, so it is not accepted there).
-    func session(_ cookies: [(name: String, value: String)]) -> ProxySession? {
+    /// The cookie session among `cookies`, if one opens and is live. With `loop`, an opened
+    /// cookie is remembered for that loop's next requests (`OpenedSessions`).
+    func session(_ cookies: [(name: String, value: String)], on loop: EventLoop? = nil) -> ProxySession? {
         guard !serverSide else { return nil }
-        return cookie.session(from: cookies.filter { cookie.isSessionCookieName($0.name) }, now: clock())
+        let mine = cookies.filter { cookie.isSessionCookieName($0.name) }
+        guard !mine.isEmpty else { return nil }
+        let now = clock()
+        guard let loop else { return cookie.session(from: mine, now: now) }
+        // Chunks are keyed with their names, in the order sent: another order is only a miss.
+        let key = mine.count == 1 ? mine[0].value : mine.map { $0.name + "=" + $0.value }.joined(separator: ";")
+        return opened.session(for: key, on: loop, now: now) { cookie.session(from: mine, now: now) }
     }
 
     static func authorizationEndpoint(_ p: ProviderSettings) -> String? {
