@@ -24,7 +24,7 @@ let package = Package(
         // zlib (zlib1g-dev): raw deflate for large session cookies.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
-        // hiredis (libhiredis-dev): the Redis store's async client, driven by the event loops.
+        // hiredis (libhiredis-dev): the Redis store's reply parser (the connection itself is ours).
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis",
                        providers: [.apt(["libhiredis-dev"])]),
         // The engine: event loops, HTTP/1.1 codec, TLS (OpenSSL), proxying. Knows nothing of OAuth.

@@ -17,9 +17,9 @@ struct Generation {
     init(_ config: AppConfig, log: Logger, metrics: MetricsRegistry, readiness: Readiness,
          previous: Generation? = nil) throws(ConfigProblems) {
         self.config = config
-        let oauth = try OAuthWiring(config, log: log, metrics: metrics, reusing: previous?.oauth)
         // Certificates and keys: each file read once, here; a problem names the file.
         let tls = try TLSWiring(config)
+        let oauth = try OAuthWiring(config, storeTLS: tls.store, log: log, metrics: metrics, reusing: previous?.oauth)
         self.oauth = oauth
         self.tls = tls
         let resolver = Self.resolver(config, log: log, previous: previous?.upstreamResolver)

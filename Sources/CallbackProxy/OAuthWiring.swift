@@ -15,12 +15,15 @@ struct OAuthWiring {
     /// store's relay codes, replay guards and sessions live on; a Redis connection is kept).
     let storeSetting: StoreSetting?
     let storePassword: Secret?
+    let storeTLS: UpstreamTLSSettings
     /// The same store when it is the in-memory one: its fill level is exported as gauges.
     let memoryStore: MemoryStore?
 
-    /// With no providers configured, the proxy is a plain reverse proxy.
-    init(_ config: AppConfig, log: Logger, metrics registry: MetricsRegistry,
+    /// With no providers configured, the proxy is a plain reverse proxy. `storeTLS`: the
+    /// `rediss://` store's TLS client, built (its files read) by `TLSWiring`.
+    init(_ config: AppConfig, storeTLS: UpstreamTLSClient? = nil, log: Logger, metrics registry: MetricsRegistry,
          reusing previous: OAuthWiring? = nil) throws(ConfigProblems) {
+        self.storeTLS = config.storeTLS
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
             relayEndpoint = nil
@@ -43,7 +46,8 @@ struct OAuthWiring {
         let rawStore: any Store
         var kept: (any Store)? = nil
         switch config.store {
-        case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword:
+        case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword
+                     && previous?.storeTLS == config.storeTLS:
             kept = previous!.store!
             rawStore = kept!
         case .memory:
@@ -57,10 +61,12 @@ struct OAuthWiring {
             do {
                 url = try RedisURL(parsing: text)
             } catch {
-                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis:// URL: \(error)")])
+                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis:// or rediss:// URL: \(error)")])
             }
             if let password = config.storePassword { url.password = password.value }
-            rawStore = RedisStore(RedisStore.Configuration(url: url), logger: log)
+            var storeConfig = RedisStore.Configuration(url: url)
+            storeConfig.tls = storeTLS
+            rawStore = RedisStore(storeConfig, logger: log)
         }
         // A kept store is already measured (the same counters: the registry returns them).
         let store = kept ?? rawStore.measured(by: metrics)

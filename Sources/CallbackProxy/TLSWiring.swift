@@ -1,12 +1,15 @@
+import OAuthCallback
 import ProxyConfiguration
 import ProxyCore
 
 /// Builds the TLS pieces from the configuration: the public listeners' certificates
-/// (reloadable on SIGHUP) and the client side of an `https://` upstream. Every certificate
-/// and key file is read here, once.
+/// (reloadable on SIGHUP), the client side of an `https://` upstream and of a `rediss://`
+/// store. Every certificate and key file is read here, once.
 struct TLSWiring {
     let credentials: TLSCredentials?
     let upstream: UpstreamTLSClient?
+    /// For a `rediss://` store (`store_tls_*`).
+    let store: UpstreamTLSClient?
 
     init(_ config: AppConfig) throws(ConfigProblems) {
         var problems: [ConfigProblem] = []
@@ -22,9 +25,26 @@ struct TLSWiring {
                 problems.append(ConfigProblem(path: "upstream_tls", line: nil, message: error.description))
             }
         }
+        var store: UpstreamTLSClient? = nil
+        if case .redis(let text) = config.store, let url = try? RedisURL(parsing: text), url.tls {
+            do { store = try RedisStore.tlsClient(for: url, config.storeTLS) } catch {
+                problems.append(ConfigProblem(path: Self.storeKey(for: error, config.storeTLS), line: nil, message: error.description))
+            }
+        }
         if !problems.isEmpty { throw ConfigProblems(problems) }
         self.credentials = credentials
         self.upstream = upstream
+        self.store = store
+    }
+
+    /// The `store_tls_*` key whose file a set-up error names (`store` when it names none).
+    private static func storeKey(for error: TLSSetupError, _ settings: UpstreamTLSSettings) -> String {
+        switch error.file {
+        case nil: "store"
+        case settings.caFile: "store_tls_ca"
+        case settings.clientKeyFile: "store_tls_client_key"
+        default: "store_tls_client_cert"
+        }
     }
 
     /// What the file and flags must agree on, before any file is read.

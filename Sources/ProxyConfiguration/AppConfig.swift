@@ -29,6 +29,9 @@ public struct AppConfig: Sendable, Equatable {
     public var storeMaxMemory: UInt64 = 128 << 20
     /// The Redis password: `store_password_env`/`_file`, else `CALLBACK_PROXY_REDIS_PASSWORD`.
     public var storePassword: Secret? = nil
+    /// Trust and client certificate for a `rediss://` store (`store_tls_*`); the name checked
+    /// is always the URL's host (`serverName` stays nil). Verification is never off.
+    public var storeTLS = UpstreamTLSSettings()
     public var oauth = OAuthSettings()
 
     public init() {}
@@ -37,7 +40,7 @@ public struct AppConfig: Sendable, Equatable {
 public enum StoreSetting: Sendable, Equatable {
     /// In-process (one instance only).
     case memory
-    /// `redis://[user:password@]host:port/db` (shared by several instances).
+    /// `redis://[user:password@]host:port/db`, or `rediss://…` over TLS (shared by several instances).
     case redis(url: String)
 }
 

@@ -116,7 +116,7 @@ public struct ConfigLoader {
                     m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis:// URL: \(error.detail)")
                 }
             } else {
-                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory or redis://HOST:PORT/DB")
+                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB or rediss://HOST:PORT/DB")
             }
         }
         // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
@@ -137,6 +137,7 @@ public struct ConfigLoader {
             let key = m.has("store_password_env") ? "store_password_env" : "store_password_file"
             m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
         }
+        readStoreTLS(m, tls: storeText?.hasPrefix("rediss://") == true, into: &c.storeTLS)
         if let a = m.string("access_log") { c.accessLog = a }
         if let log = m.mapping("log") {
             if let l = log.parsed("level", "debug, info, warn or error", Logger.Level.init(name:)) { c.logLevel = l }
@@ -214,6 +215,31 @@ public struct ConfigLoader {
         m.finish()
         guard let cert, let key else { return nil }
         return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni)
+    }
+
+    /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a
+    /// `rediss://` store. Like `upstream_tls`, the files are read when the store is built; the
+    /// CA file is checked for readability here so that `check` names it.
+    private func readStoreTLS(_ m: MappingReader, tls: Bool, into u: inout UpstreamTLSSettings) {
+        let ca = m.string("store_tls_ca")
+        let cert = m.string("store_tls_client_cert")
+        let key = m.string("store_tls_client_key")
+        guard tls else {
+            for (name, value) in [("store_tls_ca", ca), ("store_tls_client_cert", cert), ("store_tls_client_key", key)] where value != nil {
+                m.problems.add(m.child(name), m.node(name)?.line, "is only used with a rediss:// (TLS) store")
+            }
+            return
+        }
+        if let f = ca {
+            if readFile(f) == nil { m.problems.add(m.child("store_tls_ca"), m.node("store_tls_ca")?.line, "cannot read '\(f)'") } else { u.caFile = f }
+        }
+        if (cert == nil) != (key == nil) {
+            let (given, missing) = cert == nil ? ("store_tls_client_key", "store_tls_client_cert") : ("store_tls_client_cert", "store_tls_client_key")
+            m.problems.add(m.child(given), m.node(given)?.line, "needs \(missing) as well")
+        } else {
+            u.clientCertFile = cert
+            u.clientKeyFile = key
+        }
     }
 
     /// `upstream_tls: { ca, client_cert, client_key, server_name }`.

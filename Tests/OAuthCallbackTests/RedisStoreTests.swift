@@ -194,15 +194,7 @@ struct RedisStoreTests {
 
         try redis.start()
         let back = EventLoop.monotonicNow()
-        var recovered = false
-        while EventLoop.monotonicNow() - back < 5_000_000_000 {
-            if case .success(true) = await env.setIfAbsent("after", [2], ttl: 60).value {
-                recovered = true
-                break
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(recovered)
+        #expect(try await env.recovers())
         print("redis store: recovered \(Double(EventLoop.monotonicNow() - back) / 1e6) ms after restart; slowest fail-fast \(worst * 1e3) ms")
         #expect(log.text().contains("redis store unavailable"))
         #expect(log.text().contains("redis store reconnected"))
@@ -269,6 +261,144 @@ struct RedisStoreTests {
         print("redis store: 1000 concurrent setIfAbsent in \(elapsed * 1e3) ms")
     }
 
+    // MARK: TLS (rediss://)
+
+    /// Each host form: a name (sent as SNI, checked against DNS SANs) and an IP address
+    /// (checked against IP SANs).
+    @Test(arguments: ["localhost", "127.0.0.1"])
+    func aRedissStoreWorksEndToEndWithAPassword(host: String) async throws {
+        let pki = try TestPKI()
+        let redis = try RedisServer(password: "tls-pw", tls: pki.serverTLS("server"), cliTLS: pki.cliArguments)
+        defer { redis.stop() }
+        let log = try LogCapture()
+        let env = try StoreLoop(redis.store(password: "tls-pw", database: 2, host: host, tls: pki.trust), logger: log.logger)
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("replay:t", [1, 0, 2], ttl: 60).value.get() == true)
+        #expect(try await env.setIfAbsent("replay:t", [9], ttl: 60).value.get() == false)
+        #expect(try await env.get("replay:t").value.get() == [1, 0, 2])
+        try await env.set("session:t", Array("s".utf8), ttl: 60).value.get()
+        #expect(try await env.getAndDelete("session:t").value.get() == Array("s".utf8))
+        #expect(try await env.delete("replay:t").value.get() == true)
+        #expect(try await env.setIfAbsent("replay:ttl", [1], ttl: 60).value.get() == true)
+        let ttl = Int(redis.cli("-n", "2", "TTL", "cbp:replay:ttl").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        #expect(ttl > 50 && ttl <= 60)
+        // Many commands in flight at once cross the TLS stream in order.
+        let results = await env.batch(count: 300) { store, loop, i, done in
+            store.setIfAbsent(key: "load:\(i % 200)", value: [UInt8(i % 256)], ttlSeconds: 60, on: loop) { done($0) }
+        }
+        #expect(results.compactMap { try? $0.result.get() }.filter { $0 }.count == 200)
+        #expect(!log.text().contains("tls-pw"))
+        #expect(!log.text().contains("redis store unavailable"))
+    }
+
+    @Test func aServerCertificateFromAnotherCAIsRefused() async throws {
+        let pki = try TestPKI()
+        let redis = try RedisServer(tls: pki.serverTLS("server"), cliTLS: pki.cliArguments)
+        defer { redis.stop() }
+        // Trusting only an unrelated CA, and trusting the system store: both refuse the server.
+        for trust in [UpstreamTLSSettings(caFile: pki.path("wrongca.pem")), UpstreamTLSSettings()] {
+            let log = try LogCapture()
+            let env = try StoreLoop(redis.store(host: "localhost", tls: trust), logger: log.logger)
+            defer { env.shutdown() }
+            for _ in 0..<3 {
+                let outcome = await env.setIfAbsent("replay:x", [1], ttl: 60)
+                #expect(outcome.value.redisFailure == .unavailable)
+                #expect(outcome.onLoopThread && !outcome.insideCall)
+                #expect(outcome.elapsed < 0.5)
+            }
+            #expect(log.text().contains("redis store unavailable"))
+            #expect(log.text().contains("certificate verify failed"), "\(log.text())")
+        }
+        #expect(redis.cli("DBSIZE").hasPrefix("0"))
+    }
+
+    @Test(arguments: [("localhost", "hostname mismatch"), ("127.0.0.1", "IP address mismatch")])
+    func aCertificateForAnotherNameIsRefused(host: String, reason: String) async throws {
+        let pki = try TestPKI()
+        let redis = try RedisServer(tls: pki.serverTLS("othername"), cliTLS: pki.cliArguments)
+        defer { redis.stop() }
+        let log = try LogCapture()
+        let env = try StoreLoop(redis.store(host: host, tls: pki.trust), logger: log.logger)
+        defer { env.shutdown() }
+        #expect(await env.get("k").value.redisFailure == .unavailable)
+        #expect(await env.set("k", [1], ttl: 5).value.redisFailure == .unavailable)
+        #expect(log.text().contains(reason), "\(log.text())")
+    }
+
+    @Test func aPlainClientAgainstATLSPortAndATLSClientAgainstAPlainPortFailCleanly() async throws {
+        let pki = try TestPKI()
+        let tlsRedis = try RedisServer(tls: pki.serverTLS("server"), cliTLS: pki.cliArguments)
+        defer { tlsRedis.stop() }
+        let plain = try StoreLoop(tlsRedis.store(timeoutMilliseconds: 500))
+        defer { plain.shutdown() }
+        for _ in 0..<3 {
+            let outcome = await plain.get("k")
+            #expect(outcome.value.redisFailure == .unavailable || outcome.value.redisFailure == .timeout)
+            #expect(outcome.elapsed < 1)
+        }
+        let plainRedis = try RedisServer()
+        defer { plainRedis.stop() }
+        let log = try LogCapture()
+        let tls = try StoreLoop(plainRedis.store(timeoutMilliseconds: 500, tls: pki.trust), logger: log.logger)
+        defer { tls.shutdown() }
+        for _ in 0..<3 {
+            let outcome = await tls.get("k")
+            #expect(outcome.value.redisFailure == .unavailable || outcome.value.redisFailure == .timeout)
+            #expect(outcome.elapsed < 1)
+        }
+        #expect(log.text().contains("TLS handshake with 127.0.0.1 did not finish within 500 ms"), "\(log.text())")
+        #expect(plainRedis.cli("DBSIZE").hasPrefix("0"))
+    }
+
+    @Test func aRedissStoreReconnectsAfterTheServerRestarts() async throws {
+        let pki = try TestPKI()
+        let redis = try RedisServer(tls: pki.serverTLS("server"), cliTLS: pki.cliArguments)
+        defer { redis.stop() }
+        let log = try LogCapture()
+        let env = try StoreLoop(redis.store(host: "localhost", tls: pki.trust), logger: log.logger)
+        defer { env.shutdown() }
+        #expect(try await env.setIfAbsent("before", [1], ttl: 60).value.get() == true)
+        redis.kill()
+        for _ in 0..<5 {
+            let outcome = await env.get("before")
+            #expect(outcome.value.redisFailure == .unavailable)
+            #expect(outcome.elapsed < 0.2)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try redis.start()
+        #expect(try await env.recovers())
+        #expect(log.text().contains("redis store reconnected"))
+    }
+
+    @Test func mutualTLSSendsTheClientCertificateAndWithoutItTheServerRefuses() async throws {
+        let pki = try TestPKI()
+        var serverTLS = pki.serverTLS("server")
+        serverTLS.requireClientCertificate = true
+        let redis = try RedisServer(tls: serverTLS, cliTLS: pki.cliArguments)
+        defer { redis.stop() }
+        var withCertificate = pki.trust
+        withCertificate.clientCertFile = pki.path("client.pem")
+        withCertificate.clientKeyFile = pki.path("client.key")
+        let mutual = try StoreLoop(redis.store(host: "localhost", tls: withCertificate))
+        defer { mutual.shutdown() }
+        #expect(try await mutual.setIfAbsent("m", [1], ttl: 60).value.get() == true)
+        #expect(try await mutual.get("m").value.get() == [1])
+        let anonymous = try StoreLoop(redis.store(timeoutMilliseconds: 500, host: "localhost", tls: pki.trust))
+        defer { anonymous.shutdown() }
+        let refused = await anonymous.get("m")
+        #expect(refused.value.redisFailure == .unavailable || refused.value.redisFailure == .timeout)
+    }
+
+    @Test func aMissingCAFileIsASetUpErrorNamingTheFile() throws {
+        let url = try RedisURL(parsing: "rediss://localhost/0")
+        do {
+            _ = try RedisStore.tlsClient(for: url, UpstreamTLSSettings(caFile: "/nonexistent/redis-ca.pem"))
+            Issue.record("a missing CA file was accepted")
+        } catch {
+            #expect(error.file == "/nonexistent/redis-ca.pem")
+        }
+    }
+
     // MARK: URL
 
     @Test func parsesRedisURLs() throws {
@@ -279,7 +409,11 @@ struct RedisStoreTests {
         #expect(try RedisURL(parsing: "redis://:pw@10.0.0.1") == RedisURL(host: "10.0.0.1", password: "pw"))
         #expect(try RedisURL(parsing: "redis://localhost") == RedisURL(host: "localhost"))
         #expect(try RedisURL(parsing: "redis://[::1]:7000/2") == RedisURL(host: "::1", port: 7000, database: 2))
-        for bad in ["http://x", "rediss://x", "redis://", "redis://h:0", "redis://h:99999", "redis://h/x", "redis://:%zz@h"] {
+        let secure = try RedisURL(parsing: "rediss://:pw@redis.internal/1")
+        #expect(secure == RedisURL(host: "redis.internal", port: 6379, password: "pw", database: 1, tls: true))
+        #expect(secure.description == "rediss://:***@redis.internal:6379/1")
+        #expect(try RedisURL(parsing: "redis://h").tls == false)
+        for bad in ["http://x", "redisss://x", "rediss://", "redis://", "redis://h:0", "redis://h:99999", "redis://h/x", "redis://:%zz@h"] {
             #expect(throws: StoreError.self) { try RedisURL(parsing: bad) }
         }
         do {
@@ -292,6 +426,70 @@ struct RedisStoreTests {
 
 // MARK: - Harness
 
+/// A throwaway CA, an unrelated CA, and certificates made with the openssl CLI in a temporary
+/// directory: "server" (localhost and 127.0.0.1), "othername" (other.test only), "client".
+private final class TestPKI {
+    let root: String
+
+    init() throws {
+        root = NSTemporaryDirectory() + "redis-pki-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try ca("ca", "Redis Test CA")
+        try ca("wrongca", "Unrelated CA")
+        try issue("server", sans: "DNS:localhost,IP:127.0.0.1", usage: "serverAuth")
+        try issue("othername", sans: "DNS:other.test", usage: "serverAuth")
+        try issue("client", sans: nil, usage: "clientAuth")
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    func path(_ name: String) -> String { root + "/" + name }
+
+    /// The store's trust: this PKI's CA only.
+    var trust: UpstreamTLSSettings { UpstreamTLSSettings(caFile: path("ca.pem")) }
+
+    func serverTLS(_ name: String) -> RedisServerTLS {
+        RedisServerTLS(cert: path("\(name).pem"), key: path("\(name).key"), ca: path("ca.pem"))
+    }
+
+    var cliArguments: [String] {
+        ["--tls", "--cacert", path("ca.pem"), "--cert", path("client.pem"), "--key", path("client.key"), "--sni", "localhost"]
+    }
+
+    private func ca(_ name: String, _ cn: String) throws {
+        try key(name)
+        try run("req", "-x509", "-new", "-key", path("\(name).key"), "-out", path("\(name).pem"), "-days", "2",
+                "-subj", "/CN=\(cn)", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    }
+
+    private func issue(_ name: String, sans: String?, usage: String) throws {
+        try key(name)
+        try run("req", "-new", "-key", path("\(name).key"), "-out", path("\(name).csr"), "-subj", "/CN=\(name)")
+        var ext = "extendedKeyUsage=\(usage)\n"
+        if let sans { ext += "subjectAltName=\(sans)\n" }
+        try ext.write(toFile: path("\(name).ext"), atomically: true, encoding: .utf8)
+        try run("x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-CAcreateserial", "-out", path("\(name).pem"), "-days", "2", "-extfile", path("\(name).ext"))
+    }
+
+    private func key(_ name: String) throws {
+        try run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("\(name).key"))
+    }
+
+    private func run(_ args: String...) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        p.arguments = args
+        p.currentDirectoryURL = URL(fileURLWithPath: root)
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw POSIXError(.EINVAL) }
+    }
+}
+
 private extension Result where Failure == StoreError {
     var redisFailure: StoreError.Code? {
         if case .failure(let error) = self { return error.code }
@@ -299,15 +497,29 @@ private extension Result where Failure == StoreError {
     }
 }
 
+/// How a test `redis-server` serves TLS (its only port is then the TLS one).
+private struct RedisServerTLS {
+    var cert: String
+    var key: String
+    /// Trusted for client certificates (redis-server requires one even when it asks for none).
+    var ca: String
+    var requireClientCertificate = false
+}
+
 /// A `redis-server` subprocess on a free loopback port; `stop()` kills it.
 private final class RedisServer: @unchecked Sendable {
     let port: Int
     let password: String?
+    let tls: RedisServerTLS?
+    /// For `redis-cli` against a TLS server: the CA and client certificate it uses.
+    let cliTLS: [String]
     private var process: Process?
 
-    init(password: String? = nil) throws {
+    init(password: String? = nil, tls: RedisServerTLS? = nil, cliTLS: [String] = []) throws {
         self.port = Self.freePort()
         self.password = password
+        self.tls = tls
+        self.cliTLS = cliTLS
         try start()
     }
 
@@ -315,6 +527,10 @@ private final class RedisServer: @unchecked Sendable {
         var args = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                     "--enable-debug-command", "yes", "--loglevel", "warning"]
         if let password { args += ["--requirepass", password] }
+        if let tls {
+            args += ["--port", "0", "--tls-port", "\(port)", "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+                     "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", tls.requireClientCertificate ? "yes" : "no"]
+        }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         p.arguments = args
@@ -342,7 +558,7 @@ private final class RedisServer: @unchecked Sendable {
     private func cliProcess(_ args: [String]) -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        var full = ["-p", "\(port)"]
+        var full = ["-p", "\(port)"] + cliTLS
         if let password { full += ["--no-auth-warning", "-a", password] }
         p.arguments = full + args
         return p
@@ -369,10 +585,13 @@ private final class RedisServer: @unchecked Sendable {
     }
 
     func store(username: String? = nil, password: String? = nil, database: Int = 0, prefix: String = "cbp:",
-               timeoutMilliseconds: UInt64 = 1_000) -> RedisStore {
-        let url = RedisURL(host: "127.0.0.1", port: port, username: username, password: password, database: database)
+               timeoutMilliseconds: UInt64 = 1_000, host: String = "127.0.0.1",
+               tls: UpstreamTLSSettings? = nil) throws -> RedisStore {
+        let url = RedisURL(host: host, port: port, username: username, password: password, database: database,
+                           tls: tls != nil)
         var config = RedisStore.Configuration(url: url, keyPrefix: prefix, commandTimeout: timeoutMilliseconds * 1_000_000)
         config.backoffMax = 500_000_000
+        if let tls { config.tls = try RedisStore.tlsClient(for: url, tls) }
         return RedisStore(config)
     }
 
@@ -513,6 +732,16 @@ private final class StoreLoop: Sendable {
 
     func delete(_ key: String) async -> Outcome<Result<Bool, StoreError>> {
         await call { store, loop, done in store.delete(key: key, on: loop, done) }
+    }
+
+    /// Whether a write succeeds again within 5 s (after the server came back).
+    func recovers() async throws -> Bool {
+        let start = EventLoop.monotonicNow()
+        while EventLoop.monotonicNow() - start < 5_000_000_000 {
+            if case .success(true) = await setIfAbsent("after", [2], ttl: 60).value { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
     }
 
     /// The store's close runs on the loop before the loop's stop (tasks run in order).

@@ -10,8 +10,11 @@ import Testing
     internal_listen: 127.0.0.1:9001
     upstream: https://10.0.0.5:443
     loops: 2
-    store: redis://10.0.0.7:6379/0
+    store: rediss://10.0.0.7:6379/0
     store_password_env: REDIS_PW
+    store_tls_ca: /tls/ca.pem
+    store_tls_client_cert: /tls/client.pem
+    store_tls_client_key: /tls/client.key
     access_log: off
     log: { level: warn, format: text }
     limits: { max_body_size: 10m, max_header_size: 16k }

@@ -132,7 +132,46 @@ import Testing
     }
 
     @Test func aRedisURLThatCannotStartFailsTheCheck() {
-        let p = problems("store: rediss://10.0.0.7:6379/0\n", [:])
-        #expect(p.count == 1 && p[0].path == "store" && p[0].message.contains("rediss://"), "\(p)")
+        let p = problems("store: rediss://10.0.0.7:notaport/0\n", [:])
+        #expect(p.count == 1 && p[0].path == "store" && p[0].message.contains("port"), "\(p)")
+    }
+
+    // MARK: The store's TLS
+
+    func loadWithCA(_ text: String, _ env: [String: String] = [:]) -> Result<AppConfig, ConfigProblems> {
+        ConfigLoader(environment: env, readFile: { $0 == "/tls/redis-ca.pem" ? "-----BEGIN CERTIFICATE-----\n" : nil }).load(text: text)
+    }
+
+    @Test func aRedissStoreTakesItsCAAndClientCertificate() throws {
+        let c = try loadWithCA("""
+            store: rediss://redis.internal:6380/1
+            store_tls_ca: /tls/redis-ca.pem
+            store_tls_client_cert: /tls/client.pem
+            store_tls_client_key: /tls/client.key
+            """).get()
+        #expect(c.store == .redis(url: "rediss://redis.internal:6380/1"))
+        #expect(c.storeTLS == UpstreamTLSSettings(caFile: "/tls/redis-ca.pem", clientCertFile: "/tls/client.pem",
+                                                  clientKeyFile: "/tls/client.key"))
+        // Without the keys: the system store, no client certificate.
+        #expect(try loadWithCA("store: rediss://redis.internal/0\n").get().storeTLS.isDefault)
+        let fromEnvironment = try loadWithCA("", ["CALLBACK_PROXY_STORE": "rediss://10.0.0.7/0",
+                                                  "CALLBACK_PROXY_STORE_TLS_CA": "/tls/redis-ca.pem"]).get()
+        #expect(fromEnvironment.storeTLS.caFile == "/tls/redis-ca.pem")
+    }
+
+    @Test func storeTLSMistakesAreReportedAtTheirKeys() {
+        func problems(_ text: String) -> [String] {
+            guard case .failure(let p) = loadWithCA(text) else { return [] }
+            return p.items.map(\.description)
+        }
+        #expect(problems("store: redis://10.0.0.7:6379/0\nstore_tls_ca: /tls/redis-ca.pem\n")
+                == ["store_tls_ca (line 2): is only used with a rediss:// (TLS) store"])
+        #expect(problems("store_tls_client_cert: /c.pem\nstore_tls_client_key: /c.key\n")
+                == ["store_tls_client_cert (line 1): is only used with a rediss:// (TLS) store",
+                    "store_tls_client_key (line 2): is only used with a rediss:// (TLS) store"])
+        #expect(problems("store: rediss://10.0.0.7/0\nstore_tls_ca: /tls/missing.pem\n")
+                == ["store_tls_ca (line 2): cannot read '/tls/missing.pem'"])
+        #expect(problems("store: rediss://10.0.0.7/0\nstore_tls_client_cert: /c.pem\n")
+                == ["store_tls_client_cert (line 2): needs store_tls_client_key as well"])
     }
 }

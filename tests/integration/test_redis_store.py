@@ -18,14 +18,21 @@ IOS = "123-ios.apps.googleusercontent.com"
 
 
 class Redis:
-    def __init__(self, tmp):
+    def __init__(self, tmp, pki=None):
+        """`pki`: serve TLS only (redis-server's tls-port), with its server certificate."""
         self.port = free_port()
         self.tmp = tmp
+        self.pki = pki
         self.proc = None
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+        ports = ["--port", str(self.port)]
+        if self.pki:
+            ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", self.pki.server_cert,
+                     "--tls-key-file", self.pki.server_key, "--tls-ca-cert-file", self.pki.ca_cert,
+                     "--tls-auth-clients", "no"]
+        self.proc = subprocess.Popen(["redis-server", *ports, "--bind", "127.0.0.1",
                                       "--save", "", "--appendonly", "no", "--dir", str(self.tmp)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 5
@@ -42,6 +49,12 @@ class Redis:
             self.proc.kill()
             self.proc.wait()
 
+    def store_config(self, ca=None):
+        """The proxy's store keys: rediss:// trusting `ca` (default: the server's CA) when TLS."""
+        if not self.pki:
+            return f"store: redis://127.0.0.1:{self.port}/0"
+        return f"store: rediss://127.0.0.1:{self.port}/0\nstore_tls_ca: {ca or self.pki.ca_cert}"
+
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory):
@@ -57,10 +70,17 @@ def redis(tmp_path):
     r.stop()
 
 
-def start(proxy_factory, upstream, tmp_path, idp, redis, name):
+@pytest.fixture
+def tls_redis(tmp_path):
+    r = Redis(tmp_path, pki=make_test_pki(str(tmp_path / "redis-pki")))
+    yield r
+    r.stop()
+
+
+def start(proxy_factory, upstream, tmp_path, idp, redis, name, ca=None):
     config = tmp_path / f"{name}.yaml"
     config.write_text(f"""
-store: redis://127.0.0.1:{redis.port}/0
+{redis.store_config(ca)}
 oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
   google:
@@ -81,7 +101,10 @@ def callback(p, grant):
         return c.read_response()
 
 
-def test_a_code_exchanged_on_one_instance_is_refused_on_another(proxy_factory, upstream, tmp_path, idp, redis):
+@pytest.mark.parametrize("redis_kind", ["redis", "tls_redis"])
+def test_a_code_exchanged_on_one_instance_is_refused_on_another(proxy_factory, upstream, tmp_path, idp, redis_kind,
+                                                                request):
+    redis = request.getfixturevalue(redis_kind)
     a = start(proxy_factory, upstream, tmp_path, idp, redis, "a")
     b = start(proxy_factory, upstream, tmp_path, idp, redis, "b")
     grant = idp.get_code(IOS)
@@ -90,6 +113,24 @@ def test_a_code_exchanged_on_one_instance_is_refused_on_another(proxy_factory, u
     r = callback(b, grant)
     assert r.status == 400, r
     assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 1
+    for p in (a, b):
+        assert "redis store unavailable" not in p.stderr_text()
+
+
+def test_over_tls_a_redis_certificate_that_does_not_verify_fails_closed(proxy_factory, upstream, tmp_path, idp,
+                                                                       tls_redis):
+    """Trusting another CA (the IdP's): callbacks are refused 503, the log says why."""
+    p = start(proxy_factory, upstream, tmp_path, idp, tls_redis, "p", ca=idp.ca_cert)
+    grant = idp.get_code(IOS)
+    idp.request("POST", "/_test/reset-stats")
+    r = callback(p, grant)
+    assert r.status == 503, r
+    assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
+    lines = [line for line in p.stderr_text().splitlines() if "redis store unavailable" in line]
+    assert lines and "certificate verify failed" in lines[0], p.stderr_text()
+    with HTTPConn(p.port) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
 
 
 def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory, upstream, tmp_path, idp, redis):

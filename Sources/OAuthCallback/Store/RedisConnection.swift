@@ -1,48 +1,20 @@
-import CHiredis
 import ProxyCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A Redis reply, copied out of hiredis's reply object (which lives only during the callback).
-enum RedisReply: Equatable {
-    case string([UInt8])
-    case status(String)
-    case integer(Int64)
-    case null
-    case error(String)
-    case array([RedisReply])
-
-    init(_ reply: UnsafePointer<redisReply>) {
-        let r = reply.pointee
-        switch r.type {
-        case REDIS_REPLY_STRING:
-            self = .string(r.str.map { Array(UnsafeRawBufferPointer(start: $0, count: r.len)) } ?? [])
-        case REDIS_REPLY_STATUS:
-            self = .status(r.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: r.len), as: UTF8.self) } ?? "")
-        case REDIS_REPLY_ERROR:
-            self = .error(r.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: r.len), as: UTF8.self) } ?? "")
-        case REDIS_REPLY_INTEGER:
-            self = .integer(Int64(r.integer))
-        case REDIS_REPLY_ARRAY:
-            var items: [RedisReply] = []
-            for i in 0..<r.elements {
-                if let e = r.element[i] { items.append(RedisReply(e)) } else { items.append(.null) }
-            }
-            self = .array(items)
-        default:
-            self = .null
-        }
-    }
-}
-
 /// What one loop's connection needs to know (a copy of the store's configuration).
 struct RedisConnectionSettings: Sendable {
-    var host: String
-    var port: Int
+    /// The server's address, resolved at set-up (off the loops); nil: the name did not resolve.
+    var address: SocketAddress?
     var username: String?
     var password: String?
     var database: Int
+    /// `rediss://`: the TLS client context (verification always on).
+    var tls: UpstreamTLSClient?
+    /// Why the store cannot connect at all (the name did not resolve, no TLS context); every
+    /// attempt fails with this.
+    var setupProblem: String?
     var commandTimeout: UInt64
     var backoffMin: UInt64
     var backoffMax: UInt64
@@ -50,20 +22,13 @@ struct RedisConnectionSettings: Sendable {
     var redactedURL: String
 }
 
-/// One command waiting for its reply. hiredis holds it (retained, through `privdata`) from
-/// `redisAsyncCommandArgv` until its reply callback, which hiredis runs exactly once: with the
-/// reply, or with NULL when the context goes away. `done` makes the completion run once even
-/// when we fail the command ourselves first (timeout, drop).
+/// One command waiting for its reply. `done` makes the completion run once even when we fail
+/// the command ourselves first (timeout, drop).
 final class RedisCommand {
-    let id: UInt64
     private var completion: ((Result<RedisReply, StoreError>) -> Void)?
     var timer: TimerHandle?
-    /// Weak: during the connection's `close()` (or deinit) hiredis may still call back.
-    weak var connection: RedisConnection?
 
-    init(id: UInt64, connection: RedisConnection, completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
-        self.id = id
-        self.connection = connection
+    init(completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
         self.completion = completion
     }
 
@@ -78,29 +43,24 @@ final class RedisCommand {
     }
 
     func finish(_ result: Result<RedisReply, StoreError>) {
-        guard let completion else { return }
-        self.completion = nil
-        timer?.cancel()
-        timer = nil
-        completion(result)
+        take()?(result)
     }
 }
 
-/// The single Swift owner of one loop's `redisAsyncContext`, and the adapter that drives it
-/// with that loop: hiredis's `ev.addRead/delRead/addWrite/delWrite/cleanup` hooks become one
-/// `FDWatch` (the socket stays hiredis's: it closes it in `redisFree`, after `cleanup`, where
-/// we cancel the watch), readiness becomes `redisAsyncHandleRead/Write`, and timeouts and
-/// reconnect backoff are loop timers. Nothing here blocks (see `RedisStore` for DNS).
+/// One loop's connection to Redis, plain or TLS alike: the engine's `OutboundStream` does the
+/// non-blocking connect, the TLS handshake and the I/O; commands are encoded into its output
+/// (RESP), and replies are parsed by hiredis's reader (`RedisReplyParser`). hiredis's own
+/// async context is not used: it reads and writes the socket itself, so it cannot speak TLS
+/// in the 0.14 that Debian ships. Timeouts and reconnect backoff are loop timers; nothing
+/// here blocks (see `RedisStore` for DNS).
 ///
 /// States: `idle` (never used) → `connecting` (AUTH/SELECT pipelined, user commands queue
-/// behind them in hiredis, each under its own timeout) → `ready`; any failure → `backoff`
-/// (no context; commands fail at once with `.unavailable`) → timer → `connecting` …
+/// behind them in the stream's output, each under its own timeout) → `ready`; any failure →
+/// `backoff` (no stream; commands fail at once with `.unavailable`) → timer → `connecting` …
 ///
-/// hiredis frees the context by itself on a socket error or EOF (running pending callbacks
-/// with NULL, then `cleanup`): `cleanup` is therefore the one place that learns the context
-/// is gone. When *we* drop it (timeout, failed handshake, close) we detach first — clear the
-/// hooks, cancel the watch — then `redisAsyncFree`, so no hook ever reaches a half-torn-down
-/// connection.
+/// Redis answers in order, so replies are matched to `pending` by position. Completions run
+/// while replies are being taken apart and may drop the connection (a refused AUTH): the
+/// reply loop stops as soon as its parser is no longer the current one.
 ///
 /// Loop-confined: created, used and closed on its loop's thread only (asserted).
 final class RedisConnection {
@@ -110,17 +70,18 @@ final class RedisConnection {
     private let settings: RedisConnectionSettings
     private let logger: Logger?
     private(set) var state = State.idle
-    private var context: UnsafeMutablePointer<redisAsyncContext>?
-    private var watch: FDWatch?
-    private var wantRead = false
-    private var wantWrite = false
-    private var pending: [UInt64: RedisCommand] = [:]
-    private var nextID: UInt64 = 0
+    private var stream: OutboundStream?
+    private var parser: RedisReplyParser?
+    /// Connected, and the TLS handshake (if any) done.
+    private var streamReady = false
+    /// Commands sent on the current stream and not yet answered, oldest first from `head`.
+    private var pending: [RedisCommand] = []
+    private var head = 0
     private var backoff: UInt64
     private var reconnectTimer: TimerHandle?
     /// Handshake commands still unanswered in `connecting`.
     private var handshakeLeft = 0
-    /// The last reason the context went away (hiredis's error text), for the log.
+    /// The last reason the connection went away, for the log.
     private var lastError = ""
     /// Whether the current streak of failures was logged already (one line per outage).
     private var outageLogged = false
@@ -146,7 +107,7 @@ final class RedisConnection {
     func send(_ args: [[UInt8]], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
         assertOnLoop()
         if state == .idle { connect() }
-        guard state == .connecting || state == .ready, context != nil else {
+        guard state == .connecting || state == .ready, stream != nil else {
             let why = state == .closed ? "redis store closed" : "redis unavailable (reconnecting): \(lastError)"
             post(.failure(StoreError(.unavailable, why)), completion)
             return
@@ -155,78 +116,31 @@ final class RedisConnection {
     }
 
     /// Number of commands waiting for a reply (tests, metrics).
-    var pendingCount: Int { pending.count }
+    var pendingCount: Int { pending.count - head }
 
     private func issue(_ args: [[UInt8]], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
-        guard let ac = context else {
+        guard let stream else {
             post(.failure(StoreError(.unavailable, "redis unavailable")), completion)
             return
         }
-        nextID &+= 1
-        let command = RedisCommand(id: nextID, connection: self, completion: completion)
-        let privdata = Unmanaged.passRetained(command).toOpaque()
-        let rc = Self.withArgv(args) { argc, argv, lengths in
-            redisAsyncCommandArgv(ac, { ac, reply, privdata in
-                let command = Unmanaged<RedisCommand>.fromOpaque(privdata!).takeRetainedValue()
-                let result: Result<RedisReply, StoreError>
-                if let reply {
-                    result = .success(RedisReply(reply.assumingMemoryBound(to: redisReply.self)))
-                } else {
-                    var why = "redis connection lost"
-                    if let ac, ac.pointee.err != 0, let s = ac.pointee.errstr { why += ": " + String(cString: s) }
-                    result = .failure(StoreError(.unavailable, why))
-                }
-                command.connection?.completed(command)
-                command.finish(result)
-            }, privdata, argc, argv, lengths)
-        }
-        guard rc == REDIS_OK else {
-            // Not registered: hiredis will never call back, so the reference is ours to drop.
-            Unmanaged<RedisCommand>.fromOpaque(privdata).release()
-            post(.failure(StoreError(.unavailable, "redis connection is closing")), completion)
-            return
-        }
-        pending[command.id] = command
+        let command = RedisCommand(completion: completion)
+        stream.send { RedisCommandEncoding.append(args, to: &$0) }
+        pending.append(command)
         let timeout = settings.commandTimeout
         command.timer = loop.scheduleTimer(after: timeout) { [weak self, weak command] in
             guard let self, let command, !command.done else { return }
             command.timer = nil
-            self.completed(command)
             // Replies are matched to commands by order: with one missing, the connection is
             // unusable. Drop it (the others on it fail `.unavailable`, a new connection is
             // made after backoff), then report this one as timed out.
-            // (Taken out first: freeing the context runs its hiredis callback with NULL.)
             let completion = command.take()
-            self.drop(reason: "command timed out after \(timeout / 1_000_000) ms")
-            completion?(.failure(StoreError(.timeout, "no reply from redis within \(timeout / 1_000_000) ms")))
-        }
-    }
-
-    /// A command got its answer (or was failed by us): it no longer counts as pending.
-    fileprivate func completed(_ command: RedisCommand) {
-        pending.removeValue(forKey: command.id)
-    }
-
-    /// Calls `body` with C views of `args`: one contiguous buffer, explicit lengths (binary-safe).
-    private static func withArgv(_ args: [[UInt8]],
-                                 _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> Int32) -> Int32 {
-        var flat: [UInt8] = []
-        flat.reserveCapacity(args.reduce(1) { $0 + $1.count })
-        var offsets: [Int] = []
-        for a in args {
-            offsets.append(flat.count)
-            flat.append(contentsOf: a)
-        }
-        flat.append(0)  // never empty, so every argument has a valid (possibly zero-length) address
-        let lengths = args.map(\.count)
-        return flat.withUnsafeBufferPointer { buf in
-            let base = UnsafeRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self)
-            var argv: [UnsafePointer<CChar>?] = offsets.map { base + $0 }
-            return argv.withUnsafeMutableBufferPointer { argvBuf in
-                lengths.withUnsafeBufferPointer { lenBuf in
-                    body(Int32(args.count), argvBuf.baseAddress!, lenBuf.baseAddress!)
-                }
+            let ms = timeout / 1_000_000
+            if self.stream?.handshaking == true {
+                self.drop(reason: "TLS handshake with \(self.settings.tls?.serverName ?? "redis") did not finish within \(ms) ms")
+            } else {
+                self.drop(reason: "command timed out after \(ms) ms")
             }
+            completion?(.failure(StoreError(.timeout, "no reply from redis within \(ms) ms")))
         }
     }
 
@@ -236,65 +150,82 @@ final class RedisConnection {
         loop.execute { bound.value(result) }
     }
 
+    // MARK: Replies
+
+    private func streamEvent(_ event: OutboundStream.Event) {
+        switch event {
+        case .ready:
+            streamReady = true
+            becomeReadyIfDone()
+        case .received(let bytes):
+            received(bytes)
+        case .closed(let reason):
+            drop(reason: reason, lost: true)
+        }
+    }
+
+    private func received(_ bytes: UnsafeRawBufferPointer) {
+        guard let current = parser else { return }
+        if let error = current.feed(bytes) {
+            drop(reason: error)
+            return
+        }
+        // A completion may drop the connection (and with it this parser): stop then.
+        while parser === current {
+            switch current.next() {
+            case .needMore:
+                return
+            case .protocolError(let error):
+                drop(reason: error)
+                return
+            case .reply(let reply):
+                guard let command = popPending() else {
+                    drop(reason: "redis sent a reply nothing asked for")
+                    return
+                }
+                command.finish(.success(reply))
+            }
+        }
+    }
+
+    private func popPending() -> RedisCommand? {
+        guard head < pending.count else { return nil }
+        let command = pending[head]
+        head += 1
+        if head == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64 && head * 2 >= pending.count {
+            pending.removeFirst(head)
+            head = 0
+        }
+        return command
+    }
+
     // MARK: Connecting
 
     private func connect() {
         reconnectTimer = nil
         guard state != .closed else { return }
-        guard let ac = redisAsyncConnect(settings.host, Int32(settings.port)) else {
-            failedToConnect("out of memory")
+        if let problem = settings.setupProblem {
+            failedToConnect(problem)
             return
         }
-        if ac.pointee.err != 0 {
-            let why = ac.pointee.errstr.map { String(cString: $0) } ?? "connect failed"
-            redisAsyncFree(ac)
-            failedToConnect(why)
+        guard let address = settings.address else {
+            failedToConnect("no address")
             return
-        }
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        ac.pointee.data = me
-        ac.pointee.ev.data = me
-        ac.pointee.ev.addRead = { me in RedisConnection.from(me).setInterest(read: true, write: nil) }
-        ac.pointee.ev.delRead = { me in RedisConnection.from(me).setInterest(read: false, write: nil) }
-        ac.pointee.ev.addWrite = { me in RedisConnection.from(me).setInterest(read: nil, write: true) }
-        ac.pointee.ev.delWrite = { me in RedisConnection.from(me).setInterest(read: nil, write: false) }
-        ac.pointee.ev.cleanup = { me in RedisConnection.from(me).contextFreed() }
-        redisAsyncSetConnectCallback(ac) { ac, status in
-            guard let me = ac?.pointee.data else { return }
-            let connection = RedisConnection.from(me)
-            if status == REDIS_OK {
-                connection.connected()
-            } else {
-                // hiredis frees the context right after this (then `cleanup`).
-                connection.lastError = ac?.pointee.errstr.map { String(cString: $0) } ?? "connect failed"
-                connection.state = .backoff
-            }
-        }
-        redisAsyncSetDisconnectCallback(ac) { ac, status in
-            guard let me = ac?.pointee.data else { return }
-            let connection = RedisConnection.from(me)
-            connection.lastError = ac?.pointee.errstr.map { String(cString: $0) } ?? "disconnected"
-            if connection.state != .closed { connection.state = .backoff }
-            _ = status
         }
         do {
-            watch = try loop.watch(fd: ac.pointee.c.fd, readable: false, writable: false) { [unowned self] readable, writable in
-                self.ready(readable: readable, writable: writable)
+            stream = try OutboundStream(to: address, tls: settings.tls, on: loop) { [weak self] event in
+                self?.streamEvent(event)
             }
         } catch {
-            ac.pointee.ev = .init()
-            ac.pointee.data = nil
-            ac.pointee.onConnect = nil
-            ac.pointee.onDisconnect = nil
-            redisAsyncFree(ac)
-            failedToConnect("cannot watch the socket: \(error)")
+            failedToConnect(error.description)
             return
         }
-        context = ac
+        parser = RedisReplyParser()
+        streamReady = false
         state = .connecting
-        // hiredis asked for write interest (connect in progress) before the watch existed.
-        wantWrite = true
-        watch?.update(readable: wantRead, writable: wantWrite)
         handshake()
     }
 
@@ -331,13 +262,8 @@ final class RedisConnection {
         }
     }
 
-    private func connected() {
-        becomeReadyIfDone()
-    }
-
     private func becomeReadyIfDone() {
-        guard state == .connecting, handshakeLeft == 0,
-              let ac = context, ac.pointee.c.flags & REDIS_CONNECTED != 0 else { return }
+        guard state == .connecting, handshakeLeft == 0, streamReady else { return }
         state = .ready
         backoff = settings.backoffMin
         if outageLogged {
@@ -370,84 +296,44 @@ final class RedisConnection {
         }
     }
 
-    // MARK: Event adapter
-
-    private static func from(_ me: UnsafeMutableRawPointer?) -> RedisConnection {
-        Unmanaged<RedisConnection>.fromOpaque(me!).takeUnretainedValue()
-    }
-
-    private func setInterest(read: Bool?, write: Bool?) {
-        if let read { wantRead = read }
-        if let write { wantWrite = write }
-        watch?.update(readable: wantRead, writable: wantWrite)
-    }
-
-    private func ready(readable: Bool, writable: Bool) {
-        // Each call may free the context (then `cleanup` has set `context` to nil).
-        if writable, let ac = context { redisAsyncHandleWrite(ac) }
-        if readable, let ac = context { redisAsyncHandleRead(ac) }
-    }
-
-    /// hiredis is freeing the context (error, EOF, failed connect): the socket closes next.
-    private func contextFreed() {
-        watch?.cancel()
-        watch = nil
-        wantRead = false
-        wantWrite = false
-        context = nil
-        failPending(StoreError(.unavailable, "redis connection lost: \(lastError)"))
-        if state != .closed { scheduleReconnect() }
-    }
-
     // MARK: Dropping
 
-    /// Gives up on the current context: fails every pending command, frees the context (even
-    /// from inside a hiredis callback: hiredis then frees it when the callback returns) and
-    /// reconnects after backoff.
-    private func drop(reason: String) {
-        guard let ac = detach() else { return }
+    /// Gives up on the current connection: fails every pending command and reconnects after
+    /// backoff. `lost`: the stream failed or the server closed it (refused, TLS failure, EOF);
+    /// otherwise we dropped it (timeout, refused handshake, protocol error).
+    private func drop(reason: String, lost: Bool = false) {
+        guard stream != nil else { return }
         lastError = reason
+        detach()
         if state != .closed { scheduleReconnect() }
-        failPending(StoreError(.unavailable, "redis connection dropped: \(reason)"))
-        redisAsyncFree(ac)
+        failPending(StoreError(.unavailable, "redis connection \(lost ? "lost" : "dropped"): \(reason)"))
     }
 
-    /// Unhooks the context from us (hooks, callbacks, watch) and hands it back for freeing.
-    private func detach() -> UnsafeMutablePointer<redisAsyncContext>? {
-        guard let ac = context else { return nil }
-        context = nil
-        ac.pointee.ev.addRead = nil
-        ac.pointee.ev.delRead = nil
-        ac.pointee.ev.addWrite = nil
-        ac.pointee.ev.delWrite = nil
-        ac.pointee.ev.cleanup = nil
-        ac.pointee.ev.data = nil
-        ac.pointee.data = nil
-        ac.pointee.onConnect = nil
-        ac.pointee.onDisconnect = nil
-        watch?.cancel()
-        watch = nil
-        wantRead = false
-        wantWrite = false
-        return ac
+    /// Closes the stream and forgets the parser; no event from them arrives after this.
+    private func detach() {
+        stream?.close()
+        stream = nil
+        parser?.close()
+        parser = nil
+        streamReady = false
     }
 
     private func failPending(_ error: StoreError) {
-        let commands = pending.values.sorted { $0.id < $1.id }
-        pending.removeAll()
+        let commands = pending[head...]
+        pending = []
+        head = 0
         for command in commands { command.finish(.failure(error)) }
     }
 
-    /// Frees the context and fails every pending command (`.unavailable`); later `send`s fail
-    /// the same way. Idempotent.
+    /// Closes the connection and fails every pending command (`.unavailable`); later `send`s
+    /// fail the same way. Idempotent.
     func close() {
         guard state != .closed else { return }
         state = .closed
         reconnectTimer?.cancel()
         reconnectTimer = nil
-        let ac = detach()
+        detach()
         failPending(StoreError(.unavailable, "redis store closed"))
-        if let ac { redisAsyncFree(ac) }
     }
 }
 

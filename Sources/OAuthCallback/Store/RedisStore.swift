@@ -4,8 +4,8 @@ import Synchronization
 import Glibc
 #endif
 
-/// The shared store for several proxy instances: Redis, through hiredis's async API, driven
-/// by the proxy's own event loops (no loop thread ever waits on Redis).
+/// The shared store for several proxy instances: Redis, over plain TCP or TLS (`rediss://`),
+/// driven by the proxy's own event loops (no loop thread ever waits on Redis).
 ///
 /// - **One connection per event loop**, made on the loop's first use and reused; a request's
 ///   store calls run entirely on its loop (`RedisConnection`).
@@ -24,10 +24,15 @@ import Glibc
 ///   `backoffMax`) on loop timers. Redis errors map to `.unavailable` (`OOM` to
 ///   `.capacityExceeded`).
 /// - **AUTH** (`AUTH password`, or `AUTH user password` for an ACL user) and **SELECT db** are
-///   pipelined on connect. The password is never logged nor put in an error.
-/// - **DNS**: hiredis resolves names with a blocking `getaddrinfo`, so `init` (run at startup,
-///   off the loops) resolves the host once and the loops connect to the address. A name whose
-///   address changes later needs a reload.
+///   pipelined on connect (after the TLS handshake with `rediss://`). The password is never
+///   logged nor put in an error.
+/// - **TLS** (`rediss://`): the server's certificate is always verified (the system CA store,
+///   or `Configuration.tls`'s CA file) and its name checked against the URL's host (an IP
+///   address against IP SANs); SNI is the host when it is a name. A failed verification fails
+///   the connection like a refused one: callers get `.unavailable`, the log says why.
+/// - **DNS**: `getaddrinfo` blocks, so `init` (run at startup, off the loops) resolves the
+///   host once and the loops connect to the address. A name whose address changes later, or
+///   that did not resolve at startup, needs a reload.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
         public var url: RedisURL
@@ -40,6 +45,10 @@ public final class RedisStore: Store {
         public var backoffMax: UInt64 = 2_000_000_000
         public var maxKeyBytes = 512
         public var maxTTLSeconds: Int64 = 30 * 24 * 3_600
+        /// For a `rediss://` URL: trust and client certificate, built where their files are read
+        /// (`tlsClient(for:_:)`, at set-up). nil: the system CA store, no client certificate.
+        /// Unused with `redis://`.
+        public var tls: UpstreamTLSClient? = nil
 
         /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
         ///   (the configuration's choice) is set on `url.password` by the caller.
@@ -61,20 +70,43 @@ public final class RedisStore: Store {
         var closed = false
     }
 
+    /// The TLS client context for a `rediss://` store: verification always on (the CA file in
+    /// `settings`, else the system store), the URL's host checked, no ALPN (Redis speaks none).
+    /// Reads the certificate files now (blocking; at set-up). `settings.serverName` is ignored:
+    /// the name checked is always the URL's host.
+    public static func tlsClient(for url: RedisURL, _ settings: UpstreamTLSSettings = UpstreamTLSSettings()) throws(TLSSetupError) -> UpstreamTLSClient {
+        var settings = settings
+        settings.serverName = nil
+        return try UpstreamTLSClient(settings, host: url.host, alpn: nil)
+    }
+
     /// Does not connect: each loop connects on its first call. Resolves the host name now
     /// (blocking; call it at startup, not on a loop thread).
     public init(_ configuration: Configuration, logger: Logger? = nil) {
         self.configuration = configuration
         self.logger = logger
         let url = configuration.url
-        let address = Self.resolve(url.host) ?? url.host
-        if address == url.host, !Self.isNumeric(url.host) {
-            logger?.warn("redis host did not resolve at startup; connections will retry",
+        var problem: String? = nil
+        let address = Self.resolve(url.host, port: url.port)
+        if address == nil {
+            problem = "'\(url.host)' did not resolve at startup (a reload resolves it again)"
+            logger?.warn("redis host did not resolve at startup; the store is unavailable until a reload",
                          ["redis": url.description])
         }
+        var tls = configuration.tls
+        if url.tls && tls == nil {
+            do {
+                tls = try Self.tlsClient(for: url)
+            } catch {
+                problem = "TLS set-up failed: \(error)"
+                logger?.error("redis store TLS set-up failed; the store is unavailable",
+                              ["redis": url.description, "error": error.description])
+            }
+        }
         settings = RedisConnectionSettings(
-            host: address, port: url.port, username: url.username, password: url.password,
-            database: url.database, commandTimeout: max(1_000_000, configuration.commandTimeout),
+            address: address, username: url.username, password: url.password,
+            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
+            commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),
             redactedURL: url.description)
@@ -241,43 +273,10 @@ public final class RedisStore: Store {
 
     // MARK: Name resolution (at init, off the loops)
 
-    private static func isNumeric(_ host: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
-    }
-
-    private static func text(_ buffer: [CChar]) -> String {
-        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    /// The first address of `host` as text (IPv4 preferred), or nil.
-    private static func resolve(_ host: String) -> String? {
-        if isNumeric(host) { return host }
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &list) == 0, let list else { return nil }
-        defer { freeaddrinfo(list) }
-        var candidates: [String] = []
-        var node: UnsafeMutablePointer<addrinfo>? = list
-        while let n = node {
-            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-            let family = n.pointee.ai_family
-            if family == AF_INET {
-                var a = n.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                if inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count)) != nil {
-                    candidates.insert(Self.text(buffer), at: 0)
-                }
-            } else if family == AF_INET6 {
-                var a = n.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                if inet_ntop(AF_INET6, &a, &buffer, socklen_t(buffer.count)) != nil {
-                    candidates.append(Self.text(buffer))
-                }
-            }
-            node = n.pointee.ai_next
-        }
-        return candidates.first
+    /// An address of `host` (IPv4 preferred), or nil.
+    private static func resolve(_ host: String, port: Int) -> SocketAddress? {
+        guard case .success(let found) = NameLookup.addresses(of: host, port: UInt16(port)) else { return nil }
+        return found.first { if case .ipv4 = $0 { true } else { false } } ?? found.first
     }
 }
 
@@ -285,7 +284,7 @@ public final class RedisStore: Store {
 ///
 /// `@unchecked Sendable`: the table is shared by all loops (behind the store's mutex, which
 /// guards only the table), but each connection is only ever used on its own loop's thread —
-/// by store calls made there, `close` tasks posted there, and hiredis hooks that loop runs.
+/// by store calls made there, `close` tasks posted there, and its stream's events on that loop.
 /// `RedisConnection` asserts this.
 private final class RedisSlot: @unchecked Sendable {
     let loop: EventLoop

@@ -1,10 +1,13 @@
-/// Where the Redis store connects: `redis://[user:password@]host[:port][/db]`.
+/// Where the Redis store connects: `redis://[user:password@]host[:port][/db]`, or
+/// `rediss://…` (the same, over TLS).
 ///
 /// - `user` and `password` are percent-decoded; `redis://:password@host` (no user) is the
 ///   classic `requirepass` form, `redis://user:password@host` an ACL user (Redis ≥ 6).
 /// - `host` may be a name, an IPv4 address or a bracketed IPv6 address (`[::1]`).
-/// - `port` defaults to 6379, `db` to 0.
-/// - `rediss://` (TLS) is refused: the Debian hiredis 0.14 build has no TLS.
+/// - `port` defaults to 6379 for both schemes (Redis has no separate TLS port number), `db` to 0.
+/// - `rediss://`: the server's certificate is always verified, its name checked against
+///   `host` (an IP address against the certificate's IP SANs); trust and an optional client
+///   certificate come from the store's TLS settings (`RedisStore.Configuration.tls`).
 ///
 /// `description` never shows the password (it may end up in a log line or an error).
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
@@ -13,23 +16,25 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     public var username: String?
     public var password: String?
     public var database: Int
+    /// `rediss://`: TLS to the server.
+    public var tls: Bool
 
-    public init(host: String, port: Int = 6379, username: String? = nil, password: String? = nil, database: Int = 0) {
+    public init(host: String, port: Int = 6379, username: String? = nil, password: String? = nil, database: Int = 0,
+                tls: Bool = false) {
         self.host = host
         self.port = port
         self.username = username
         self.password = password
         self.database = database
+        self.tls = tls
     }
 
     /// Parses `text`; the error's detail never contains the password.
     public init(parsing text: String) throws(StoreError) {
         func bad(_ why: String) -> StoreError { StoreError(.invalidArgument, "redis url: \(why)") }
-        guard text.hasPrefix("redis://") else {
-            throw bad(text.hasPrefix("rediss://") ? "rediss:// (TLS) is not supported by this build"
-                                                  : "must start with redis://")
-        }
-        var rest = Substring(text.dropFirst("redis://".count))
+        let tls = text.hasPrefix("rediss://")
+        guard tls || text.hasPrefix("redis://") else { throw bad("must start with redis:// or rediss://") }
+        var rest = Substring(text.dropFirst(tls ? "rediss://".count : "redis://".count))
         // userinfo ends at the last '@' (a raw '@' in a password is tolerated).
         var username: String?
         var password: String?
@@ -83,12 +88,12 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
             guard let db = Int(path), db >= 0, db <= 1_000_000 else { throw bad("database must be a number ≥ 0") }
             database = db
         }
-        self.init(host: String(host), port: port, username: username, password: password, database: database)
+        self.init(host: String(host), port: port, username: username, password: password, database: database, tls: tls)
     }
 
     /// The URL with the password replaced by `***`.
     public var description: String {
-        var s = "redis://"
+        var s = tls ? "rediss://" : "redis://"
         if let username { s += username + (password != nil ? ":***@" : "@") }
         else if password != nil { s += ":***@" }
         s += host.contains(":") ? "[\(host)]" : host

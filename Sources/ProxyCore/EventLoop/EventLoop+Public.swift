@@ -3,8 +3,8 @@ import CProxyLinux
 import Glibc
 #endif
 
-/// What other modules may do with a loop: watch a file descriptor they own (libcurl's and
-/// hiredis's sockets), run timers, find out which loop they are on. Everything here must be
+/// What other modules may do with a loop: watch a file descriptor they own (libcurl's
+/// sockets), run timers, find out which loop they are on. Everything here must be
 /// called on the loop's own thread, except `execute` (in EventLoop.swift).
 extension EventLoop {
     /// Watches `fd` (which the caller keeps owning and closes itself, after `cancel()`).

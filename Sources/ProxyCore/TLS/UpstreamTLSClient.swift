@@ -1,8 +1,8 @@
 import COpenSSL
 
-/// The client side of `https://` upstreams: one `SSL_CTX` shared by every loop, with peer
-/// verification always on (system store, or the configured CA file), hostname or IP checks
-/// on every connection, SNI, and an optional client certificate.
+/// The client side of `https://` upstreams (and of a `rediss://` store): one `SSL_CTX` shared
+/// by every loop, with peer verification always on (system store, or the configured CA file),
+/// hostname or IP checks on every connection, SNI, and an optional client certificate.
 ///
 /// `@unchecked Sendable`: configured completely before it is shared; OpenSSL allows `SSL_new`
 /// on one `SSL_CTX` from several threads.
@@ -14,8 +14,9 @@ public final class UpstreamTLSClient: @unchecked Sendable {
     /// Where trust comes from, for the log ("system store" or the CA file).
     public let trustSource: String
 
-    /// `host` is the upstream URL's host, used when `settings.serverName` is not set.
-    public init(_ settings: UpstreamTLSSettings, host: String) throws(TLSSetupError) {
+    /// `host` is the upstream URL's host, used when `settings.serverName` is not set. `alpn`
+    /// is the protocol offered (nil: none, for a server that speaks no ALPN protocol, as Redis).
+    public init(_ settings: UpstreamTLSSettings, host: String, alpn: String? = "http/1.1") throws(TLSSetupError) {
         serverName = settings.serverName ?? host
         nameIsIP = HostSyntax.isIPAddress(serverName)
         guard let ctx = SSL_CTX_new(TLS_client_method()) else {
@@ -46,10 +47,12 @@ public final class UpstreamTLSClient: @unchecked Sendable {
             default:
                 throw TLSSetupError(file: nil, "a client certificate needs both its certificate and its key file")
             }
-            // Length-prefixed protocol list; 0 means success here, unlike most of OpenSSL.
-            let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
-            guard SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count)) == 0 else {
-                throw TLSSetupError(file: nil, "cannot configure ALPN: \(TLSErrorQueue.drain() ?? "unknown error")")
+            if let alpn {
+                // Length-prefixed protocol list; 0 means success here, unlike most of OpenSSL.
+                let list: [UInt8] = [UInt8(alpn.utf8.count)] + Array(alpn.utf8)
+                guard SSL_CTX_set_alpn_protos(ctx, list, UInt32(list.count)) == 0 else {
+                    throw TLSSetupError(file: nil, "cannot configure ALPN: \(TLSErrorQueue.drain() ?? "unknown error")")
+                }
             }
         } catch {
             SSL_CTX_free(ctx)
