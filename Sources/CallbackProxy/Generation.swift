@@ -11,7 +11,7 @@ struct Generation {
     let oauth: OAuthWiring
     let tls: TLSWiring
     /// Set when the upstream is a host name; kept across reloads that leave it unchanged.
-    let upstreamResolver: UpstreamResolver?
+    let upstreamResolver: HostResolver?
     let listeners: [ListenerSpec]
 
     init(_ config: AppConfig, log: Logger, metrics: MetricsRegistry, readiness: Readiness,
@@ -51,13 +51,13 @@ struct Generation {
     /// A named upstream's resolver: the previous one when name, port and interval are the
     /// same (looked up again now: a reload is when an operator expects DNS to be re-read),
     /// else a new one, resolved before the listeners switch to it.
-    private static func resolver(_ config: AppConfig, log: Logger, previous: UpstreamResolver?) -> UpstreamResolver? {
+    private static func resolver(_ config: AppConfig, log: Logger, previous: HostResolver?) -> HostResolver? {
         guard case .name(let name, let port)? = config.upstream?.endpoint else { return nil }
         if let previous, previous.name == name, previous.port == port, previous.interval == config.upstreamResolveInterval {
             previous.refresh()
             return previous
         }
-        return UpstreamResolver(name: name, port: port, interval: config.upstreamResolveInterval, log: log)
+        return HostResolver(name: name, port: port, interval: config.upstreamResolveInterval, log: log)
     }
 
     /// Called once this generation serves: its resolver starts refreshing, the one it

@@ -9,14 +9,14 @@ final class Readiness: Sendable {
     /// 0: starting, 1: serving, 2: draining (a load balancer should stop sending new work).
     private let phase = Atomic<Int>(0)
     /// What is checked: replaced by a configuration reload.
-    private let targets = Mutex<(store: (any Store)?, upstream: UpstreamTarget?, resolver: UpstreamResolver?)>((nil, nil, nil))
+    private let targets = Mutex<(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?)>((nil, nil, nil))
     private let timeout: UInt64
 
     init(timeout: UInt64 = 2_000_000_000) {
         self.timeout = timeout
     }
 
-    func check(store: (any Store)?, upstream: UpstreamTarget?, resolver: UpstreamResolver?) {
+    func check(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?) {
         targets.withLock { $0 = (store, upstream, resolver) }
     }
 
@@ -57,7 +57,7 @@ final class Readiness: Sendable {
     }
 
     /// A named upstream: its first address (the one the resolver prefers) is probed.
-    private func checkUpstream(_ upstream: UpstreamTarget?, _ resolver: UpstreamResolver?, on loop: EventLoop,
+    private func checkUpstream(_ upstream: UpstreamTarget?, _ resolver: HostResolver?, on loop: EventLoop,
                                _ done: @escaping (String?) -> Void) {
         guard let upstream else { return done(nil) }
         guard let address = upstream.address ?? resolver?.addresses.first else {

@@ -267,3 +267,33 @@ def test_without_redis_protected_paths_fail_closed_instead_of_looping(proxy_fact
     assert e.status == 200
     assert not [k for k, v in e.json()["headers"] if k.lower() == "x-forwarded-email"]
     assert not [line for line in p.stderr_text().splitlines() if session["_oauth_session"] in line]
+
+
+def test_a_redis_name_that_resolves_only_later_is_followed_without_a_reload(proxy_factory, upstream, tmp_path, idp,
+                                                                             redis):
+    # The proxy started before its Redis had a name (a compose file, a Service created later).
+    from test_upstream_names import Hosts, log_lines
+    hosts = Hosts(tmp_path)
+    config = tmp_path / "late.yaml"
+    config.write_text(f"""
+store: redis://late-redis.test:{redis.port}/0
+oauth: {{ ca_file: {idp.ca_cert} }}
+providers:
+  google:
+    kind: google
+    handoff: verify
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native: {{ ios: {{ client_id: {IOS} }} }}
+""")
+    p = proxy_factory(upstream, extra=["--config", str(config)], env=hosts.env)
+    assert callback(p, idp.get_code(IOS)).status == 503
+    warned = log_lines(p, "redis name does not resolve")
+    assert len(warned) == 1 and warned[0]["name"] == "late-redis.test"
+    hosts.set({"late-redis.test": ["127.0.0.1"]})
+    deadline = time.monotonic() + 8
+    status = None
+    while time.monotonic() < deadline and status != 200:
+        time.sleep(0.3)
+        status = callback(p, idp.get_code(IOS)).status
+    assert status == 200, "the store must come up by itself once its name resolves"
+    assert log_lines(p, "redis addresses")[-1]["addresses"] == f"127.0.0.1:{redis.port}"

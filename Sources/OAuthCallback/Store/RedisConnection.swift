@@ -5,8 +5,8 @@ import Glibc
 
 /// What one loop's connection needs to know (a copy of the store's configuration).
 struct RedisConnectionSettings: Sendable {
-    /// The server's address, resolved at set-up (off the loops); nil: the name did not resolve.
-    var address: SocketAddress?
+    /// The server's addresses, kept current off the loops.
+    var resolver: HostResolver
     var username: String?
     var password: String?
     var database: Int
@@ -211,8 +211,9 @@ final class RedisConnection {
             failedToConnect(problem)
             return
         }
-        guard let address = settings.address else {
-            failedToConnect("no address")
+        // Round robin over the name's addresses: after a failed attempt the next one is tried.
+        guard let address = settings.resolver.address(after: nil) else {
+            failedToConnect(settings.resolver.problem?.description ?? "no address")
             return
         }
         do {

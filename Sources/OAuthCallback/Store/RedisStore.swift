@@ -30,9 +30,10 @@ import Glibc
 ///   or `Configuration.tls`'s CA file) and its name checked against the URL's host (an IP
 ///   address against IP SANs); SNI is the host when it is a name. A failed verification fails
 ///   the connection like a refused one: callers get `.unavailable`, the log says why.
-/// - **DNS**: `getaddrinfo` blocks, so `init` (run at startup, off the loops) resolves the
-///   host once and the loops connect to the address. A name whose address changes later, or
-///   that did not resolve at startup, needs a reload.
+/// - **DNS**: a `HostResolver` (the upstream's): the name is looked up at set-up, then every
+///   10 s on its own thread (every second while it has never resolved), never on a loop; each
+///   connection attempt takes the current address. A Redis started after the proxy, or moved
+///   to another address, is followed without a reload.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
         public var url: RedisURL
@@ -61,6 +62,10 @@ public final class RedisStore: Store {
 
     public let configuration: Configuration
     private let settings: RedisConnectionSettings
+    /// The URL's host, kept resolved off the loops.
+    private let resolver: HostResolver
+    /// How often the host name is looked up again.
+    static let resolveInterval: UInt64 = 10_000_000_000
     private let prefix: [UInt8]
     private let logger: Logger?
     private let slots = Mutex(Slots())
@@ -87,11 +92,15 @@ public final class RedisStore: Store {
         self.logger = logger
         let url = configuration.url
         var problem: String? = nil
-        let address = Self.resolve(url.host, port: url.port)
-        if address == nil {
-            problem = "'\(url.host)' did not resolve at startup (a reload resolves it again)"
-            logger?.warn("redis host did not resolve at startup; the store is unavailable until a reload",
-                         ["redis": url.description])
+        // Logs "redis name does not resolve" itself when it does not.
+        resolver = HostResolver(name: url.host, port: UInt16(clamping: url.port), interval: Self.resolveInterval,
+                                log: logger, role: "redis")
+        do {
+            // An address needs no second look.
+            if PeerAddress(text: url.host) == nil { try resolver.start() }
+        } catch {
+            logger?.error("cannot start the redis resolver thread; the name is looked up at set-up only",
+                          ["error": error.description])
         }
         var tls = configuration.tls
         if url.tls && tls == nil {
@@ -104,7 +113,7 @@ public final class RedisStore: Store {
             }
         }
         settings = RedisConnectionSettings(
-            address: address, username: url.username, password: url.password,
+            resolver: resolver, username: url.username, password: url.password,
             database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
@@ -113,7 +122,10 @@ public final class RedisStore: Store {
         prefix = Array(configuration.keyPrefix.utf8)
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        resolver.stop()
+    }
 
     // MARK: Store
 
@@ -271,13 +283,6 @@ public final class RedisStore: Store {
         }
     }
 
-    // MARK: Name resolution (at init, off the loops)
-
-    /// An address of `host` (IPv4 preferred), or nil.
-    private static func resolve(_ host: String, port: Int) -> SocketAddress? {
-        guard case .success(let found) = NameLookup.addresses(of: host, port: UInt16(port)) else { return nil }
-        return found.first { if case .ipv4 = $0 { true } else { false } } ?? found.first
-    }
 }
 
 /// One loop's connection in the store's table.

@@ -121,14 +121,14 @@ public struct ListenerSpec: Sendable {
     /// Required when `config.upstream` is `https://`: how upstream connections do TLS.
     public var upstreamTLS: UpstreamTLSClient?
     /// Required when `config.upstream` is a host name: where its addresses come from.
-    public var upstreamResolver: UpstreamResolver?
+    public var upstreamResolver: HostResolver?
     /// Keeps accepting during a graceful shutdown until every other listener has drained: the
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
     /// sign-in, and whose /readyz tells the load balancer to stop sending work.
     public var drainsLast = false
 
     public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true,
-                tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil, upstreamResolver: UpstreamResolver? = nil) {
+                tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil, upstreamResolver: HostResolver? = nil) {
         self.name = name
         self.address = address
         self.config = config

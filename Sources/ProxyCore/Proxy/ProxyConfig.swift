@@ -52,7 +52,7 @@ public struct UpstreamTarget: Sendable, Equatable, CustomStringConvertible {
     public enum Endpoint: Sendable, Equatable {
         /// An IP address or a unix socket, used as written.
         case address(SocketAddress)
-        /// A host name, looked up by an `UpstreamResolver` (`http://app:3000` in a compose
+        /// A host name, looked up by an `HostResolver` (`http://app:3000` in a compose
         /// file, a Kubernetes service name).
         case name(String, port: UInt16)
     }

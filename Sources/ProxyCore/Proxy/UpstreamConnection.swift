@@ -245,7 +245,7 @@ final class UpstreamConnection: Channel {
 final class UpstreamPool {
     let target: UpstreamTarget
     /// Set for an upstream given by host name.
-    let resolver: UpstreamResolver?
+    let resolver: HostResolver?
     let capacity: Int
     /// Set for `https://` upstreams.
     let tls: UpstreamTLSClient?
@@ -253,7 +253,7 @@ final class UpstreamPool {
     /// The resolver's generation the idle connections were made under.
     private var seenGeneration: UInt64
 
-    init(target: UpstreamTarget, resolver: UpstreamResolver?, capacity: Int, tls: UpstreamTLSClient?) {
+    init(target: UpstreamTarget, resolver: HostResolver?, capacity: Int, tls: UpstreamTLSClient?) {
         self.target = target
         self.resolver = resolver
         self.capacity = capacity
@@ -263,7 +263,7 @@ final class UpstreamPool {
     }
 
     /// The address for a new connection: the fixed one, or the name's next (see
-    /// `UpstreamResolver.address(after:)`). Nil while the name has no address.
+    /// `HostResolver.address(after:)`). Nil while the name has no address.
     func address(after previous: SocketAddress?) -> SocketAddress? {
         guard let resolver else { return previous == nil ? target.address : nil }
         return resolver.address(after: previous)

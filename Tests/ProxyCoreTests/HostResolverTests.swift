@@ -5,7 +5,7 @@ import Testing
 /// The resolver's bookkeeping with a scripted lookup: which addresses connections get, what a
 /// failed lookup keeps, when pools must drop their idle connections. (The real lookup and
 /// the fall-over between addresses run against sockets in tests/integration/test_upstream_names.py.)
-@Suite struct UpstreamResolverTests {
+@Suite struct HostResolverTests {
     /// Answers from a script, one per lookup; the last one repeats.
     final class ScriptedLookup: Sendable {
         private let answers: Mutex<[Result<[SocketAddress], LookupError>]>
@@ -22,8 +22,8 @@ import Testing
     let c = SocketAddress.ipv6(host: "fd00::3", port: 3000)
     let nxdomain = LookupError(name: "app", reason: "Name or service not known")
 
-    func resolver(_ lookup: ScriptedLookup, interval: UInt64 = 0) -> UpstreamResolver {
-        UpstreamResolver(name: "app", port: 3000, interval: interval, log: nil) { lookup($0, $1) }
+    func resolver(_ lookup: ScriptedLookup, interval: UInt64 = 0) -> HostResolver {
+        HostResolver(name: "app", port: 3000, interval: interval, log: nil) { lookup($0, $1) }
     }
 
     @Test func resolvesWhenBuiltAndSpreadsNewConnectionsRoundRobin() {

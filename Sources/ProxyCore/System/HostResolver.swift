@@ -4,22 +4,26 @@ import Synchronization
 import Glibc
 #endif
 
-/// Keeps the addresses of an upstream given by host name (`http://app:3000`) current.
+/// Keeps the addresses of a host name current: the upstream's (`http://app:3000`) and the
+/// Redis store's (`redis://redis:6379/0`).
 ///
-/// Resolved once when built, before the listeners open, so the first request has addresses;
-/// then again every `interval` on a thread of its own (`getaddrinfo` blocks, so never on a
-/// loop). A failed lookup keeps the last good addresses: a DNS hiccup must not take the site
-/// down. While the name has never resolved, it is retried every second and requests get 502.
+/// Resolved once when built, at set-up, so the first connection has addresses; then again
+/// every `interval` on a thread of its own (`getaddrinfo` blocks, so never on a loop). A failed
+/// lookup keeps the last good addresses: a DNS hiccup must not take the site down. While the
+/// name has never resolved, it is retried every second (requests get 502, store calls
+/// `.unavailable`) — a container started before its dependency's name exists catches up alone.
 ///
-/// Loops read the addresses when they open a *new* upstream connection (pooled connections
-/// are reused without asking). When the set changes, each loop's pool closes its idle
+/// Loops read the addresses when they open a *new* connection (pooled connections are reused
+/// without asking). When the set changes, each loop's upstream pool closes its idle
 /// connections the next time it is used (see `UpstreamPool.take`), so traffic moves to the
 /// new addresses without cutting a request in flight.
-public final class UpstreamResolver: Sendable {
+public final class HostResolver: Sendable {
     public typealias Lookup = @Sendable (_ name: String, _ port: UInt16) -> Result<[SocketAddress], LookupError>
 
     public let name: String
     public let port: UInt16
+    /// What the name is for, in log lines: `upstream`, `redis`.
+    public let role: String
     /// Nanoseconds between lookups; 0: only when built (and on a reload).
     public let interval: UInt64
     private let lookup: Lookup
@@ -38,10 +42,11 @@ public final class UpstreamResolver: Sendable {
     }
 
     /// Resolves `name` right away (blocking); a failure is logged and kept in `problem`.
-    public init(name: String, port: UInt16, interval: UInt64, log: Logger?,
+    public init(name: String, port: UInt16, interval: UInt64, log: Logger?, role: String = "upstream",
                 lookup: @escaping Lookup = { NameLookup.addresses(of: $0, port: $1) }) {
         self.name = name
         self.port = port
+        self.role = role
         self.interval = interval
         self.lookup = lookup
         self.log = log
@@ -65,7 +70,7 @@ public final class UpstreamResolver: Sendable {
     /// The address for a new connection. `after` nil: the next one in round-robin order
     /// (spreads connections over all addresses); else the one following it (the next try
     /// after a connection to `after` failed). Nil when the name has no address.
-    func address(after previous: SocketAddress?) -> SocketAddress? {
+    public func address(after previous: SocketAddress?) -> SocketAddress? {
         state.withLock { s in
             guard !s.addresses.isEmpty else { return nil }
             if let previous, let i = s.addresses.firstIndex(of: previous) {
@@ -100,13 +105,13 @@ public final class UpstreamResolver: Sendable {
         let list = addresses.map(\.description).joined(separator: ",")
         if changed {
             changes.add(1, ordering: .relaxed)
-            log?.info("upstream addresses", ["name": name, "addresses": list])
+            log?.info("\(role) addresses", ["name": name, "addresses": list])
         } else if recovered {
-            log?.info("upstream name resolves again", ["name": name, "addresses": list])
+            log?.info("\(role) name resolves again", ["name": name, "addresses": list])
         }
         if let failure {
             // Logged when it starts failing, not on every retry.
-            log?.warn("upstream name does not resolve", [
+            log?.warn("\(role) name does not resolve", [
                 "name": name, "reason": failure.reason,
                 "keeping": list.isEmpty ? "none" : list,
             ])
