@@ -29,6 +29,14 @@ extension EventLoop {
     }
 
     /// Monotonic nanoseconds as of this loop iteration (cheap: no system call).
+    /// Runs `task` once, on this loop, after the events of the current iteration: work that
+    /// many events each ask for (sending what they queued on one connection) is done once.
+    /// Call on the loop's thread.
+    public func afterThisBatch(_ task: @escaping () -> Void) {
+        assertOnLoop()
+        onceAfterBatch.append(task)
+    }
+
     public var nowNanoseconds: UInt64 { now }
 
     /// Whether the caller runs on this loop's thread (then it may skip `execute`).

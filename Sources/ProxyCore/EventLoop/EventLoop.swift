@@ -32,6 +32,8 @@ public final class EventLoop: @unchecked Sendable {
     let httpDate = HTTPDateCache()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
+    /// Runs once, after the current batch (`afterThisBatch`).
+    var onceAfterBatch: [() -> Void] = []
 
     static let sweepInterval: UInt64 = 100_000_000
 
@@ -187,6 +189,11 @@ public final class EventLoop: @unchecked Sendable {
                 nextSweep = now + EventLoop.sweepInterval
             }
             for hook in afterBatch { hook() }
+            while !onceAfterBatch.isEmpty {
+                let once = onceAfterBatch
+                onceAfterBatch.removeAll(keepingCapacity: true)
+                for task in once { task() }
+            }
         }
     }
 
