@@ -77,10 +77,11 @@ def tls_redis(tmp_path):
     r.stop()
 
 
-def start(proxy_factory, upstream, tmp_path, idp, redis, name, ca=None):
+def start(proxy_factory, upstream, tmp_path, idp, redis, name, ca=None, store=None, env=None):
+    """A proxy on `redis` (or on the `store` lines given instead)."""
     config = tmp_path / f"{name}.yaml"
     config.write_text(f"""
-{redis.store_config(ca)}
+{store or redis.store_config(ca)}
 oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
   google:
@@ -89,7 +90,7 @@ providers:
     endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native: {{ ios: {{ client_id: {IOS} }} }}
 """)
-    return proxy_factory(upstream, extra=["--config", str(config)])
+    return proxy_factory(upstream, extra=["--config", str(config)], env=env)
 
 
 def callback(p, grant):
@@ -274,18 +275,8 @@ def test_a_redis_name_that_resolves_only_later_is_followed_without_a_reload(prox
     # The proxy started before its Redis had a name (a compose file, a Service created later).
     from test_upstream_names import Hosts, log_lines
     hosts = Hosts(tmp_path)
-    config = tmp_path / "late.yaml"
-    config.write_text(f"""
-store: redis://late-redis.test:{redis.port}/0
-oauth: {{ ca_file: {idp.ca_cert} }}
-providers:
-  google:
-    kind: google
-    handoff: verify
-    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
-    native: {{ ios: {{ client_id: {IOS} }} }}
-""")
-    p = proxy_factory(upstream, extra=["--config", str(config)], env=hosts.env)
+    p = start(proxy_factory, upstream, tmp_path, idp, redis, "late",
+              store=f"store: redis://late-redis.test:{redis.port}/0", env=hosts.env)
     assert callback(p, idp.get_code(IOS)).status == 503
     warned = log_lines(p, "redis name does not resolve")
     assert len(warned) == 1 and warned[0]["name"] == "late-redis.test"
