@@ -102,10 +102,40 @@ import Testing
         #expect(lookup.calls.load(ordering: .relaxed) == after, "no lookups after stop()")
     }
 
+    @Test func aFailedAddressIsPassedOverForTheFailTimeout() {
+        let r = resolver(ScriptedLookup([.success([a, b, c])]))
+        let t0: UInt64 = 1_000_000_000_000
+        #expect(r.markFailed(b, now: t0), "the first failure is news")
+        #expect(!r.markFailed(b, now: t0 + 1), "a second one within the period is not (logged once)")
+        let picks = (0..<6).map { _ in r.address(after: nil, now: t0 + 5)! }
+        #expect(!picks.contains(b))
+        #expect(Set(picks) == [a, c])
+        #expect(r.address(after: a, now: t0 + 5) == c, "the next try skips it too")
+        // Its period over, it takes its turn again.
+        let later = t0 + 1 + HostResolver.failTimeout
+        #expect(Set((0..<6).map { _ in r.address(after: nil, now: later)! }) == [a, b, c])
+    }
+
+    @Test func whenEveryAddressFailedTheRoundGoesOn() {
+        let r = resolver(ScriptedLookup([.success([a, b])]))
+        r.markFailed(a, now: 100)
+        r.markFailed(b, now: 100)
+        #expect(Set((0..<4).map { _ in r.address(after: nil, now: 200)! }) == [a, b])
+        #expect(!r.markFailed(c, now: 100), "an address not in the set is ignored")
+    }
+
+    @Test func aChangedSetForgetsFailuresOfAddressesThatLeft() {
+        let r = resolver(ScriptedLookup([.success([a, b]), .success([a, c]), .success([a, b])]))
+        r.markFailed(b, now: 100)
+        r.refresh()   // b gone
+        r.refresh()   // b back: a fresh address, not a failed one
+        #expect(Set((0..<4).map { _ in r.address(after: nil, now: 200)! }) == [a, b])
+    }
+
     @Test func aPoolWithAFixedAddressAlwaysGivesThatOne() {
         let pool = UpstreamPool(target: UpstreamTarget(address: a), resolver: nil, capacity: 4, tls: nil)
-        #expect(pool.address(after: nil) == a)
-        #expect(pool.address(after: a) == nil)
+        #expect(pool.address(after: nil, now: 0) == a)
+        #expect(pool.address(after: a, now: 0) == nil)
         #expect(pool.maxAttempts == 1)
     }
 

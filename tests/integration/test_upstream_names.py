@@ -14,6 +14,7 @@ Addresses are loopback ones (127.0.0.0/8 is all local on Linux): an upstream bou
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -105,22 +106,63 @@ def test_an_upstream_given_by_name_is_looked_up_and_proxied(proxy_factory, upstr
     assert status == 200, body
 
 
-def test_an_address_that_refuses_is_skipped_for_the_next(proxy_factory, upstream_factory, hosts):
+def test_an_address_that_refuses_is_skipped_and_then_passed_over(proxy_factory, upstream_factory, hosts):
     up = upstream_factory(host="127.0.0.1")
     # The name's first address has nothing listening on the port: connections there are refused.
     hosts.set({"app.test": ["127.0.0.2", "127.0.0.1"]})
-    p = proxy_factory(upstream_url=f"http://app.test:{up.port}", env=hosts.env,
-                      opts={"--log-level": "debug"})
+    p = proxy_factory(upstream_url=f"http://app.test:{up.port}", env=hosts.env)
     # /keepalive-close ends every upstream connection, so each request opens a new one and
-    # round robin starts half of them at the refusing address.
+    # round robin would start every other one at the refusing address.
     for _ in range(6):
         r = get(p, "/keepalive-close")
         assert r.status == 200, r.body[:200]
         assert r.body == b"bye\n"
     assert len(up.record.requests()) == 6
-    skipped = log_lines(p, "upstream address failed, trying the next")
-    assert len(skipped) == 3, [s.get("address") for s in skipped]
-    assert all(s["address"] == f"127.0.0.2:{up.port}" for s in skipped)
+    # Refused once: the request moved on to the next address, and the refusing one is passed
+    # over from then on (one line, not one per request).
+    failed = log_lines(p, "upstream address failed; passed over for 10 s")
+    assert len(failed) == 1, failed
+    assert failed[0]["address"] == f"127.0.0.2:{up.port}" and failed[0]["name"] == "app.test"
+
+
+@pytest.fixture
+def blackhole_on_127_0_0_2():
+    """127.0.0.2:PORT accepts no connection: its backlog is full, further SYNs are dropped, a
+    connect hangs. The same PORT on 127.0.0.1 is free for a real upstream."""
+    for _ in range(20):
+        port = free_port()
+        lsock = socket.socket()
+        try:
+            lsock.bind(("127.0.0.2", port))
+            break
+        except OSError:
+            lsock.close()
+    lsock.listen(0)
+    filler = socket.create_connection(("127.0.0.2", port))
+    yield port
+    filler.close()
+    lsock.close()
+
+
+def test_an_address_that_hangs_costs_one_connect_timeout_not_one_per_request(proxy_factory, upstream_factory, hosts,
+                                                                            blackhole_on_127_0_0_2):
+    port = blackhole_on_127_0_0_2
+    up = upstream_factory(host="127.0.0.1", port=port)
+    hosts.set({"app.test": ["127.0.0.2", "127.0.0.1"]})
+    p = proxy_factory(upstream_url=f"http://app.test:{port}", env=hosts.env,
+                      opts={"--upstream-connect-timeout": "500ms"})
+    times = []
+    for _ in range(6):
+        t0 = time.monotonic()
+        r = get(p, "/keepalive-close")
+        times.append(time.monotonic() - t0)
+        # Nothing was sent to the hanging address: the request moves on instead of a 504.
+        assert r.status == 200, r.body[:200]
+    assert len(up.record.requests()) == 6
+    slow = [t for t in times if t >= 0.45]
+    assert len(slow) <= 1, f"more than one request waited for the connect timeout: {times}"
+    failed = log_lines(p, "upstream address failed; passed over for 10 s")
+    assert len(failed) <= 1 and all(f["reason"] == "connect timed out" for f in failed), failed
 
 
 def test_when_every_address_refuses_the_client_gets_502(proxy_factory, hosts):

@@ -19,7 +19,7 @@ extension ClientConnection {
         if !fresh, let pooled = pool.take() {
             up = pooled
         } else {
-            guard let address = pool.address(after: failed) else {
+            guard let address = pool.address(after: failed, now: loop.now) else {
                 respondError(502, "upstream unreachable (\(pool.resolver?.problem?.description ?? "no address"))")
                 return
             }
@@ -27,8 +27,8 @@ extension ClientConnection {
             do {
                 up = try UpstreamConnection.connect(to: address, pool: pool, loop: loop, timeouts: config.timeouts)
             } catch {
+                addressFailed(address, error.description)
                 if Int(connectAttempts) < pool.maxAttempts {
-                    listener.log.debug("upstream address failed, trying the next", ["address": "\(address)", "reason": error.description])
                     connectUpstream(fresh: true, after: address)
                     return
                 }
@@ -363,12 +363,14 @@ extension ClientConnection {
         if !response.started {
             // A connection that never opened: nothing was sent, so a name's next address may
             // take the request (unless body bytes already went into the failed connection).
-            if up.connectFailed && Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
-                upstream = nil
-                up.abort()
-                listener.log.debug("upstream address failed, trying the next", ["address": "\(up.address)", "reason": reason])
-                connectUpstream(fresh: true, after: up.address)
-                return
+            if up.connectFailed {
+                addressFailed(up.address, reason)
+                if Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
+                    upstream = nil
+                    up.abort()
+                    connectUpstream(fresh: true, after: up.address)
+                    return
+                }
             }
             // A pooled connection the upstream had already closed: safe to try once more,
             // on a fresh connection, if the request is idempotent and nothing reached the app.
@@ -403,12 +405,33 @@ extension ClientConnection {
 
     func upstreamTimedOut(connecting: Bool) {
         if connecting {
+            // Nothing was sent: a name's next address may still take the request.
+            if let up = upstream, listener.pool(loop).resolver != nil {
+                addressFailed(up.address, "connect timed out")
+                if Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
+                    upstream = nil
+                    up.abort()
+                    connectUpstream(fresh: true, after: up.address)
+                    return
+                }
+            }
             upstreamFailure(504, "upstream connect timed out")
         } else if response.started {
             listener.log.warn("upstream stalled mid-response", ["status": "\(response.status)"])
             abort(reason: "upstream timeout")
         } else {
             upstreamFailure(504, "upstream response timed out")
+        }
+    }
+
+    /// A connection to one of a name's addresses failed: it is passed over for a while
+    /// (`HostResolver.failTimeout`), and that is logged once per period, not per request.
+    private func addressFailed(_ address: SocketAddress, _ reason: String) {
+        guard let resolver = listener.pool(loop).resolver else { return }
+        if resolver.markFailed(address, now: loop.now) {
+            listener.log.warn("upstream address failed; passed over for 10 s", [
+                "name": resolver.name, "address": "\(address)", "reason": reason,
+            ])
         }
     }
 

@@ -264,9 +264,9 @@ final class UpstreamPool {
 
     /// The address for a new connection: the fixed one, or the name's next (see
     /// `HostResolver.address(after:)`). Nil while the name has no address.
-    func address(after previous: SocketAddress?) -> SocketAddress? {
+    func address(after previous: SocketAddress?, now: UInt64) -> SocketAddress? {
         guard let resolver else { return previous == nil ? target.address : nil }
-        return resolver.address(after: previous)
+        return resolver.address(after: previous, now: now)
     }
 
     /// How many new connections one request may try: one per address of a name, at most 8

@@ -39,7 +39,15 @@ public final class HostResolver: Sendable {
         var addresses: [SocketAddress] = []
         var problem: LookupError?
         var threadStarted = false
+        /// Addresses whose connection just failed, and until when (monotonic ns) they are
+        /// passed over.
+        var failedUntil: [SocketAddress: UInt64] = [:]
     }
+
+    /// How long an address whose connection was refused or timed out is passed over (nginx's
+    /// `fail_timeout`, 10 s by default). A dead replica behind a name then costs one failed
+    /// attempt per 10 s, not one in every N requests.
+    public static let failTimeout: UInt64 = 10_000_000_000
 
     /// Resolves `name` right away (blocking); a failure is logged and kept in `problem`.
     public init(name: String, port: UInt16, interval: UInt64, log: Logger?, role: String = "upstream",
@@ -69,15 +77,38 @@ public final class HostResolver: Sendable {
 
     /// The address for a new connection. `after` nil: the next one in round-robin order
     /// (spreads connections over all addresses); else the one following it (the next try
-    /// after a connection to `after` failed). Nil when the name has no address.
-    public func address(after previous: SocketAddress?) -> SocketAddress? {
+    /// after a connection to `after` failed). Addresses that failed within `failTimeout` are
+    /// passed over while another is left; if every one failed, the round goes on regardless
+    /// (trying beats refusing). Nil when the name has no address.
+    public func address(after previous: SocketAddress?, now: UInt64 = 0) -> SocketAddress? {
         state.withLock { s in
-            guard !s.addresses.isEmpty else { return nil }
+            let count = s.addresses.count
+            guard count > 0 else { return nil }
+            let first: Int
             if let previous, let i = s.addresses.firstIndex(of: previous) {
-                return s.addresses[(i + 1) % s.addresses.count]
+                first = i + 1
+            } else {
+                first = Int(cursor.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(count))
             }
-            let n = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
-            return s.addresses[Int(n % UInt(s.addresses.count))]
+            if !s.failedUntil.isEmpty {
+                for k in 0..<count {
+                    let candidate = s.addresses[(first + k) % count]
+                    if (s.failedUntil[candidate] ?? 0) <= now { return candidate }
+                }
+            }
+            return s.addresses[first % count]
+        }
+    }
+
+    /// A connection to `address` was refused or timed out: pass it over for `failTimeout`.
+    /// Returns whether it was not passed over already (log it then, not on every request).
+    @discardableResult
+    public func markFailed(_ address: SocketAddress, now: UInt64) -> Bool {
+        state.withLock { s in
+            guard s.addresses.contains(address) else { return false }
+            let fresh = (s.failedUntil[address] ?? 0) <= now
+            s.failedUntil[address] = now + Self.failTimeout
+            return fresh
         }
     }
 
@@ -94,6 +125,7 @@ public final class HostResolver: Sendable {
                 let changed = found != s.addresses
                 let recovered = s.problem != nil
                 s.addresses = found
+                if changed { s.failedUntil = s.failedUntil.filter { found.contains($0.key) } }
                 s.problem = nil
                 return (changed, recovered, found, nil)
             case .failure(let error):

@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// A listen or connect address: IPv4, IPv6 or a unix socket path.
-public enum SocketAddress: Sendable, Equatable, CustomStringConvertible {
+public enum SocketAddress: Sendable, Hashable, CustomStringConvertible {
     case ipv4(host: String, port: UInt16)
     case ipv6(host: String, port: UInt16)
     case unix(path: String)
