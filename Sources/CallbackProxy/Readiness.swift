@@ -56,11 +56,12 @@ final class Readiness: Sendable {
         }
     }
 
-    /// A named upstream: its first address (the one the resolver prefers) is probed.
+    /// A named upstream: the address its next connection would use is probed (one that failed
+    /// lately is passed over, as requests pass it over).
     private func checkUpstream(_ upstream: UpstreamTarget?, _ resolver: HostResolver?, on loop: EventLoop,
                                _ done: @escaping (String?) -> Void) {
         guard let upstream else { return done(nil) }
-        guard let address = upstream.address ?? resolver?.addresses.first else {
+        guard let address = upstream.address ?? resolver?.address(after: nil, now: loop.nowNanoseconds) else {
             return done(resolver?.problem?.description ?? "no address")
         }
         UpstreamProbe.connect(to: address, on: loop, timeout: timeout, done)
