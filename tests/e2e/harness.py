@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import http.server
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -391,8 +393,6 @@ class TokenTap:
 
     def __init__(self, port, target_port):
         import http.client
-        import http.server
-        import threading
 
         self.port = port
         self.target_port = target_port
@@ -432,10 +432,7 @@ class TokenTap:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve_http(Handler, port)
 
     @property
     def token_url(self):
@@ -451,3 +448,15 @@ class TokenTap:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def serve_http(handler, port=0, tls=None):
+    """A ThreadingHTTPServer for `handler` on 127.0.0.1:`port` (0: any), wrapped in `tls` (an
+    ssl.SSLContext) when given, serving from a daemon thread. Stop it with shutdown() and
+    server_close()."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

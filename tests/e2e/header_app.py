@@ -14,6 +14,8 @@ import html
 import http.server
 import threading
 
+from harness import serve_http
+
 IDENTITY = ("x-forwarded-", "x-auth-request-")
 
 
@@ -53,10 +55,7 @@ class HeaderApp:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve_http(Handler, port)
 
     def clear(self):
         with self._lock:

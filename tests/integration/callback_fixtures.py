@@ -15,13 +15,12 @@ import json
 import os
 import ssl
 import sys
-import threading
 import time
 from urllib.parse import quote_plus
 
 import requests
 
-from helpers import REPO_ROOT, HTTPConn
+from helpers import REPO_ROOT, HTTPConn, serve_http
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "idp"))
 from idp_harness import (  # noqa: E402,F401  (fixtures re-exported for the test module)
@@ -245,13 +244,10 @@ class TokenTap:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(pki.server_cert, pki.server_key)
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_http(Handler, tls=ctx)
         self.url = f"https://127.0.0.1:{self.server.server_address[1]}/token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def tokens(self) -> list[str]:
         out = []

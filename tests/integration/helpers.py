@@ -6,6 +6,7 @@ from the proxy fails the test that received it.
 """
 
 import base64
+import http.server
 import json
 import os
 import random
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -649,3 +651,15 @@ def exchange(port, data, timeout=5.0, methods=("GET",), **kw):
     with HTTPConn(port, timeout=timeout, **kw) as c:
         c.send(data)
         return [c.read_response(m) for m in methods]
+
+
+def serve_http(handler, port=0, tls=None):
+    """A ThreadingHTTPServer for `handler` on 127.0.0.1:`port` (0: any), wrapped in `tls` (an
+    ssl.SSLContext) when given, serving from a daemon thread. Stop it with shutdown() and
+    server_close()."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

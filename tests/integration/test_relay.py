@@ -9,7 +9,6 @@ import base64
 import http.server
 import json
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -20,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
+from helpers import serve_http  # noqa: E402
 
 WEB = "123-web.apps.googleusercontent.com"
 WEB_SECRET = "test-web-secret-not-a-real-one"
@@ -68,9 +68,8 @@ class App:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serve_http(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def redeem(self, code, secret=WEB_SECRET, client_id=WEB, verifier="app-own-verifier-" + "x" * 40):
         # Like OmniAuth with PKCE on: the app sends its own verifier; for a relay code it is

@@ -21,7 +21,7 @@ import http.server
 import pytest
 from cryptography import x509
 
-from helpers import HTTPConn, free_port
+from helpers import HTTPConn, free_port, serve_http
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
@@ -625,13 +625,9 @@ class TLSUpstream:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_http(Handler, tls=ctx)
         self.server.handle_error = lambda *a: None  # refused handshakes are the point of some tests
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
         outer.url = f"https://127.0.0.1:{self.port}"
 
     def stop(self):
