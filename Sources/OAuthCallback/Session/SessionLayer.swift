@@ -170,15 +170,19 @@ public final class SessionLayer: Sendable {
     /// Whether an `Accept` value names `application/json` (any case). Over bytes: String's
     /// `contains(_:)` builds a Character table per call, a cost every protected request paid.
     static func acceptsJSON(_ accept: String) -> Bool {
-        let needle = Array("application/json".utf8)
-        let hay = Array(accept.utf8)
-        guard hay.count >= needle.count else { return false }
-        outer: for start in 0...(hay.count - needle.count) {
-            for (i, b) in needle.enumerated() where hay[start + i] | 0x20 != b | 0x20 { continue outer }
-            return true
+        var accept = accept
+        return accept.withUTF8 { hay in
+            let needle = jsonMediaType
+            guard hay.count >= needle.count else { return false }
+            outer: for start in 0...(hay.count - needle.count) {
+                for (i, b) in needle.enumerated() where hay[start + i] | 0x20 != b | 0x20 { continue outer }
+                return true
+            }
+            return false
         }
-        return false
     }
+
+    private static let jsonMediaType = Array("application/json".utf8)
 
     /// Whether a request is a top-level page load: `Sec-Fetch-Dest: document`, or no such
     /// header (clients that predate Fetch Metadata, curl).

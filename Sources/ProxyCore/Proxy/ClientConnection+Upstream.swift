@@ -361,17 +361,7 @@ extension ClientConnection {
             return
         }
         if !response.started {
-            // A connection that never opened: nothing was sent, so a name's next address may
-            // take the request (unless body bytes already went into the failed connection).
-            if up.connectFailed {
-                addressFailed(up.address, reason)
-                if Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
-                    upstream = nil
-                    up.abort()
-                    connectUpstream(fresh: true, after: up.address)
-                    return
-                }
-            }
+            if up.connectFailed && tryNextAddress(after: up, reason) { return }
             // A pooled connection the upstream had already closed: safe to try once more,
             // on a fresh connection, if the request is idempotent and nothing reached the app.
             if up.reused && !up.receivedAny && !retried && head.method.isIdempotent && requestBodyBytes == 0 {
@@ -405,16 +395,7 @@ extension ClientConnection {
 
     func upstreamTimedOut(connecting: Bool) {
         if connecting {
-            // Nothing was sent: a name's next address may still take the request.
-            if let up = upstream, listener.pool(loop).resolver != nil {
-                addressFailed(up.address, "connect timed out")
-                if Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 {
-                    upstream = nil
-                    up.abort()
-                    connectUpstream(fresh: true, after: up.address)
-                    return
-                }
-            }
+            if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
             upstreamFailure(504, "upstream connect timed out")
         } else if response.started {
             listener.log.warn("upstream stalled mid-response", ["status": "\(response.status)"])
@@ -422,6 +403,18 @@ extension ClientConnection {
         } else {
             upstreamFailure(504, "upstream response timed out")
         }
+    }
+
+    /// A connection that never opened (refused, timed out): nothing was sent, so a name's next
+    /// address may take the request — unless body bytes already went into the failed one.
+    /// False when none is left to try (a fixed address has none).
+    private func tryNextAddress(after up: UpstreamConnection, _ reason: String) -> Bool {
+        addressFailed(up.address, reason)
+        guard Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 else { return false }
+        upstream = nil
+        up.abort()
+        connectUpstream(fresh: true, after: up.address)
+        return true
     }
 
     /// A connection to one of a name's addresses failed: it is passed over for a while
