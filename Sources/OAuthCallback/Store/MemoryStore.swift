@@ -43,9 +43,10 @@ public final class MemoryStore: Store {
 
     /// One entry's bookkeeping beyond its key and value bytes: dictionary slot, expiry-heap
     /// item, the key's and the value's heap blocks with their headers and malloc rounding.
-    /// Measured: 300,000 replay-guard entries (71-byte key, 1-byte value) raised the RSS by
-    /// 254 bytes each (2026-11-30), so 71 + 1 + 180 ≈ what is really spent, and `maxBytes`
-    /// bounds real memory, not a third of it.
+    /// Measured once by hand (2026-11-30): 300,000 replay-guard entries (71-byte key, 1-byte
+    /// value) in a `Table` raised the RSS by 254 bytes each, so 71 + 1 + 180 ≈ what is really
+    /// spent and `maxBytes` bounds real memory, not two thirds of it. bench/callbacks reports
+    /// the proxy's RSS growth per callback on every run (≈ 320 bytes, everything included).
     public static let entryOverhead = 180
     /// Dead entries removed per operation, at most (rule 2).
     static let sweepBudget = 16
