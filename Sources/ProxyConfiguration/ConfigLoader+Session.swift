@@ -1,4 +1,5 @@
 import OAuthCallback
+import ProxyCore
 
 /// The `oauth.session:` section (session hand-off mode).
 ///
@@ -52,15 +53,11 @@ extension ConfigLoader {
             if case .scalar(let v, _, _) = node, v == "all" || v == "none" {
                 s.protect = v == "all" ? .all : .none
             } else if let list = m.strings("protect") {
-                if list.allSatisfy({ $0.hasPrefix("/") }) { s.protect = .prefixes(list) } else {
-                    m.problems.add(m.child("protect"), node.line, "must be all, none or a list of path prefixes starting with /")
-                }
+                s.protect = .prefixes(pathPrefixes(list, m, "protect", node.line))
             }
         }
         if let list = m.strings("skip") {
-            if list.allSatisfy({ $0.hasPrefix("/") }) { s.skip = list } else {
-                m.problems.add(m.child("skip"), m.node("skip")?.line, "must be path prefixes starting with /")
-            }
+            s.skip = pathPrefixes(list, m, "skip", m.node("skip")?.line)
         }
         if let b = m.bool("server_side") { s.serverSide = b }
         if let u = m.string("error_url") {
@@ -80,5 +77,18 @@ extension ConfigLoader {
         }
         m.finish()
         return s
+    }
+
+    /// `protect`/`skip` entries: canonical paths (they are compared with the canonical request
+    /// path, so `/%61dmin` or `/x/../admin` could never match as written); each bad one reported.
+    private func pathPrefixes(_ list: [String], _ m: MappingReader, _ key: String, _ line: Int?) -> [PathPrefix] {
+        var out: [PathPrefix] = []
+        for entry in list {
+            switch PathPrefix.parse(entry) {
+            case .success(let p): out.append(p)
+            case .failure(let why): m.problems.add(m.child(key), line, "'\(entry)' \(why.text)")
+            }
+        }
+        return out
     }
 }

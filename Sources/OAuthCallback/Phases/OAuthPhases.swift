@@ -11,7 +11,7 @@ public struct OAuthPhases: HTTPPhases {
     private let webCallbackPath = Array(SessionLayer.webCallbackPath.utf8)
     private let log: Logger
     private let metrics: OAuthMetrics
-    private let oauthPrefix: StaticString = "/_oauth/"
+    private let oauthPrefix: StaticString = "/_oauth"
     /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
     private let limiter: CallbackRateLimiter?
 
@@ -100,7 +100,7 @@ public struct OAuthPhases: HTTPPhases {
 
     public func route(_ request: borrowing RequestView) -> RequestRoute? {
         if request.pathEquals(callbackPath) { return .callback }
-        return request.pathHasPrefix(oauthPrefix) ? .oauth : nil
+        return request.pathIsUnder(oauthPrefix) ? .oauth : nil
     }
 
     /// Whatever answers a callback URL (our page or the app's relayed response) is not cached

@@ -138,7 +138,7 @@ public final class SessionLayer: Sendable {
                 webCallback(query: query, host: host, cookies: cookies, on: loop) { sink.respond($0) }
             }
         default:
-            let needed = settings.requiresSession(path)
+            let needed = request.withPathReadings { settings.requiresSession($0) }
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
             // get a 401, not a redirect to sign-in: following it would start sign-ins nobody
             // finishes, whose state cookies push out the one of the page's sign-in in flight.
@@ -298,6 +298,7 @@ public final class SessionLayer: Sendable {
         let now = clock()
         let session = ProxySession(provider: record.provider, subject: identity.subject, email: identity.email,
                                    emailVerified: identity.emailVerified ?? false, name: identity.name,
+                                   preferredUsername: identity.preferredUsername, groups: identity.groups,
                                    accessToken: settings.passAccessToken ? identity.tokens.accessToken : nil,
                                    issuedAt: now, expiresAt: now + settings.lifetimeSeconds)
         let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
@@ -331,8 +332,10 @@ public final class SessionLayer: Sendable {
         guard !mine.isEmpty else { return nil }
         let now = clock()
         guard let loop else { return cookie.session(from: mine, now: now) }
-        // Chunks are keyed with their names, in the order sent: another order is only a miss.
-        let key = mine.count == 1 ? mine[0].value : mine.map { $0.name + "=" + $0.value }.joined(separator: ";")
+        // Keyed by names and values, in the order sent (another order is only a miss): the
+        // same value under another name (`_oauth_session_0=<a whole cookie>`) does not open,
+        // so it must not find the entry of the name it does open under.
+        let key = mine.count == 1 ? mine[0].name + "=" + mine[0].value : mine.map { $0.name + "=" + $0.value }.joined(separator: ";")
         return opened.session(for: key, on: loop, now: now) { cookie.session(from: mine, now: now) }
     }
 

@@ -1,3 +1,5 @@
+import ProxyCore
+
 /// `session` hand-off mode: the proxy's own sign-in (oauth2-proxy style), identity passed
 /// upstream in headers. Present when any provider uses `handoff: session`.
 public struct SessionSettings: Sendable, Equatable {
@@ -18,7 +20,7 @@ public struct SessionSettings: Sendable, Equatable {
     /// Which paths need a session: none (only headers for those who have one), all, or prefixes.
     public var protect: PathRule = .none
     /// Path prefixes that never need a session (matched on the path only, never the query).
-    public var skip: [String] = []
+    public var skip: [PathPrefix] = []
     /// Keep sessions in the store, the cookie carrying only a sealed random session id, so
     /// sign-out ends a session everywhere (a copied cookie dies with it). nil = follow the
     /// store: on with a shared store (redis), off with the in-memory one (sessions then live in
@@ -34,18 +36,26 @@ public struct SessionSettings: Sendable, Equatable {
 
     public enum PathRule: Sendable, Equatable {
         case none, all
-        case prefixes([String])
+        case prefixes([PathPrefix])
     }
 
     public init() {}
 
-    /// Whether `path` (without query) needs a session.
-    public func requiresSession(_ path: String) -> Bool {
-        if skip.contains(where: { path.hasPrefix($0) }) { return false }
+    /// Whether the request path needs a session. Fails closed over the ways servers read a path
+    /// (`PathReadings`): skipped only when every reading lies under a `skip` prefix, protected
+    /// when any reading lies under a `protect` prefix. Prefixes match on segment boundaries.
+    public func requiresSession(_ readings: PathReadings) -> Bool {
+        if !skip.isEmpty && readings.every({ p in skip.contains { $0.matches(p) } }) { return false }
         switch protect {
         case .none: return false
         case .all: return true
-        case .prefixes(let p): return p.contains { path.hasPrefix($0) }
+        case .prefixes(let list): return readings.any { p in list.contains { $0.matches(p) } }
         }
+    }
+
+    /// The same for a path as a client might send it (configuration checks, tests). A path the
+    /// engine would refuse counts as protected.
+    public func requiresSession(_ path: String) -> Bool {
+        PathReadings.of(path) { requiresSession($0) } ?? true
     }
 }

@@ -78,6 +78,14 @@ public struct RequestHead: Sendable {
     /// for absolute-form the part after the authority, which may be empty (write `/`) or,
     /// for `http://host?q`, start with `?` (write `/` before it); for CONNECT the authority-form target.
     public var path: ByteRange = .empty
+    /// `path` without its query: what `PathCanonicalizer` read.
+    public var pathOnly: ByteRange = .empty
+    /// The canonical path when the bytes at `pathOnly` are not canonical (`%61dmin`, `//x`,
+    /// `/a/../b`, or empty for `http://host`); empty when they are — the common case, which
+    /// copies nothing. Either way, this is the path every phase sees and the one forwarded.
+    public var canonicalPath: [UInt8] = []
+    /// What the canonical path holds that servers read differently (see `PathReadings`).
+    public var pathTraits: PathTraits = []
     /// The `host[:port]` of an absolute-form target; nil for every other form.
     public var authority: ByteRange? = nil
     public var version: HTTPVersion = .http11

@@ -40,6 +40,9 @@ public struct RequestParser: Sendable {
         head.methodRange = .empty
         head.target = .empty
         head.path = .empty
+        head.pathOnly = .empty
+        head.canonicalPath.removeAll(keepingCapacity: true)
+        head.pathTraits = []
         head.authority = nil
         head.version = .http11
         head.headers.removeAll(keepingCapacity: true)
@@ -200,10 +203,12 @@ public struct RequestParser: Sendable {
                 throw .failed(fail(400, "CONNECT needs a host:port target"))
             }
             head.path = target
+            head.pathOnly = target
             return
         }
         if first == UInt8(ascii: "/") {
             head.path = target
+            try canonicalizePath(buffer, &head)
             return
         }
         if first == UInt8(ascii: "*") {
@@ -211,6 +216,7 @@ public struct RequestParser: Sendable {
                 throw .failed(fail(400, "asterisk-form is only for OPTIONS"))
             }
             head.path = target
+            head.pathOnly = target
             return
         }
         let schemeLength: Int
@@ -230,6 +236,26 @@ public struct RequestParser: Sendable {
         }
         head.authority = authority
         head.path = ByteRange(start: p, count: target.end - p)
+        try canonicalizePath(buffer, &head)
+    }
+
+    /// One request target, one meaning: the path every phase decides on and the one forwarded
+    /// is the canonical one (`PathCanonicalizer`); spellings no server agrees on are refused here.
+    static func canonicalizePath(_ buffer: UnsafeRawBufferPointer, _ head: inout RequestHead) throws(HeadStop) {
+        let path = head.path
+        var end = path.start
+        while end < path.end && buffer[end] != UInt8(ascii: "?") { end += 1 }
+        head.pathOnly = ByteRange(start: path.start, count: end - path.start)
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[path.start..<end])
+        switch PathCanonicalizer.canonicalize(bytes, into: &head.canonicalPath) {
+        case .canonical(let traits):
+            head.canonicalPath.removeAll(keepingCapacity: true)
+            head.pathTraits = traits
+        case .rewritten(let traits):
+            head.pathTraits = traits
+        case .refused(let reason):
+            throw .failed(fail(400, reason))
+        }
     }
 
     // MARK: Fields

@@ -47,9 +47,7 @@ public final class AccessLog: @unchecked Sendable {
             out.append("\",\"method\":\"")
             out.append(bytes.baseAddress! + c.head.methodRange.start, count: c.head.methodRange.count)
             out.append("\",\"path\":\"")
-            let p = r.request.pathRange
-            appendEscaped(&out, bytes.baseAddress! + p.start, p.count == 0 ? 0 : p.count)
-            if p.count == 0 { out.append(byte: 0x2F) }
+            r.request.withPath { appendEscaped(&out, $0.baseAddress!, $0.count) }
         } else {
             out.append("\",\"method\":\"\",\"path\":\"")
         }
@@ -85,9 +83,7 @@ public final class AccessLog: @unchecked Sendable {
             let bytes = c.headBytes
             out.append(bytes.baseAddress! + c.head.methodRange.start, count: c.head.methodRange.count)
             out.append(byte: 0x20)
-            let p = r.request.pathRange
-            appendEscaped(&out, bytes.baseAddress! + p.start, p.count)
-            if p.count == 0 { out.append(byte: 0x2F) }
+            r.request.withPath { appendEscaped(&out, $0.baseAddress!, $0.count) }
         } else {
             out.append("-")
         }

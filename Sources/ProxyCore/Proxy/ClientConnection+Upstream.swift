@@ -57,11 +57,14 @@ extension ClientConnection {
         if let target = rewrite?.target {
             out.append(string: target)
         } else {
-            // Absolute-form without a path (`http://host` or `http://host?q`) means "/".
-            if head.path.count == 0 || bytes.load(fromByteOffset: head.path.start, as: UInt8.self) == 0x3F {
-                out.append(byte: 0x2F)
+            // The canonical path (the one every phase decided on), then the query as received.
+            let pathOnly = head.pathOnly
+            if head.canonicalPath.isEmpty {
+                out.append(bytes + pathOnly.start, count: pathOnly.count)
+            } else {
+                head.canonicalPath.withUnsafeBytes { out.append($0) }
             }
-            out.append(bytes + head.path.start, count: head.path.count)
+            out.append(bytes + pathOnly.end, count: head.path.end - pathOnly.end)
         }
         out.append(" HTTP/1.1\r\n")
         // Host is preserved; for an absolute-form target its authority is the host (RFC 9112 §3.2.2).

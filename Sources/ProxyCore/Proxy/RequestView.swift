@@ -38,45 +38,66 @@ public struct RequestView {
     /// The id this request is logged and forwarded under (`X-Request-Id`; see `RequestID`).
     public var requestID: String { connection.requestIDString }
 
-    /// The path without the query.
+    /// The canonical path without the query (`PathCanonicalizer`): what every path rule
+    /// decides on and what is forwarded.
     public var path: String {
-        let p = pathRange
-        return string(p)
+        withPath { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// The full path-and-query as received (absolute-form reduced to its path).
+    /// The canonical path and the query as received: the target forwarded upstream (for
+    /// absolute-form, reduced to origin-form).
     public var target: String {
-        let p = connection.head.path
-        let s = string(p)
-        return s.hasPrefix("/") || s == "*" ? s : "/" + s
+        guard let query else { return path }
+        return path + "?" + query
     }
 
-    /// The query string without `?`, if any.
+    /// The query string without `?`, if any, exactly as received.
     public var query: String? {
         let full = connection.head.path
-        let p = pathRange
-        guard p.count < full.count else { return nil }
-        return string(ByteRange(start: p.end + 1, count: full.count - p.count - 1))
+        let p = connection.head.pathOnly
+        guard p.end < full.end else { return nil }
+        return string(ByteRange(start: p.end + 1, count: full.end - p.end - 1))
     }
 
-    /// Compares the path (without query) with a literal, without allocating.
+    /// The canonical path's bytes, valid during `body`.
+    @inline(__always)
+    public func withPath<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if connection.head.canonicalPath.isEmpty {
+            let p = connection.head.pathOnly
+            return body(UnsafeRawBufferPointer(rebasing: connection.headBytes[p.start..<p.end]))
+        }
+        return connection.head.canonicalPath.withUnsafeBytes(body)
+    }
+
+    /// Every reading of the path that a common server might make (`PathReadings`), for rules
+    /// that must fail closed: `protect` under any reading, `skip` under every one.
+    public func withPathReadings<R>(_ body: (PathReadings) -> R) -> R {
+        let traits = connection.head.pathTraits
+        return withPath { body(PathReadings(canonical: $0, traits: traits)) }
+    }
+
+    /// Compares the canonical path with a literal, without allocating.
     public func pathEquals(_ literal: StaticString) -> Bool {
-        let p = pathRange
-        guard p.count == literal.utf8CodeUnitCount else { return false }
-        return memcmp(connection.headBytes.baseAddress! + p.start, literal.utf8Start, p.count) == 0
+        withPath { p in
+            p.count == literal.utf8CodeUnitCount && memcmp(p.baseAddress!, literal.utf8Start, p.count) == 0
+        }
     }
 
-    /// Compares the path (without query) with configured bytes, without allocating.
+    /// Compares the canonical path with configured bytes, without allocating.
     public func pathEquals(_ path: [UInt8]) -> Bool {
-        let p = pathRange
-        guard p.count == path.count else { return false }
-        return path.withUnsafeBytes { memcmp(connection.headBytes.baseAddress! + p.start, $0.baseAddress!, p.count) == 0 }
+        withPath { p in
+            p.count == path.count && path.withUnsafeBytes { memcmp(p.baseAddress!, $0.baseAddress!, p.count) == 0 }
+        }
     }
 
-    public func pathHasPrefix(_ literal: StaticString) -> Bool {
-        let p = pathRange
-        guard p.count >= literal.utf8CodeUnitCount else { return false }
-        return memcmp(connection.headBytes.baseAddress! + p.start, literal.utf8Start, literal.utf8CodeUnitCount) == 0
+    /// Whether the canonical path is `literal` or lies below it, on a segment boundary
+    /// (`/_oauth` matches `/_oauth` and `/_oauth/start`, not `/_oauthx`).
+    public func pathIsUnder(_ literal: StaticString) -> Bool {
+        withPath { p in
+            let n = literal.utf8CodeUnitCount
+            guard p.count >= n, memcmp(p.baseAddress!, literal.utf8Start, n) == 0 else { return false }
+            return p.count == n || p[n] == UInt8(ascii: "/")
+        }
     }
 
     /// The first value of a header field (name case-insensitive).
@@ -105,14 +126,6 @@ public struct RequestView {
     public var host: String? {
         if let authority = connection.head.authority { return string(authority) }
         return connection.head.hostIndex.map { string(connection.head.headers[$0].value) }
-    }
-
-    var pathRange: ByteRange {
-        let p = connection.head.path
-        let bytes = connection.headBytes
-        var i = p.start
-        while i < p.end && bytes[i] != UInt8(ascii: "?") { i += 1 }
-        return ByteRange(start: p.start, count: i - p.start)
     }
 
     func string(_ range: ByteRange) -> String {

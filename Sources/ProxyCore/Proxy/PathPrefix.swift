@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A configured path prefix (`protect`, `skip`), matched on segment boundaries: `/public`
+/// matches `/public` and `/public/…`, never `/publicadmin` or `/public.css`. A trailing `/`
+/// in the configuration is dropped (`/admin/` is `/admin`); `/` matches every path. Case is
+/// significant (RFC 3986 §6.2.2.1 leaves the path's case to the server).
+public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    /// nil with the reason when `text` is not a canonical path (it must be written the way the
+    /// engine forwards it: `/admin`, not `/%61dmin` or `/x/../admin`).
+    public static func parse(_ text: String) -> Result<PathPrefix, PathCanonicalizer.Refusal> {
+        guard text.hasPrefix("/") else { return .failure(.init(text: "must start with /")) }
+        switch PathCanonicalizer.canonical(text) {
+        case .failure(let r): return .failure(r)
+        case .success(let c) where c != text:
+            return .failure(.init(text: "is not in canonical form: write it as \(c)"))
+        case .success:
+            var b = Array(text.utf8)
+            if b.count > 1 && b.last == UInt8(ascii: "/") { b.removeLast() }
+            return .success(PathPrefix(bytes: b))
+        }
+    }
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    public var description: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Whether `path` is this prefix or lies below it.
+    public func matches(_ path: UnsafeRawBufferPointer) -> Bool {
+        let n = bytes.count
+        if n == 1 { return true }
+        guard path.count >= n else { return false }
+        let same = bytes.withUnsafeBytes { memcmp(path.baseAddress!, $0.baseAddress!, n) == 0 }
+        return same && (path.count == n || path[n] == UInt8(ascii: "/"))
+    }
+}

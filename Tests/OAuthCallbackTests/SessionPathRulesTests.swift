@@ -1,0 +1,50 @@
+import Testing
+import ProxyCore
+@testable import OAuthCallback
+
+/// `protect` and `skip` decide on the canonical path and fail closed over the ways servers
+/// read it: every spelling outside testers used to reach a protected route without a session.
+@Suite struct SessionPathRulesTests {
+    static func settings(protect: SessionSettings.PathRule, skip: [String] = []) -> SessionSettings {
+        var s = SessionSettings()
+        s.protect = protect
+        s.skip = skip.map { try! PathPrefix.parse($0).get() }
+        return s
+    }
+
+    static let admin = settings(protect: .prefixes([try! PathPrefix.parse("/admin").get(), try! PathPrefix.parse("/api/private").get()]))
+    static let allButPublic = settings(protect: .all, skip: ["/public"])
+
+    @Test(arguments: [
+        "/admin", "/admin/", "/admin/users", "//admin", "/%61dmin", "/%2Fadmin", "/adm%69n/users", "/api%2fprivate",
+        "/./admin", "/x/../admin", "/x/%2e%2e/admin", "/admin;jsessionid=1", "/admin%3B", "/x/..%2Fadmin",
+        "/x\\..\\admin", "/admin./", "/x/%252e%252e/admin", "/x%5C..%5Cadmin", "/%2561dmin", "/x/..;/admin",
+    ])
+    func protectedUnderAnyReading(_ path: String) {
+        #expect(Self.admin.requiresSession(path), "\(path)")
+    }
+
+    @Test(arguments: ["/", "/administrator", "/admins", "/public", "/api/privates", "/Admin", "/x/admin"])
+    func otherPathsAreNotProtected(_ path: String) {
+        #expect(!Self.admin.requiresSession(path), "\(path)")
+    }
+
+    @Test(arguments: [
+        "/admin", "/public/../admin", "/public/%2e%2e/admin", "/public/..%2fadmin", "/public/..%2Fadmin",
+        "/publicadmin", "/public-admin", "/public.admin", "/public/..;/admin", "/public;/../admin",
+        "/public/%252e%252e/admin", "/public\\..\\admin", "/public%2F..%2Fadmin", "/PUBLIC", "/public%5C..%5Cadmin",
+    ])
+    func skippedOnlyUnderEveryReading(_ path: String) {
+        #expect(Self.allButPublic.requiresSession(path), "\(path)")
+    }
+
+    @Test(arguments: ["/public", "/public/", "/public/app.css", "//public/x", "/%70ublic/x", "/public/a/../b"])
+    func skippedPaths(_ path: String) {
+        #expect(!Self.allButPublic.requiresSession(path), "\(path)")
+    }
+
+    @Test func aPathTheEngineRefusesCountsAsProtected() {
+        #expect(Self.admin.requiresSession("/../admin"))
+        #expect(Self.allButPublic.requiresSession("/public/%00"))
+    }
+}
