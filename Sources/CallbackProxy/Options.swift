@@ -41,6 +41,7 @@ struct Options {
       --drain-timeout DUR             graceful shutdown limit on SIGTERM/SIGINT (default 30s)
       --trusted-proxy CIDR            peers whose X-Forwarded-* headers are extended, not replaced (repeatable)
       --proxy-protocol                every public connection starts with a PROXY protocol header (v1/v2) naming the client
+      --allow-underscores-in-headers  forward header fields whose names carry _ (dropped by default)
       --tls-cert FILE                 serve TLS on the --listen addresses: PEM certificate chain (with --tls-key)
       --tls-key FILE                  PEM private key of --tls-cert (read once; reloaded on SIGHUP with the certificate)
       --tls-min-version V             1.2 or 1.3 (default 1.2; TLS 1.0/1.1 are never accepted)
@@ -136,6 +137,7 @@ struct Options {
                 guard let c = CIDR.parse(v) else { throw OptionError("--trusted-proxy: '\(v)' is not an address or CIDR range") }
                 o.edits.append { $0.proxy.trustedProxies.append(c) }
             case "--proxy-protocol": o.edits.append { $0.proxy.proxyProtocol = true }
+            case "--allow-underscores-in-headers": o.edits.append { $0.proxy.allowUnderscoresInHeaders = true }
             case "--tls-cert":
                 let v = try value()
                 o.edits.append { c in if c.tls == nil { c.tls = TLSServerSettings(certFile: v, keyFile: "") } else { c.tls!.certFile = v } }

@@ -32,6 +32,7 @@ extension ConfigLoader {
         ConfigKey("timeouts.tls_handshake"),
         ConfigKey("trusted_proxies", .list),
         ConfigKey("proxy_protocol"),
+        ConfigKey("allow_underscores_in_headers"),
         ConfigKey("tls", .section),
         ConfigKey("tls.cert"),
         ConfigKey("tls.key"),

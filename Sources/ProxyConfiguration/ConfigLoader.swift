@@ -170,6 +170,7 @@ public struct ConfigLoader {
             }
         }
         if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
+        if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
     }
 
     // MARK: TLS

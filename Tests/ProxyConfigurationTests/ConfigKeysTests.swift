@@ -20,6 +20,7 @@ import Testing
     limits: { max_body_size: 10m, max_header_size: 16k }
     timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
     trusted_proxies: [10.0.0.0/8]
+    allow_underscores_in_headers: true
     tls:
       cert: /tls/server.pem
       key: /tls/server.key

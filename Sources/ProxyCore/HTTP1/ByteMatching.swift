@@ -5,11 +5,31 @@
 // the search for CRLFCRLF) are scanned eight bytes at a time.
 
 public enum ByteMatching {
+    /// Whether the bytes at `range` hold `byte` (eight at a time: runs for every forwarded field).
+    @inline(__always)
+    public static func contains(_ buffer: UnsafeRawBufferPointer, _ range: ByteRange, _ byte: UInt8) -> Bool {
+        let base = buffer.baseAddress!
+        var p = range.start
+        let end = range.end
+        let pattern = SWAR.repeating(byte)
+        while p &+ 8 <= end {
+            if SWAR.zeroBytes(SWAR.load(base, p) ^ pattern) != 0 { return true }
+            p &+= 8
+        }
+        while p < end {
+            if buffer[p] == byte { return true }
+            p &+= 1
+        }
+        return false
+    }
+
     /// Whether the bytes at `range` equal `lowercase`, ignoring ASCII case in the buffer.
     /// `lowercase` must be lowercase ASCII (field names, tokens such as `chunked`).
+    /// - Parameter underscoreMatchesDash: `_` in the buffer also matches `-` in the literal
+    ///   (header names as CGI, Rack and WSGI fold them).
     @inlinable
     public static func equalsLowercase(_ buffer: UnsafeRawBufferPointer, _ range: ByteRange,
-                                       _ lowercase: StaticString) -> Bool {
+                                       _ lowercase: StaticString, underscoreMatchesDash: Bool = false) -> Bool {
         guard range.count == lowercase.utf8CodeUnitCount else { return false }
         let literal = lowercase.utf8Start
         for i in 0..<range.count {
@@ -18,7 +38,7 @@ public enum ByteMatching {
             // Only letters may fold: OR-ing 0x20 into other bytes would let CR (0x0D) match `-`.
             if l >= UInt8(ascii: "a") && l <= UInt8(ascii: "z") {
                 if b | 0x20 != l { return false }
-            } else if b != l {
+            } else if b != l && !(underscoreMatchesDash && l == UInt8(ascii: "-") && b == UInt8(ascii: "_")) {
                 return false
             }
         }

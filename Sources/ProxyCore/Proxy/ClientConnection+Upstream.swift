@@ -82,8 +82,13 @@ extension ClientConnection {
         }
         var forwardedFor: [ByteRange] = []
         var sawProto = false, sawHost = false
+        let underscoresAllowed = config.allowUnderscoresInHeaders
         for field in head.headers {
             let kind = HeaderKind.of(buffer, field.name)
+            // `_` in a name: CGI, Rack and WSGI fold it into `-`, so `X_Forwarded_For` would
+            // be read as ours. Forwarding fields never pass in that spelling; others only when
+            // the operator allows it (nginx's `underscores_in_headers`).
+            if (kind.isForwarding || !underscoresAllowed) && ByteMatching.contains(buffer, field.name, 0x5F) { continue }
             switch kind {
             case .hopByHop, .transferEncoding, .contentLength, .host:
                 continue
@@ -102,6 +107,8 @@ extension ClientConnection {
             case .xForwardedHost:
                 if !trusted || sawHost { continue }
                 sawHost = true
+            case .forwarding:
+                if !trusted { continue }
             case .xRequestID:
                 // Replaced by the one id this request is logged under (below).
                 continue

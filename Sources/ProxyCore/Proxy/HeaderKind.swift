@@ -4,6 +4,8 @@ import Glibc
 
 /// The header fields the engine treats specially while copying heads between client and
 /// upstream. Classified by length first, then one case-insensitive compare: no String work.
+/// The forwarding fields are recognised in their `_` spellings too (`X_Forwarded_For`): servers
+/// behind us that fold `_` into `-` (CGI, Rack, WSGI, PHP) would read those as ours.
 enum HeaderKind {
     case other
     /// Hop-by-hop (RFC 9110 §7.6.1 and the de-facto list): never forwarded.
@@ -17,10 +19,28 @@ enum HeaderKind {
     case xForwardedProto
     case xForwardedHost
     case xRequestID
+    /// Other fields that tell an app where a request came from and how (`Forwarded`,
+    /// `X-Real-IP`, `X-Forwarded-Port`, `-Ssl`, `-Scheme`, `-Prefix`): the proxy sets none of
+    /// them, and apps trust them from it (Rack reads `Forwarded` before `X-Forwarded-*`), so
+    /// they pass only from `trusted_proxies`.
+    case forwarding
+
+    /// Fields whose `_` spelling is dropped even from a trusted peer and even with
+    /// `allow_underscores_in_headers`: no proxy sends one.
+    var isForwarding: Bool {
+        switch self {
+        case .xForwardedFor, .xForwardedProto, .xForwardedHost, .xRequestID, .forwarding: return true
+        default: return false
+        }
+    }
 
     static func of(_ buffer: UnsafeRawBufferPointer, _ range: ByteRange) -> HeaderKind {
         @inline(__always) func isName(_ lowercase: StaticString) -> Bool {
             ByteMatching.equalsLowercase(buffer, range, lowercase)
+        }
+        /// `-` in the name also matches `_`.
+        @inline(__always) func isFolded(_ lowercase: StaticString) -> Bool {
+            ByteMatching.equalsLowercase(buffer, range, lowercase, underscoreMatchesDash: true)
         }
         switch range.count {
         case 2: return isName("te") ? .hopByHop : .other
@@ -29,19 +49,27 @@ enum HeaderKind {
         case 7:
             if isName("upgrade") { return .upgrade }
             return isName("trailer") ? .hopByHop : .other
+        case 9:
+            if isName("forwarded") { return .forwarding }
+            return isFolded("x-real-ip") ? .forwarding : .other
         case 10:
             if isName("connection") || isName("keep-alive") { return .hopByHop }
             return .other
-        case 12: return isName("x-request-id") ? .xRequestID : .other
+        case 12: return isFolded("x-request-id") ? .xRequestID : .other
         case 14: return isName("content-length") ? .contentLength : .other
-        case 15: return isName("x-forwarded-for") ? .xForwardedFor : .other
+        case 15:
+            if isFolded("x-forwarded-for") { return .xForwardedFor }
+            return isFolded("x-forwarded-ssl") ? .forwarding : .other
         case 16:
-            if isName("x-forwarded-host") { return .xForwardedHost }
+            if isFolded("x-forwarded-host") { return .xForwardedHost }
+            if isFolded("x-forwarded-port") { return .forwarding }
             return isName("proxy-connection") ? .hopByHop : .other
         case 17:
             if isName("transfer-encoding") { return .transferEncoding }
-            return isName("x-forwarded-proto") ? .xForwardedProto : .other
-        case 18: return isName("proxy-authenticate") ? .hopByHop : .other
+            return isFolded("x-forwarded-proto") ? .xForwardedProto : .other
+        case 18:
+            if isFolded("x-forwarded-scheme") || isFolded("x-forwarded-prefix") { return .forwarding }
+            return isName("proxy-authenticate") ? .hopByHop : .other
         case 19: return isName("proxy-authorization") ? .hopByHop : .other
         default: return .other
         }

@@ -18,6 +18,11 @@ public struct ProxyConfig: Sendable, Equatable {
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client: the
     /// listener sits behind a layer-4 load balancer that sends one (see `ProxyHeaderReader`).
     public var proxyProtocol = false
+    /// Forward header fields whose names carry `_`. Off by default, as nginx's
+    /// `underscores_in_headers off`: CGI, Rack, WSGI and PHP fold `_` into `-`, so
+    /// `X_Forwarded_For` would reach the app as `X-Forwarded-For`. The forwarding fields
+    /// (`HeaderKind.isForwarding`) are dropped in their `_` spellings whatever this says.
+    public var allowUnderscoresInHeaders = false
 
     public init() {}
 }
