@@ -229,4 +229,16 @@ import ProxyCore
         google.native["ios"] = Self.publicClient
         #expect(try ProviderFactory.make(google, http: idp) is GoogleProvider)
     }
+
+    @Test func theIdentityCarriesPreferredUsernameAndGroupsFromTheClaims() {
+        let claims = VerifiedClaims(claims: ["preferred_username": .string("jane"),
+                                             "groups": .array([.string("admins"), .number("7"), .string("staff")])],
+                                    issuer: "https://idp.example", subject: "s", audience: ["a"], expiresAt: 2, issuedAt: 1,
+                                    algorithm: .rs256, keyID: nil)
+        let identity = ProviderSupport.identity(claims, provider: "corp", tokens: TokenResponse(accessToken: "t"))
+        #expect(identity.preferredUsername == "jane")
+        #expect(identity.groups == ["admins", "staff"], "only strings are group names")
+        #expect(ProviderSupport.groups(JSONValue.string("one")) == ["one"])
+        #expect(ProviderSupport.groups(Optional<JSONValue>.none) == [] && ProviderSupport.groups(JSONValue.bool(true)) == [])
+    }
 }

@@ -354,6 +354,40 @@ import Testing
         #expect(rotated.session(jar, on: loop) == nil)
     }
 
+    /// The table is keyed by name and value: `_oauth_session_0=<a whole single cookie>` does
+    /// not open (the seal is bound to its name), cold or after the real name was seen.
+    @Test func aValidValueUnderAnotherCookieNameIsRefusedOnAColdAndAWarmLoop() throws {
+        let layer = try SessionLayer(oauth: Self.settings(), store: MemoryStore(clock: clock.read), identityProviders: [:],
+                                     serverSide: false, log: Logger(level: .error), clock: { 1_800_000_000 })
+        let session = ProxySession(provider: "google", subject: "108", issuedAt: 1_800_000_000, expiresAt: 1_800_000_600)
+        let jar = try layer.cookie.chunks(of: layer.cookie.seal(session))
+        try #require(jar.count == 1 && jar[0].name == "_oauth_session")
+        let renamed = [(name: "_oauth_session_0", value: jar[0].value)]
+        let loop = loop.loop
+        #expect(layer.session(renamed, on: loop) == nil, "cold")
+        #expect(layer.session(jar, on: loop)?.subject == "108")
+        #expect(layer.session(renamed, on: loop) == nil, "warm: the value was opened under its own name on this loop")
+        #expect(layer.session(jar, on: loop)?.subject == "108")
+    }
+
+    /// `preferred_username` and `groups` of the id_token reach the session, and from it
+    /// `X-Forwarded-Preferred-Username` and `X-Forwarded-Groups`.
+    @Test func preferredUsernameAndGroupsComeFromTheVerifiedIdentity() throws {
+        let identity = VerifiedIdentity(provider: "google", subject: "1", email: "jane@example.com", emailVerified: true,
+                                        preferredUsername: "jane", groups: ["admins", "staff"],
+                                        tokens: TokenResponse(accessToken: "t"))
+        let layer = try layer(serverSide: false, provider: CountingProvider(answer: .success(identity)))
+        let (cookies, q) = start(layer)
+        let r = try #require(callback(layer, FormEncoding.encode([("code", "c"), ("state", q["state"]!)]), cookies))
+        #expect(r.status == 302)
+        let jar = setCookies(r).filter { layer.cookie.isSessionCookieName($0.name) }
+        let opened = try #require(layer.session(jar))
+        #expect(opened.preferredUsername == "jane" && opened.groups == ["admins", "staff"])
+        let headers = layer.identityHeaders(opened)
+        #expect(headers.contains { $0.name == "X-Forwarded-Preferred-Username" && $0.value == "jane" })
+        #expect(headers.contains { $0.name == "X-Forwarded-Groups" && $0.value == "admins,staff" })
+    }
+
     @Test func cookieHeadersSplitIntoNamesAndValues() {
         func pairs(_ headers: [String]) -> [String] { SessionLayer.cookies(headers).map { "\($0.name)|\($0.value)" } }
         #expect(pairs(["a=b; c=d"]) == ["a|b", "c|d"])

@@ -53,15 +53,23 @@ public struct VerifiedIdentity: Sendable {
     public var email: String?
     public var emailVerified: Bool?
     public var name: String?
+    /// The id_token's `preferred_username` (OIDC Core §5.1), when it has one.
+    public var preferredUsername: String?
+    /// The id_token's `groups` (a list of strings, or one string), as Keycloak, Okta, Azure AD and
+    /// Dex send it when asked; empty when absent.
+    public var groups: [String]
     public var tokens: TokenResponse
 
     public init(provider: String, subject: String, email: String? = nil, emailVerified: Bool? = nil,
-                name: String? = nil, tokens: TokenResponse) {
+                name: String? = nil, preferredUsername: String? = nil, groups: [String] = [],
+                tokens: TokenResponse) {
         self.provider = provider
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
         self.name = name
+        self.preferredUsername = preferredUsername
+        self.groups = groups
         self.tokens = tokens
     }
 }

@@ -88,7 +88,15 @@ enum ProviderSupport {
     /// The identity an id_token vouches for.
     static func identity(_ claims: VerifiedClaims, provider: String, tokens: TokenResponse) -> VerifiedIdentity {
         VerifiedIdentity(provider: provider, subject: claims.subject, email: claims.email,
-                         emailVerified: claims.emailVerified, name: claims.name, tokens: tokens)
+                         emailVerified: claims.emailVerified, name: claims.name,
+                         preferredUsername: claims.raw["preferred_username"]?.stringValue,
+                         groups: groups(claims.raw["groups"]), tokens: tokens)
+    }
+
+    /// `groups` as a list of strings (one string is a list of one); anything else is no groups.
+    static func groups(_ claim: JSONValue?) -> [String] {
+        if let one = claim?.stringValue { return [one] }
+        return claim?.arrayValue?.compactMap(\.stringValue) ?? []
     }
 
     /// The common tail of an OpenID code exchange (Google, Apple, OIDC): POST the token form

@@ -4,7 +4,8 @@ import ProxyCore
 /// signed-in user carries the same cookie, and opening it (Base64, AES-256-GCM, JSON) was
 /// most of what session mode cost a request (bench/session).
 ///
-/// Caching changes nothing a request can observe: the key is the exact cookie text, whose
+/// Caching changes nothing a request can observe: the key is the exact cookie text (names and
+/// values: a value opens only under the name it was sealed for), whose
 /// content is sealed and never changes (a new session is a new cookie), the expiry is still
 /// checked on every use, and a cookie that does not open is never cached (junk cannot push
 /// real sessions out). A new configuration (another secret) builds a new layer and so a new
