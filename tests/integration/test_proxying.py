@@ -221,6 +221,61 @@ def test_x_forwarded_from_trusted_proxy_are_appended(proxy_factory, upstream):
     assert host == "public.example", hdr(e, "x-forwarded-host")
 
 
+# The `_` spellings of the forwarding fields, in every case: CGI, Rack and WSGI fold `_` into
+# `-`, so each would reach the app as the proxy's own field. Shared with test_session/test_relay.
+UNDERSCORE_SPOOFS = [
+    ("X_Forwarded_For", "6.6.6.1"), ("x_forwarded_for", "6.6.6.2"), ("X_FORWARDED_FOR", "6.6.6.3"),
+    ("x-forwarded_for", "6.6.6.4"), ("X_Forwarded_Host", "evil1.example"), ("x_forwarded_host", "evil2.example"),
+    ("X_FORWARDED_PROTO", "https-spoofed"), ("X_Forwarded_Proto", "https-spoofed2"), ("X_Real_IP", "6.6.6.5"),
+    ("x_forwarded_port", "4433"), ("X_Forwarded_Ssl", "on-spoofed"), ("X_Request_Id", "spoofed-request-id"),
+]
+
+
+def spoofed(echo):
+    """What of UNDERSCORE_SPOOFS reached the upstream, by name or by value."""
+    values = {v for _, v in UNDERSCORE_SPOOFS}
+    return [(n, v) for n, v in echo["headers"] if "_" in n or any(x in v for x in values)]
+
+
+@pytest.mark.parametrize("extra", [[], ["--allow-underscores-in-headers"], ["--trusted-proxy", "127.0.0.0/8"],
+                                   ["--allow-underscores-in-headers", "--trusted-proxy", "127.0.0.0/8"]])
+def test_underscore_spellings_of_forwarding_headers_never_reach_the_upstream(proxy_factory, upstream, extra):
+    p = proxy_factory(upstream, extra=extra)
+    with HTTPConn(p.port, source="127.0.0.2") as c:
+        c.request("GET", "/echo", UNDERSCORE_SPOOFS, host="site.example")
+        e = c.read_response().json()
+    assert spoofed(e) == []
+    assert hdr(e, "x-forwarded-for") == ["127.0.0.2"]
+    assert hdr(e, "x-forwarded-host") == ["site.example"]
+    assert hdr(e, "x-forwarded-proto") == ["http"]
+
+
+def test_other_underscore_headers_pass_only_when_allowed(proxy_factory, upstream):
+    fields = [("My_Header", "one"), ("x_custom", "two"), ("Plain-Header", "three")]
+    for extra, expected in [([], ["three"]), (["--allow-underscores-in-headers"], ["one", "two", "three"])]:
+        p = proxy_factory(upstream, extra=extra)
+        with p.conn() as c:
+            c.request("GET", "/echo", fields)
+            e = c.read_response().json()
+        assert [v for n, v in e["headers"] if v in ("one", "two", "three")] == expected, extra
+
+
+def test_forwarding_fields_the_proxy_does_not_set_pass_only_from_trusted_peers(proxy_factory, upstream):
+    fields = [("Forwarded", "for=6.6.6.6;host=evil.example;proto=https"), ("X-Real-IP", "6.6.6.7"),
+              ("X-Forwarded-Port", "443"), ("X-Forwarded-Ssl", "on"), ("X-Forwarded-Scheme", "https"),
+              ("X-Forwarded-Prefix", "/evil")]
+    p = proxy_factory(upstream, extra=["--trusted-proxy", "127.0.0.1/32"])
+    with HTTPConn(p.port, source="127.0.0.2") as c:
+        c.request("GET", "/echo", fields)
+        untrusted = c.read_response().json()
+    with HTTPConn(p.port, source="127.0.0.1") as c:
+        c.request("GET", "/echo", fields)
+        trusted = c.read_response().json()
+    names = [n for n, _ in fields]
+    assert [n for n, _ in untrusted["headers"] if n in names] == []
+    assert [n for n, _ in trusted["headers"] if n in names] == names
+
+
 def test_trusted_cidr_does_not_cover_other_peers(proxy_factory, upstream):
     p = proxy_factory(upstream, extra=["--trusted-proxy", "127.0.0.1/32"])
     with HTTPConn(p.port, source="127.0.0.2") as c:

@@ -44,7 +44,7 @@ class App:
                 url = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(url.query))
                 app.seen.append({"path": url.path, "query": q, "cookie": self.headers.get("Cookie"),
-                                 "host": self.headers.get("Host")})
+                                 "host": self.headers.get("Host"), "headers": list(self.headers.items())})
                 if url.path != CALLBACK:
                     return self.reply(200, {"page": "home"})
                 if "error" in q:
@@ -172,6 +172,24 @@ def test_relay_forwards_the_apps_callback_with_a_relay_code_the_app_redeems_once
     for secret in (grant.code, grant.code_verifier, grant.state, relay_code, page["token"]["access_token"],
                    page["token"]["id_token"], WEB_SECRET):
         assert secret not in logs
+
+
+@pytest.mark.parametrize("handoff", ["relay", "params"])
+def test_the_forwarded_app_callback_carries_no_underscore_spelling_of_a_forwarding_header(proxy_factory, tmp_path, idp,
+                                                                                          app, handoff):
+    from helpers import HTTPConn
+    from test_proxying import UNDERSCORE_SPOOFS, spoofed
+    p = start_proxy(proxy_factory, tmp_path, idp, app, handoff=handoff)
+    grant = idp.get_code(IOS)
+    target = callback_url(p, grant).split(f":{p.port}", 1)[1]
+    with HTTPConn(p.port) as c:
+        c.request("GET", target, headers=UNDERSCORE_SPOOFS + [("My_Header", "x")])
+        r = c.read_response()
+    assert r.status == 200, r
+    forwarded = [s for s in app.seen if s["path"] == CALLBACK][-1]
+    assert "redeemed" in r.json() or "params" in r.json()
+    assert spoofed({"headers": forwarded["headers"]}) == []
+    assert [v for k, v in forwarded["headers"] if k.lower() == "x-forwarded-for"] == ["127.0.0.1"]
 
 
 def test_relay_code_needs_the_apps_credentials(proxy_factory, tmp_path, idp, app):

@@ -29,7 +29,7 @@ def idp(tmp_path_factory):
         yield srv
 
 
-def session_config(idp, store="memory"):
+def session_config(idp, store="memory", rules="protect: [/private], allowed_redirect_hosts: [app.example.com]"):
     """The proxy's YAML for session mode with the native iOS client (and the environment its
     secrets come from)."""
     os.environ["SESSION_SECRET"] = SECRET
@@ -38,7 +38,7 @@ def session_config(idp, store="memory"):
 store: {store}
 oauth:
   ca_file: {idp.ca_cert}
-  session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], allowed_redirect_hosts: [app.example.com] }}
+  session: {{ secret_env: SESSION_SECRET, secure: false, {rules} }}
 providers:
   google:
     kind: google
@@ -126,6 +126,29 @@ def test_a_native_sign_in_sets_the_session_and_identity_reaches_the_upstream(spr
     assert [v for k, v in names if k in ("x-forwarded-email", "x_forwarded_email")] == ["alice@example.test"]
     assert [v for k, v in names if k == "x-forwarded-user"] != ["root"]
     assert not [k for k, v in names if "attacker" in v or v == "root"]
+
+
+def test_underscore_spellings_of_forwarding_headers_never_reach_the_upstream_signed_in_or_not(sproxy, idp):
+    from test_proxying import UNDERSCORE_SPOOFS, spoofed
+    r, _, _, _ = sign_in(sproxy, idp)
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    for cookies in (None, session):
+        e = get(sproxy, "/echo", cookies=cookies, headers=dict(UNDERSCORE_SPOOFS + [("X_Forwarded_Email", "evil@attacker.test")])).json()
+        assert spoofed(e) == [], cookies
+        assert not [v for _, v in e["headers"] if "attacker" in v]
+        assert [v for k, v in e["headers"] if k.lower() == "x-forwarded-for"] == ["127.0.0.1"]
+
+
+def test_a_session_cookie_value_under_another_name_is_refused_cold_and_warm(sproxy, idp):
+    """The proxy runs one loop here, so the second try finds the value opened under its real name."""
+    r, _, _, _ = sign_in(sproxy, idp)
+    session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
+    assert list(session) == ["_oauth_session"], "a single cookie (not chunked)"
+    renamed = {"_oauth_session_0": session["_oauth_session"]}
+    headers = {"Accept": "application/json"}
+    assert get(sproxy, "/private/x", cookies=renamed, headers=headers).status == 401, "cold"
+    assert get(sproxy, "/private/x", cookies=session, headers=headers).status == 404, "signed in: the upstream's own answer"
+    assert get(sproxy, "/private/x", cookies=renamed, headers=headers).status == 401, "warm"
 
 
 def test_without_a_session_identity_headers_are_stripped_and_protected_paths_redirect(sproxy, upstream):
