@@ -91,4 +91,13 @@ import Testing
         // Nothing in the URL could be trusted: never the app.
         #expect(Handoff.appFailureTarget(failure, nil, settings: settings) == nil)
     }
+
+    /// The never-redeemed check runs while the code still lives, at every allowed TTL (1–60 s):
+    /// at 1 s it used to wait the whole second and find the code already gone.
+    @Test(arguments: [(Int64(1), UInt64(750_000_000)), (2, 1_500_000_000), (4, 3_000_000_000), (60, 59_000_000_000)])
+    func theRedemptionCheckComesBeforeTheCodeExpires(_ c: (Int64, UInt64)) {
+        let delay = Handoff.redemptionCheckDelay(ttlSeconds: c.0)
+        #expect(delay == c.1)
+        #expect(delay < UInt64(c.0) * 1_000_000_000)
+    }
 }

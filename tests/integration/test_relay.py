@@ -338,11 +338,14 @@ def test_metrics_count_callbacks_relay_codes_and_idp_calls(proxy_factory, tmp_pa
     assert value(s, "callback_proxy_store_errors_total", store="memory") == 0
 
 
-def test_a_relay_code_never_redeemed_is_counted_and_named_as_a_likely_misconfiguration(proxy_factory, tmp_path, idp, app):
+@pytest.mark.parametrize("ttl", ["1s", "2s"])
+def test_a_relay_code_never_redeemed_is_counted_and_named_as_a_likely_misconfiguration(proxy_factory, tmp_path, idp, app,
+                                                                                       ttl):
     """The classic mistake: the app's token URL still points at the IdP, so the relay code it
-    receives is never redeemed here. The operator sees a warning and a counter."""
+    receives is never redeemed here. The operator sees a warning and a counter — also at the
+    shortest TTL allowed, where a check one second before expiry would come after it."""
     from test_observability import samples, scrape, value
-    p = start_proxy(proxy_factory, tmp_path, idp, app, relay_ttl="2s")
+    p = start_proxy(proxy_factory, tmp_path, idp, app, relay_ttl=ttl)
     app.redeem = lambda code: (0, None)  # the app never calls the relay endpoint
     status, _, body = get(callback_url(p, idp.get_code(IOS)))
     assert status == 200

@@ -217,7 +217,7 @@ struct Handoff: Sendable {
     /// A relay code still unredeemed near its expiry almost always means the app's token URL
     /// does not point at the relay endpoint: say so where the operator will look.
     private func watchRedemption(_ code: String, provider: String) {
-        let ttl = UInt64(max(1, settings.relayCodeTTLSeconds - 1)) * 1_000_000_000
+        let ttl = Self.redemptionCheckDelay(ttlSeconds: settings.relayCodeTTLSeconds)
         let relayCodes = self.relayCodes
         let log = self.log
         let metrics = self.metrics
@@ -230,6 +230,16 @@ struct Handoff: Sendable {
                 }
             }
         }
+    }
+
+    /// When to look whether a relay code was redeemed (nanoseconds after minting): before it
+    /// expires — the store forgets it then, and an expired code looks like a redeemed one — by a
+    /// quarter of its lifetime, at most one second (1 s TTL: 750 ms; 60 s: 59 s). An app that
+    /// redeems in that last stretch is counted as never redeeming, a false alarm far rarer than
+    /// the silence it replaces.
+    static func redemptionCheckDelay(ttlSeconds: Int64) -> UInt64 {
+        let ttl = UInt64(max(1, ttlSeconds)) * 1_000_000_000
+        return ttl - min(1_000_000_000, ttl / 4)
     }
 
     private func elapsed() -> String {
