@@ -117,7 +117,13 @@ extension ConfigLoader {
                 s.apple = AppleSettings(teamID: team, keyID: key, privateKeyPEM: pem)
             }
         case .oidc:
-            if s.endpoints.issuer == nil && s.endpoints.discovery == nil {
+            // Only when neither key is written: one refused as a URL was reported already, and a
+            // second message saying it is missing would contradict the file.
+            let written = p.node("endpoints").flatMap { e -> Bool? in
+                guard case .mapping(let pairs, _) = e else { return nil }
+                return pairs.contains { $0.key == "issuer" || $0.key == "discovery" }
+            } ?? false
+            if s.endpoints.issuer == nil && s.endpoints.discovery == nil && !written {
                 p.problems.add(p.child("endpoints.issuer"), p.line, "an oidc provider needs endpoints.issuer or endpoints.discovery")
             }
         case .google:
@@ -171,6 +177,10 @@ extension ConfigLoader {
         }
         if client.clientSecret != nil && kind != .oidc {
             c.problems.add(c.child("client_secret_env"), c.line, "native \(kind.rawValue) clients take no client secret")
+        }
+        if client.clientSecret == nil && c.node("client_auth") != nil {
+            c.problems.add(c.child("client_auth"), c.node("client_auth")?.line,
+                           "names how to send a client secret, but the client has none: add client_secret_env or client_secret_file")
         }
         return client
     }

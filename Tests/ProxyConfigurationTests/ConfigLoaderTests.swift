@@ -243,6 +243,8 @@ import Testing
         ("kind: oidc", "providers.p.endpoints.issuer: an oidc provider needs endpoints.issuer or endpoints.discovery"),
         ("kind: google\n    endpoints: { token: http://idp.example.com/token }", "providers.p.endpoints.token: must be an https:// URL (http:// only for loopback)"),
         ("kind: google\n    algorithms: [HS256]", "providers.p.algorithms: 'HS256' is not supported (RS256, ES256)"),
+        // One message for one mistake: the refused issuer is not also reported as missing.
+        ("kind: oidc\n    endpoints: { issuer: http://idp.example.com }", "providers.p.endpoints.issuer: must be an https:// URL (http:// only for loopback)"),
     ])
     func providerMistakesAreNamed(extra: String, expected: String) {
         let p = problems("""
@@ -254,6 +256,19 @@ import Testing
             native: { android: { client_id: x, redirect_uri: "app:/cb" } }
         """)
         #expect(p == [expected])
+    }
+
+    @Test func clientAuthWithoutASecretIsNamed() {
+        let p = problems("""
+        providers:
+          p:
+            kind: oidc
+            endpoints: { issuer: https://idp.example.com }
+            handoff: params
+            app_callback: /cb
+            native: { android: { client_id: x, redirect_uri: "app:/cb", client_auth: client_secret_basic } }
+        """)
+        #expect(p == ["providers.p.native.android.client_auth: names how to send a client secret, but the client has none: add client_secret_env or client_secret_file"])
     }
 
     @Test func aFacebookNativeClientIsTheAppItself() {

@@ -203,8 +203,12 @@ extension OIDCProvider {
                 return .failure(unavailable("\(context): document has no issuer", retryable: false))
             }
             guard discovered == issuer else {
-                return .failure(unavailable("\(context): document issuer does not equal the configured issuer",
-                                            retryable: false))
+                // Both values: they are public, and the difference is usually one `/` at the end.
+                var detail = "\(context): document issuer \"\(discovered)\" does not equal endpoints.issuer \"\(issuer)\""
+                if ProviderSupport.trimmingTrailingSlashes(discovered) == ProviderSupport.trimmingTrailingSlashes(issuer) {
+                    detail += " (they differ only in a trailing /: write endpoints.issuer exactly as the document has it)"
+                }
+                return .failure(unavailable(detail, retryable: false))
             }
             guard let tokenEndpoint = tokenOverride ?? document["token_endpoint"]?.stringValue,
                   Self.isAcceptableEndpoint(tokenEndpoint) else {
