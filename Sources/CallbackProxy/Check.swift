@@ -56,11 +56,32 @@ enum Check {
                 print("note: the upstream name '\(name)' does not resolve here (\(error.reason)); "
                       + "started here, the proxy would answer 502 until it does")
             }
+            for note in retiredGraphVersions(c, today: today()) { print("note: " + note) }
             return 0
         case .failure(let problems):
             for p in problems.items { print("\(options.configPath ?? "configuration"): \(p)") }
             print("\(problems.items.count) problem(s)")
             return 1
         }
+    }
+
+    /// Facebook providers whose `endpoints.graph` names a Graph API version past its last day.
+    /// A note, not a problem: the calls still work, answered by another version.
+    static func retiredGraphVersions(_ c: AppConfig, today: Int) -> [String] {
+        c.oauth.providers.values.sorted { $0.name < $1.name }.compactMap { p in
+            guard p.kind == .facebook, let graph = p.endpoints.graph, let version = GraphAPIVersions.version(in: graph),
+                  let retired = GraphAPIVersions.retirement(of: version, today: today) else { return nil }
+            return "providers.\(p.name).endpoints.graph: Graph API \(version) is no longer served (\(retired), by Facebook's "
+                + "changelog as of \(GraphAPIVersions.lastUpdated)); Facebook answers its calls with the oldest version still available. "
+                + "Use \(GraphAPIVersions.newest) or leave endpoints.graph out"
+        }
+    }
+
+    /// Today (UTC) as yyyymmdd.
+    private static func today() -> Int {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return Int(parts.tm_year + 1900) * 10_000 + Int(parts.tm_mon + 1) * 100 + Int(parts.tm_mday)
     }
 }

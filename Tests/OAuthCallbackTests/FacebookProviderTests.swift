@@ -188,4 +188,17 @@ import ProxyCore
         let error = #expect(throws: ProviderConfigurationError.self) { try ProviderFactory.make(settings, http: idp) }
         #expect(error?.description == "provider facebook: kind facebook needs app_id and app_secret")
     }
+
+    @Test func theDefaultGraphVersionIsTheNewestAndRetiredOnesAreNamed() {
+        #expect(FacebookProvider.defaultGraph == "https://graph.facebook.com/" + GraphAPIVersions.newest)
+        #expect(GraphAPIVersions.retirement(of: GraphAPIVersions.newest, today: 2026_12_01) == nil)
+        #expect(GraphAPIVersions.version(in: "https://graph.facebook.com/v19.0") == "v19.0")
+        #expect(GraphAPIVersions.version(in: "https://graph.facebook.com/v19.0/") == "v19.0")
+        #expect(GraphAPIVersions.version(in: "http://127.0.0.1:9000") == nil)
+        #expect(GraphAPIVersions.retirement(of: "v19.0", today: 2026_12_01) == "available until 2026-05-21")
+        #expect(GraphAPIVersions.retirement(of: "v19.0", today: 2026_05_21) == nil, "its last day still answers")
+        #expect(GraphAPIVersions.retirement(of: "v12.0", today: 2026_12_01) == "retired before 2025-05-14")
+        #expect(GraphAPIVersions.retirement(of: "v21.0", today: 2026_12_01) == nil)
+        #expect(GraphAPIVersions.retirement(of: "v99.0", today: 2026_12_01) == nil, "unknown newer versions are not judged")
+    }
 }

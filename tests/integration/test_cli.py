@@ -1,6 +1,7 @@
 """The command line: --help and --version exit 0; any bad flag or value exits 2 with a message on
 stderr and without starting to listen."""
 
+import os
 import re
 import subprocess
 
@@ -70,3 +71,32 @@ def test_good_sizes_and_durations_are_accepted(proxy_factory, upstream):
         c.request("GET", "/echo")
         assert c.read_response().status == 200
 
+
+
+@pytest.mark.parametrize("graph,note", [
+    ("endpoints: { graph: https://graph.facebook.com/v19.0 }",
+     "note: providers.fb.endpoints.graph: Graph API v19.0 is no longer served (available until 2026-05-21"),
+    ("", None),
+])
+def test_check_notes_a_retired_facebook_graph_version(proxy_bin, tmp_path, graph, note):
+    config = tmp_path / "fb.yaml"
+    config.write_text(f"""
+upstream: http://127.0.0.1:9
+providers:
+  fb:
+    kind: facebook
+    handoff: verify
+    app_id: "1234567890"
+    app_secret_env: FB_SECRET
+    native: {{ ios: {{ client_id: "1234567890" }} }}
+    {graph}
+""")
+    out = subprocess.run([proxy_bin, "check", "--config", str(config)], capture_output=True, text=True,
+                         env={**os.environ, "FB_SECRET": "not-a-real-secret"}, timeout=10)
+    assert out.returncode == 0, out.stdout + out.stderr
+    notes = [l for l in out.stdout.splitlines() if "endpoints.graph" in l]
+    if note is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(note), out.stdout
+        assert "Use v26.0" in notes[0]

@@ -20,7 +20,7 @@ import ProxyCore
 /// log detail names only the *path* of a call, and fetcher details are cut at `?` and scrubbed
 /// of the secret, the tokens and the code.
 public struct FacebookProvider: IdentityProvider {
-    public static let defaultGraph = "https://graph.facebook.com/v19.0"
+    public static let defaultGraph = "https://graph.facebook.com/" + GraphAPIVersions.newest
     public static let defaultJWKS = "https://www.facebook.com/.well-known/oauth/openid/jwks/"
     public static let defaultIssuer = "https://www.facebook.com"
 

@@ -344,7 +344,7 @@ public final class SessionLayer: Sendable {
         switch p.kind {
         case .google: return "https://accounts.google.com/o/oauth2/v2/auth"
         case .apple: return "https://appleid.apple.com/auth/authorize"
-        case .facebook: return "https://www.facebook.com/v19.0/dialog/oauth"
+        case .facebook: return "https://www.facebook.com/\(GraphAPIVersions.newest)/dialog/oauth"
         case .oidc: return nil
         }
     }

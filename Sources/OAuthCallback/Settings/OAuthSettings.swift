@@ -139,7 +139,7 @@ public struct ProviderEndpoints: Sendable, Equatable {
     public var token: String? = nil
     public var jwks: String? = nil
     public var userinfo: String? = nil
-    /// Facebook Graph API base, e.g. `https://graph.facebook.com/v19.0`.
+    /// Facebook Graph API base, e.g. `https://graph.facebook.com/v26.0` (`GraphAPIVersions.newest` by default).
     public var graph: String? = nil
     public init() {}
 }
