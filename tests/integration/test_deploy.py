@@ -135,14 +135,14 @@ def test_an_unknown_variable_fails_check_and_start_naming_it(proxy_bin, tmp_path
 # Example configurations: every one passes check, with the variables they name set
 
 SECRETS = {"GOOGLE_CLIENT_SECRET": "dummy-google", "FACEBOOK_APP_SECRET": "dummy-facebook",
-           "CORP_CLIENT_SECRET": "dummy-corp", "SESSION_SECRET": "s" * 40,
+           "CORP_CLIENT_SECRET": "dummy-corp", "CORP_WEB_SECRET": "dummy-corp-web", "SESSION_SECRET": "s" * 40,
            "REDIS_PASSWORD": "dummy-redis"}
 
 EXAMPLES = sorted(f for f in os.listdir(os.path.join(DEPLOY, "examples")) if f.endswith(".yaml"))
 
 
 def test_the_named_examples_exist():
-    assert {"rails-devise-relay.yaml", "header-auth-session.yaml"} <= set(EXAMPLES)
+    assert {"rails-devise-relay.yaml", "header-auth-session.yaml", "oidc-relay-confidential.yaml"} <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
