@@ -31,6 +31,11 @@ struct TLSWiring {
                 problems.append(ConfigProblem(path: Self.storeKey(for: error, config.storeTLS), line: nil, message: error.description))
             }
         }
+        // libcurl reads it only at the first IdP call, and then says `curl 77`: read it now.
+        if let caFile = config.oauth.caFile, let problem = CertificateFile.problem(caFile) {
+            problems.append(ConfigProblem(path: "oauth.ca_file", line: nil,
+                                          message: problem.description + " (the CA the IdPs' certificates are verified against)"))
+        }
         if !problems.isEmpty { throw ConfigProblems(problems) }
         self.credentials = credentials
         self.upstream = upstream

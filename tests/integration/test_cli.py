@@ -100,3 +100,18 @@ providers:
     else:
         assert len(notes) == 1 and notes[0].startswith(note), out.stdout
         assert "Use v26.0" in notes[0]
+
+
+@pytest.mark.parametrize("content,reason", [("not a certificate\n", "holds no PEM certificate"), (None, "cannot read")])
+def test_check_and_start_up_name_an_oauth_ca_file_that_is_not_a_pem_certificate(proxy_bin, tmp_path, content, reason):
+    ca = tmp_path / "idp-ca.pem"
+    if content is not None:
+        ca.write_text(content)
+    config = tmp_path / "ca.yaml"
+    config.write_text(f"upstream: http://127.0.0.1:9\noauth: {{ ca_file: {ca} }}\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(config)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1, out.stdout
+    line = [l for l in out.stdout.splitlines() if "oauth.ca_file" in l]
+    assert line and reason in line[0], out.stdout
+    started = run(proxy_bin, "--config", str(config), "--listen", f"127.0.0.1:{free_port()}", "--internal-listen", "off")
+    assert started.returncode == 2 and b"oauth.ca_file" in started.stderr, started.stderr

@@ -100,3 +100,18 @@ enum TLSErrorQueue {
         return "OpenSSL error \(first)"
     }
 }
+
+/// Checks of certificate files that other modules hand to another TLS stack (libcurl's CA
+/// file for the IdPs): read and parsed here at start-up and by `check`, so a wrong file is named
+/// where it is configured rather than as `curl 77` at the first sign-in.
+public enum CertificateFile {
+    /// nil when `path` is a readable PEM file with at least one certificate; else the problem.
+    public static func problem(_ path: String) -> TLSSetupError? {
+        do throws(TLSSetupError) {
+            for c in try PEMFile.certificates(path) { X509_free(c) }
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
