@@ -125,7 +125,7 @@ import ProxyCore
                                       http: idp, clock: clock.function)
         let failure = await redeem(other, signIn()).refusal
         #expect(failure?.code == "exchange_failed")
-        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_client")
+        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_client error_description=\"refused by the fake IdP\"")
     }
 
     @Test func aClientSecretFromAnotherTeamIsRefused() async throws {
@@ -164,7 +164,7 @@ import ProxyCore
         var request = signIn()
         request.codeVerifier = PKCE.verifier()
         let failure = await redeem(provider, request).refusal
-        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_grant")
+        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_grant error_description=\"refused by the fake IdP\"")
         expectNothingSecret(in: failure, [request.code, request.codeVerifier!])
     }
 

@@ -110,7 +110,7 @@ import ProxyCore
         let failure = await redeem(provider, request).refusal
         #expect(failure?.code == "exchange_failed")
         #expect(failure?.source == .idp)
-        #expect(failure?.logDetail == "google token endpoint: HTTP 400 error=invalid_grant")
+        #expect(failure?.logDetail == "google token endpoint: HTTP 400 error=invalid_grant error_description=\"refused by the fake IdP\"")
         expectNothingSecret(in: failure, [request.code, request.codeVerifier!])
     }
 
@@ -143,7 +143,7 @@ import ProxyCore
         #expect(failure?.code == "idp_unavailable")
         #expect(failure?.retryable == true)
         #expect(failure?.status == 502)
-        #expect(failure?.logDetail == "google token endpoint: HTTP 500 error=internal_failure")
+        #expect(failure?.logDetail == "google token endpoint: HTTP 500 error=internal_failure error_description=\"refused by the fake IdP\"")
     }
 
     @Test func garbageJSONIsAFailedExchange() async {

@@ -169,7 +169,7 @@ import ProxyCore
                                   clientSecret: Secret("s3cret"), clientAuth: .post)
         idp.registerOIDCClient("native-basic", .init(secret: "s3cret", method: .basic))
         let failure = await redeem(try provider(), signIn(client)).refusal
-        #expect(failure?.logDetail == "corp token endpoint: HTTP 401 error=invalid_client")
+        #expect(failure?.logDetail == "corp token endpoint: HTTP 401 error=invalid_client error_description=\"refused by the fake IdP\"")
         expectNothingSecret(in: failure, ["s3cret"])
     }
 
@@ -182,7 +182,7 @@ import ProxyCore
     @Test func aWrongVerifierIsRefusedByTheIssuer() async throws {
         var request = signIn()
         request.codeVerifier = PKCE.verifier()
-        #expect(await redeem(try provider(), request).refusal?.logDetail == "corp token endpoint: HTTP 400 error=invalid_grant")
+        #expect(await redeem(try provider(), request).refusal?.logDetail == "corp token endpoint: HTTP 400 error=invalid_grant error_description=\"refused by the fake IdP\"")
     }
 
     @Test func aReplayedCodeIsRefusedByTheIssuer() async throws {

@@ -89,12 +89,21 @@ import Testing
         #expect(failure?.logDetail == "\(Self.context): HTTP 200 body exceeds 65536 bytes")
     }
 
-    @Test func anOAuthErrorNamesTheProvidersCodeButNotItsDescription() {
-        let failure = parse(400, #"{"error":"invalid_grant","error_description":"Code ya29.secret was already redeemed."}"#).refusal
+    /// The description says which setting to fix; token-shaped words in it are cut out.
+    @Test func anOAuthErrorNamesTheProvidersCodeAndItsDescriptionWithoutTokens() {
+        let failure = parse(400, #"{"error":"invalid_grant","error_description":"Code 4/0AX4XfWh2kLmq9Zx7 was already redeemed (\"ya29.a0AfB_byC3xYz12\")."}"#).refusal
         #expect(failure?.code == "exchange_failed")
         #expect(failure?.retryable == false)
-        #expect(failure?.logDetail == "\(Self.context): HTTP 400 error=invalid_grant")
-        expectNothingSecret(in: failure, ["ya29.secret", "already redeemed"])
+        #expect(failure?.logDetail == "\(Self.context): HTTP 400 error=invalid_grant "
+                + "error_description=\"Code <redacted> was already redeemed <redacted>\"")
+        expectNothingSecret(in: failure, ["4/0AX4XfWh2kLmq9Zx7", "ya29.a0AfB_byC3xYz12"])
+        let basic = detail(401, #"{"error":"invalid_client","error_description":"Client authentication failed: use client_secret_basic"}"#)
+        #expect(basic == "\(Self.context): HTTP 401 error=invalid_client "
+                + "error_description=\"Client authentication failed: use client_secret_basic\"")
+        let long = detail(400, #"{"error":"invalid_request","error_description":"\#(String(repeating: "word ", count: 60))"}"#) ?? ""
+        #expect(long.hasSuffix("…\"") && long.count < 300)
+        #expect(detail(400, #"{"error":"invalid_request","error_description":"line\nbreak é"}"#)
+                == "\(Self.context): HTTP 400 error=invalid_request error_description=\"line?break ?\"")
     }
 
     @Test func anErrorBodyWithASuccessStatusIsStillAnError() {

@@ -98,14 +98,20 @@ public enum TokenResponseParsing {
                                       refreshToken: refreshToken, expiresIn: expiresIn, scope: scope, raw: raw))
     }
 
-    /// The provider's error *code* from an error body, safe to log: RFC 6749 `error` strings
+    /// The provider's error from an error body, safe to log: RFC 6749 `error` strings
     /// (`error=invalid_grant`) and Graph API error objects
-    /// (`error=OAuthException code=100 subcode=36007`). Descriptions and messages are left out:
-    /// they are free text an IdP may fill with anything, including what we sent it.
+    /// (`error=OAuthException code=100 subcode=36007`), then the `error_description`, which is
+    /// what tells the operator which setting to fix ("client authentication failed: use
+    /// client_secret_basic"). It is free text an IdP may fill with anything, including what we
+    /// sent it, so it passes `describable`: token-like words are cut out, and it is shortened.
     static func errorSummary(_ value: JSONValue) -> String? {
         switch value["error"] {
         case .string(let code)?:
-            return "error=\(loggable(code))"
+            var out = "error=\(loggable(code))"
+            if let text = value["error_description"]?.stringValue, let d = describable(text) {
+                out += " error_description=\"\(d)\""
+            }
+            return out
         case .object(let graph)?:
             var parts = ["error=\(graph["type"]?.stringValue.map(loggable) ?? "unknown")"]
             if case .number(let code)? = graph["code"], Int64(code) != nil { parts.append("code=\(code)") }
@@ -114,6 +120,27 @@ public enum TokenResponseParsing {
         default:
             return nil
         }
+    }
+
+    /// A description as it may appear in a log line: printable ASCII only (`"` and `\` become
+    /// `'` and `/`, anything else `?`), every word of 16 characters or more that holds a digit —
+    /// the shape of codes, tokens and secrets, never of English — replaced by `<redacted>`, and
+    /// at most 200 characters. nil when nothing is left.
+    static func describable(_ text: String) -> String? {
+        let words = text.split(separator: " ", omittingEmptySubsequences: false).map { word -> String in
+            word.utf8.count >= 16 && word.contains(where: \.isNumber) ? "<redacted>" : String(word)
+        }
+        var out = ""
+        for scalar in words.joined(separator: " ").unicodeScalars {
+            if out.utf8.count >= 200 { out += "…"; break }
+            switch scalar.value {
+            case 0x22: out += "'"
+            case 0x5C: out += "/"
+            case 0x20...0x7E: out.unicodeScalars.append(scalar)
+            default: out += "?"
+            }
+        }
+        return out.isEmpty ? nil : out
     }
 
     /// An error code as it may appear in a log line: RFC 6749 codes are short ASCII words;
