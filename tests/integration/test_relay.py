@@ -356,6 +356,24 @@ def test_a_relay_code_never_redeemed_is_counted_and_named_as_a_likely_misconfigu
     assert "is the app's token URL pointed at the proxy" in p.stderr_text()
 
 
+def test_an_app_that_calls_the_relay_endpoint_but_refuses_the_callback_is_told_apart(proxy_factory, tmp_path, idp, app):
+    """The app's token URL is right (it redeems other codes there), but it refused this callback
+    before redeeming — its own state check. The warning says so, not 'point the token URL'."""
+    p = start_proxy(proxy_factory, tmp_path, idp, app, relay_ttl="2s")
+    real_redeem = app.redeem
+    app.redeem = lambda code: real_redeem("cpr1.not-this-one")  # e.g. another user's stale code
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert status == 200
+    deadline = time.monotonic() + 5
+    while "relay code was never redeemed" not in p.stderr_text():
+        assert time.monotonic() < deadline, "no warning"
+        time.sleep(0.1)
+    line = [json.loads(l) for l in p.stderr_text().splitlines() if "relay code was never redeemed" in l][0]
+    assert "though the app called the relay endpoint" in line["msg"], line
+    assert "token URL pointed" not in line["msg"]
+    assert line["app_status"] == "200" and len(line["request_id"]) == 32, line
+
+
 def test_a_reload_keeps_the_memory_store_relay_codes_in_flight_stay_redeemable(proxy_factory, tmp_path, idp, app):
     """A relay code minted just before a SIGHUP is redeemed just after it: the in-memory store
     (relay codes, replay guards, sessions) outlives a configuration reload."""

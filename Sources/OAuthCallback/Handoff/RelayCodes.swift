@@ -1,4 +1,5 @@
 import ProxyCore
+import Synchronization
 
 /// One-time relay codes (relay mode): after a verified native exchange, the proxy hands the app
 /// a code of its own instead of the IdP's, and answers it at the relay token endpoint with the
@@ -14,6 +15,17 @@ public final class RelayCodes: Sendable {
 
     private let store: any Store
     private let ttlSeconds: Int64
+    /// What tells an unredeemed code's two causes apart (`Handoff.watchRedemption`).
+    private let activity = Mutex(Activity())
+
+    struct Activity {
+        /// Requests that reached the relay token endpoint (any code, any outcome).
+        var tokenRequests: UInt64 = 0
+        /// Request id of a forwarded callback → the status the app answered it with.
+        var appAnswers: [String: Int] = [:]
+        /// Request ids of forwarded callbacks whose relay code is watched.
+        var watched: Set<String> = []
+    }
 
     public init(store: any Store, ttlSeconds: Int64) {
         self.store = store
@@ -21,6 +33,33 @@ public final class RelayCodes: Sendable {
     }
 
     public static func isRelayCode(_ code: String) -> Bool { code.hasPrefix(prefix) }
+
+    /// A request reached the relay token endpoint.
+    func noteTokenRequest() { activity.withLock { $0.tokenRequests &+= 1 } }
+
+    var tokenRequests: UInt64 { activity.withLock { $0.tokenRequests } }
+
+    /// The forwarded callback `requestID` carries a watched code: remember how the app answers it.
+    func watch(requestID: String) {
+        activity.withLock { a in
+            // Bounded: a code is watched for at most 60 s; past this many at once, forget them all.
+            if a.watched.count >= 100_000 { a.watched.removeAll(); a.appAnswers.removeAll() }
+            a.watched.insert(requestID)
+        }
+    }
+
+    /// The app answered the forwarded callback `requestID` with `status` (ignored unless watched).
+    func noteAppAnswer(requestID: String, status: Int) {
+        activity.withLock { a in if a.watched.contains(requestID) { a.appAnswers[requestID] = status } }
+    }
+
+    /// How the app answered `requestID`, forgetting it.
+    func endWatch(requestID: String) -> Int? {
+        activity.withLock { a in
+            a.watched.remove(requestID)
+            return a.appAnswers.removeValue(forKey: requestID)
+        }
+    }
 
     static func key(_ code: String) -> String {
         "relay:" + ReplayGuard.hex(SHA256.hash(code))

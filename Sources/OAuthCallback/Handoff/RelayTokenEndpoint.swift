@@ -31,6 +31,7 @@ public struct RelayTokenEndpoint: Sendable {
     /// The decision for `request`, or nil when it is not for this endpoint.
     public func decision(_ request: borrowing RequestView) -> RequestDecision? {
         guard request.pathEquals(path) else { return nil }
+        relayCodes.noteTokenRequest()
         // The app's token request has its own id (the engine's, or the app's X-Request-Id):
         // every line below carries it (the internal listener writes no access log).
         let requestID = request.requestID

@@ -109,6 +109,7 @@ public struct OAuthPhases: HTTPPhases {
         var onCallback = request.pathEquals(callbackPath)
         if !onCallback && session != nil { onCallback = request.pathEquals(webCallbackPath) }
         guard onCallback else { return }
+        relayCodes.noteAppAnswer(requestID: request.requestID, status: status)
         edits.remove += ["Cache-Control", "Pragma", "Referrer-Policy"]
         edits.add += [("Cache-Control", "no-store"), ("Pragma", "no-cache"), ("Referrer-Policy", "no-referrer")]
     }
@@ -214,20 +215,35 @@ struct Handoff: Sendable {
                                        "handoff": mode, "duration_ms": elapsed(), "request_id": requestID])
     }
 
-    /// A relay code still unredeemed near its expiry almost always means the app's token URL
-    /// does not point at the relay endpoint: say so where the operator will look.
+    /// A relay code still unredeemed near its expiry: say why where the operator will look.
+    /// Two causes look alike from the WebView and are told apart here: the app never asks the
+    /// relay endpoint at all (its token URL still points at the IdP), or it asks (for other
+    /// codes) but refused this callback before redeeming — its own state check: login CSRF, a
+    /// WebView that lost its session cookie. The line carries the callback's request id and the
+    /// status the app answered it with, to find it in the app's log.
     private func watchRedemption(_ code: String, provider: String) {
         let ttl = Self.redemptionCheckDelay(ttlSeconds: settings.relayCodeTTLSeconds)
         let relayCodes = self.relayCodes
         let log = self.log
         let metrics = self.metrics
+        let requestID = self.requestID
+        let requestsBefore = relayCodes.tokenRequests
+        relayCodes.watch(requestID: requestID)
         loop.scheduleTimer(after: ttl) {
+            let appStatus = relayCodes.endWatch(requestID: requestID)
             relayCodes.isPending(code, on: loop) { pending in
-                if pending {
-                    metrics.relayExpired(provider)
-                    log.warn("relay code was never redeemed: is the app's token URL pointed at the proxy's relay endpoint?",
-                             ["provider": provider])
-                }
+                guard pending else { return }
+                metrics.relayExpired(provider)
+                let message = relayCodes.tokenRequests == requestsBefore
+                    ? "relay code was never redeemed, and no token request reached this instance's relay endpoint "
+                        + "since: is the app's token URL pointed at the proxy's relay endpoint (oauth.relay_token_path "
+                        + "on internal_listen)?"
+                    : "relay code was never redeemed, though the app called the relay endpoint with other codes: "
+                        + "the app most likely refused this callback before redeeming it (its state check: login CSRF, "
+                        + "a WebView that lost its session cookie); look for request_id in the app's log"
+                // app_status: how the app answered the forwarded callback ("none": no answer seen).
+                log.warn(message, ["provider": provider, "request_id": requestID,
+                                   "app_status": appStatus.map { String($0) } ?? "none"])
             }
         }
     }
