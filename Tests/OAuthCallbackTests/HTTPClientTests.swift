@@ -75,18 +75,18 @@ struct HTTPClientTests {
 
     // MARK: Failures and their kinds
 
-    @Test func serverCertificateFromAnotherCAFailsWithTLS() async throws {
+    @Test func serverCertificateFromAnotherCAFailsAsACertificateProblem() async throws {
         let env = try ClientLoop(CurlClient(caFile: server.otherCAFile))
         defer { env.shutdown() }
         let error = try #require(await env.fetch(OutboundRequest(url: server.url("/json"))).result.failureValue)
-        #expect(error.kind == .tls, "\(error)")
+        #expect(error.kind == .certificate, "\(error)")
     }
 
     @Test func withoutACAFileTheSystemStoreDoesNotTrustTheTestCA() async throws {
         let env = try ClientLoop(CurlClient())
         defer { env.shutdown() }
         let error = try #require(await env.fetch(OutboundRequest(url: server.url("/json"))).result.failureValue)
-        #expect(error.kind == .tls, "\(error)")
+        #expect(error.kind == .certificate, "\(error)")
     }
 
     @Test func refusedConnectionFailsWithConnect() async throws {

@@ -65,6 +65,8 @@ import ProxyCore
         let failure = await redeem(try provider(), signIn()).refusal
         #expect(failure?.code == "idp_unavailable")
         #expect(failure?.retryable == false)
+        #expect(failure?.source == .config && failure?.setting == "providers.corp.endpoints.issuer",
+                "a permanent mistake of the configuration, not an IdP outage")
         #expect(failure?.logDetail == "corp discovery \(FakeIdP.URLs.oidcDiscovery): document issuer \"\(Self.issuer)/\" does not equal "
                 + "endpoints.issuer \"\(Self.issuer)\" (they differ only in a trailing /: write endpoints.issuer exactly as the document has it)")
         #expect(idp.requests(to: FakeIdP.URLs.oidcToken).isEmpty)

@@ -140,6 +140,15 @@ import Testing
 
     // MARK: Transport errors
 
+    /// A certificate the configured trust refuses is a setting to fix, named, not an outage.
+    @Test func aCertificateProblemIsAConfigFailureNamingTheCAFile() {
+        let failure = TokenResponseParsing.transportFailure(OutboundError(.certificate, "SSL certificate problem"),
+                                                            context: Self.context)
+        #expect(failure.source == .config && failure.setting == "oauth.ca_file" && !failure.retryable)
+        #expect(failure.status == 502 && failure.code == "idp_unavailable")
+        #expect(failure.logDetail.contains("oauth.ca_file"))
+    }
+
     @Test(arguments: [OutboundError.Kind.connect, .tls, .timeout, .protocolError])
     func transportErrorsAreRetryableIdPFailures(kind: OutboundError.Kind) {
         let failure = TokenResponseParsing.transportFailure(OutboundError(kind, "detail"), context: Self.context)

@@ -499,8 +499,14 @@ def test_wrong_ca_fails_tls_verification(oauth_proxy_factory, idp, tmp_path, pro
     p = oauth_proxy_factory(ca_file=stranger.ca_cert)
     grant = grant_for(idp)
     r = send(p, callback_target(grant, provider=provider))
-    assert_outcome(p, r, 502, "idp_unavailable", UNAVAILABLE, source="idp",
-                   detail=r"(token endpoint|discovery).*: tls: .*certificate")
+    line = assert_outcome(p, r, 502, "idp_unavailable", UNAVAILABLE, source="config",
+                          detail=r"(token endpoint|discovery).*: certificate: .*certificate.*oauth.ca_file")
+    assert line["level"] == "error" and line["setting"] == "oauth.ca_file", line
+    # Every sign-in fails the same way until the setting is fixed: one line a minute, not one each.
+    r = send(p, callback_target(grant_for(idp), provider=provider))
+    assert r.status == 502
+    time.sleep(0.3)
+    assert len(wait_callback_logs(p, 2, timeout=0.3)) == 1
     stats = idp.stats()
     assert stats["token"]["requests"] == 0 and stats["endpoints"]["discovery"] == 0, stats
     # the IdP is fine: with the right CA the same code is still good

@@ -7,8 +7,11 @@ public struct CallbackFailure: Error, Sendable, Equatable, CustomStringConvertib
         case client
         /// The identity provider refused, failed, or returned something that did not verify.
         case idp
-        /// Our side (store unreachable, misconfiguration).
+        /// Our side (store unreachable, an internal error).
         case `internal`
+        /// A setting is wrong (the IdP's CA, its issuer): permanent until the operator acts, who
+        /// is told which setting (`setting`) at error level, not a transient IdP outage.
+        case config
     }
 
     public var source: Source
@@ -22,21 +25,26 @@ public struct CallbackFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var logDetail: String
     /// Whether trying again later may help (IdP or store outage).
     public var retryable: Bool
+    /// `config` failures: the key path of the setting to fix (`oauth.ca_file`).
+    public var setting: String?
 
-    public init(_ source: Source, code: String, userMessage: String, logDetail: String, retryable: Bool = false) {
+    public init(_ source: Source, code: String, userMessage: String, logDetail: String, retryable: Bool = false,
+                setting: String? = nil) {
         self.source = source
         self.code = code
         self.userMessage = userMessage
         self.logDetail = logDetail
         self.retryable = retryable
+        self.setting = setting
     }
 
     /// The HTTP status of the proxy's own error page: 400 for the client's mistakes, 502 when
-    /// the IdP failed us, 503 when something of ours is unavailable.
+    /// the IdP failed us or could not be used as configured, 503 when something of ours is
+    /// unavailable.
     public var status: Int {
         switch source {
         case .client: return 400
-        case .idp: return 502
+        case .idp, .config: return 502
         case .internal: return retryable ? 503 : 500
         }
     }

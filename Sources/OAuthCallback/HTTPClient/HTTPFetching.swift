@@ -64,8 +64,11 @@ public struct OutboundError: Error, Sendable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         /// Could not connect (DNS, refused, unreachable): nothing was sent.
         case connect
-        /// The certificate did not verify, or the TLS handshake failed.
+        /// The TLS handshake failed (reset, no common cipher, …).
         case tls
+        /// The IdP's certificate did not verify against the configured trust, or the CA file
+        /// could not be used: it stays so until a setting (or the IdP's certificate) changes.
+        case certificate
         case timeout
         /// The peer answered something that is not HTTP, or the body was too large.
         case protocolError

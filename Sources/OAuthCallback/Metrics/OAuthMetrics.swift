@@ -34,6 +34,7 @@ public final class OAuthMetrics: Sendable {
     public enum Outcome: String, Sendable {
         case success, refused, denied, replay
         case idpError = "idp_error"
+        case configError = "config_error"
         case storeUnavailable = "store_unavailable"
         case rateLimited = "rate_limited"
         case error
@@ -51,6 +52,7 @@ public final class OAuthMetrics: Sendable {
         switch failure.source {
         case .client: return failure.code == "replayed_code" ? .replay : .refused
         case .idp: return .idpError
+        case .config: return .configError
         case .internal: return failure.code == "store_unavailable" ? .storeUnavailable : .error
         }
     }

@@ -14,6 +14,7 @@ public struct OAuthPhases: HTTPPhases {
     private let oauthPrefix: StaticString = "/_oauth"
     /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
     private let limiter: CallbackRateLimiter?
+    private let configFailures = ConfigFailureLog()
 
     public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil,
                 metrics: OAuthMetrics, log: Logger) {
@@ -48,7 +49,7 @@ public struct OAuthPhases: HTTPPhases {
         let cookies = SessionLayer.cookies(request.headers(named: "Cookie"))
         let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, session: session, cookies: cookies,
                               log: log, metrics: metrics, loop: loop, started: loop.nowNanoseconds,
-                              requestID: request.requestID)
+                              requestID: request.requestID, configFailures: configFailures)
         // Session mode: the sign-in must have been started in this browser (/_oauth/start's state
         // cookie) — refused before the code is spent — and the id_token must carry its nonce.
         var expectedNonce: String? = nil
@@ -126,6 +127,7 @@ struct Handoff: Sendable {
     let loop: EventLoop
     let started: UInt64
     let requestID: String
+    let configFailures: ConfigFailureLog
 
     func complete(_ outcome: CallbackOutcome, _ sink: ResponseSink) {
         switch outcome {
@@ -178,11 +180,24 @@ struct Handoff: Sendable {
     private func fail(_ failure: CallbackFailure, _ parameters: CallbackParameters?, _ sink: ResponseSink) {
         metrics.callback(provider: parameters?.provider, platform: parameters?.platform,
                          OAuthMetrics.outcome(failure, reportedByApp: parameters?.providerError != nil))
-        let level: Logger.Level = failure.source == .client ? .info : .warn
-        log.log(level, "callback failed", ["provider": parameters?.provider ?? "", "platform": parameters?.platform ?? "",
-                                           "source": failure.source.rawValue, "reason": failure.code,
-                                           "detail": failure.logDetail, "duration_ms": elapsed(),
-                                           "request_id": requestID])
+        let provider = parameters?.provider ?? ""
+        if failure.source == .config {
+            let setting = failure.setting ?? "configuration"
+            if configFailures.isDue(provider: provider, setting: setting, now: loop.nowNanoseconds) {
+                // The same message as every failed callback (one thing to search for); the level,
+                // `source: config` and `setting` say who must act.
+                log.error("callback failed", [
+                    "provider": provider, "platform": parameters?.platform ?? "", "source": "config",
+                    "setting": setting, "reason": failure.code, "detail": failure.logDetail,
+                    "repeats": "logged once a minute per provider and setting", "request_id": requestID])
+            }
+        } else {
+            let level: Logger.Level = failure.source == .client ? .info : .warn
+            log.log(level, "callback failed", ["provider": provider, "platform": parameters?.platform ?? "",
+                                               "source": failure.source.rawValue, "reason": failure.code,
+                                               "detail": failure.logDetail, "duration_ms": elapsed(),
+                                               "request_id": requestID])
+        }
         if let target = Self.appFailureTarget(failure, parameters, settings: settings) {
             return sink.proceed(UpstreamRewrite(target: target))
         }
@@ -205,7 +220,8 @@ struct Handoff: Sendable {
               provider.handoff == .relay || provider.handoff == .params,
               let appCallback = provider.appCallback else { return nil }
         let replayed = failure.source == .client && failure.code == ReplayGuard.replayedCode
-        guard parameters.providerError != nil || failure.source == .idp || replayed else { return nil }
+        let providerSide = failure.source == .idp || failure.source == .config
+        guard parameters.providerError != nil || providerSide || replayed else { return nil }
         return HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)
     }
 

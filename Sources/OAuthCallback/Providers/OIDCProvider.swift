@@ -200,7 +200,7 @@ extension OIDCProvider {
                 }
             }
             guard let discovered = document["issuer"]?.stringValue else {
-                return .failure(unavailable("\(context): document has no issuer", retryable: false))
+                return .failure(misconfigured("\(context): document has no issuer", setting: "endpoints.discovery"))
             }
             guard discovered == issuer else {
                 // Both values: they are public, and the difference is usually one `/` at the end.
@@ -208,14 +208,14 @@ extension OIDCProvider {
                 if ProviderSupport.trimmingTrailingSlashes(discovered) == ProviderSupport.trimmingTrailingSlashes(issuer) {
                     detail += " (they differ only in a trailing /: write endpoints.issuer exactly as the document has it)"
                 }
-                return .failure(unavailable(detail, retryable: false))
+                return .failure(misconfigured(detail, setting: "endpoints.issuer"))
             }
             guard let tokenEndpoint = tokenOverride ?? document["token_endpoint"]?.stringValue,
                   Self.isAcceptableEndpoint(tokenEndpoint) else {
-                return .failure(unavailable("\(context): token_endpoint is missing or not https", retryable: false))
+                return .failure(misconfigured("\(context): token_endpoint is missing or not https", setting: "endpoints.discovery"))
             }
             guard let jwksURI = jwksOverride ?? document["jwks_uri"]?.stringValue, Self.isAcceptableEndpoint(jwksURI) else {
-                return .failure(unavailable("\(context): jwks_uri is missing or not https", retryable: false))
+                return .failure(misconfigured("\(context): jwks_uri is missing or not https", setting: "endpoints.discovery"))
             }
             let jwks = JWKSSource(url: jwksURI, label: label, http: http, clock: clock, policy: options.jwksPolicy,
                                   timeout: options.timeout)
@@ -225,6 +225,13 @@ extension OIDCProvider {
         private func unavailable(_ detail: String, retryable: Bool) -> CallbackFailure {
             CallbackFailure(.idp, code: "idp_unavailable", userMessage: ProviderText.unavailable,
                             logDetail: detail, retryable: retryable)
+        }
+
+        /// A discovery document that cannot work with this provider's settings: it stays so
+        /// until someone changes one or the other (`setting` under `providers.<name>.`).
+        private func misconfigured(_ detail: String, setting: String) -> CallbackFailure {
+            CallbackFailure(.config, code: "idp_unavailable", userMessage: ProviderText.unavailable,
+                            logDetail: detail, setting: "providers.\(label).\(setting)")
         }
 
         /// Discovery §3 requires https for these; plain http is accepted only on loopback

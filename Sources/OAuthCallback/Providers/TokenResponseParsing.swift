@@ -166,6 +166,14 @@ public enum TokenResponseParsing {
             return CallbackFailure(.internal, code: "internal_error", userMessage: ProviderText.unavailable,
                                    logDetail: "\(context): \(error.kind.rawValue): \(detail)")
         }
+        if error.kind == .certificate {
+            // A certificate the configured trust does not accept stays refused until someone
+            // changes the trust (or the IdP its certificate): a setting, not an outage.
+            return CallbackFailure(.config, code: "idp_unavailable", userMessage: ProviderText.unavailable,
+                                   logDetail: "\(context): \(error.kind.rawValue): \(detail) (the IdP's certificate is "
+                                       + "verified against oauth.ca_file, or the system store without it)",
+                                   setting: "oauth.ca_file")
+        }
         return CallbackFailure(.idp, code: "idp_unavailable", userMessage: ProviderText.unavailable,
                                logDetail: "\(context): \(error.kind.rawValue): \(detail)", retryable: true)
     }

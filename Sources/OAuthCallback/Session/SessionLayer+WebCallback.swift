@@ -24,11 +24,15 @@ extension SessionLayer {
         // `matched`: the record of the state cookie this callback's state names, whose cookie
         // every answer then clears.
         let fail = { [self] (failure: CallbackFailure, matched: StateRecord?, toErrorURL: Bool) in
-            log.log(failure.source == .client ? .info : .warn, "web callback failed", [
+            // (A `config` failure here is rare — the same IdP serves the native callbacks, whose
+            // lines name the setting once a minute — so it is logged per request, at error.)
+            let level: Logger.Level = failure.source == .client ? .info : failure.source == .config ? .error : .warn
+            log.log(level, "web callback failed", [
                 "provider": matched?.provider ?? "", "source": failure.source.rawValue, "reason": failure.code,
-                "detail": failure.logDetail, "duration_ms": Self.milliseconds(since: started, loop)])
+                "setting": failure.setting ?? "", "detail": failure.logDetail,
+                "duration_ms": Self.milliseconds(since: started, loop)])
             completion(failurePage(failure, clearState: matched.map { stateCookieName(for: $0.state) },
-                                   toErrorURL: toErrorURL || failure.source == .idp))
+                                   toErrorURL: toErrorURL || failure.source == .idp || failure.source == .config))
         }
         let parsed: WebCallbackQuery
         switch WebCallbackQuery.parse(query) {
