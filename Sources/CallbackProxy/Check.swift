@@ -48,7 +48,8 @@ enum Check {
         }
         switch loaded {
         case .success(let c):
-            print("\(options.configPath ?? "configuration"): ok (\(c.oauth.providers.count) provider(s), upstream \(c.upstream!))")
+            print("\(options.configPath ?? "configuration"): ok\(options.online ? " offline" : "") "
+                  + "(\(c.oauth.providers.count) provider(s), upstream \(c.upstream!))")
             // Not a problem (a build machine may not see the production DNS), but worth saying:
             // started here, the proxy would answer 502 until the name resolves.
             if case .name(let name, let port) = c.upstream!.endpoint,
@@ -57,7 +58,13 @@ enum Check {
                       + "started here, the proxy would answer 502 until it does")
             }
             for note in retiredGraphVersions(c, today: today()) { print("note: " + note) }
-            return 0
+            guard options.online else { return 0 }
+            let problems = OnlineCheck.problems(c)
+            for p in problems { print("\(options.configPath ?? "configuration"): \(p)") }
+            if !problems.isEmpty { print("\(problems.count) problem(s) online") } else if !c.oauth.providers.isEmpty {
+                print("online: every provider's documents fetched and usable")
+            }
+            return problems.isEmpty ? 0 : 1
         case .failure(let problems):
             for p in problems.items { print("\(options.configPath ?? "configuration"): \(p)") }
             print("\(problems.items.count) problem(s)")

@@ -11,6 +11,8 @@ struct Options {
 
     var command: Command = .run
     var configPath: String? = nil
+    /// `check --online`: also fetch each provider's discovery document and keys.
+    var online = false
     private var edits: [(inout AppConfig) -> Void] = []
     /// `--tls-min-version`, applied to whichever TLS settings result from the file and flags.
     var tlsMinVersion: TLSVersion? = nil
@@ -21,9 +23,10 @@ struct Options {
     callback-proxy \(version): a reverse proxy that completes native-app OAuth callbacks for an unchanged website.
 
     Usage: callback-proxy [--config FILE] [options]
-           callback-proxy check [--config FILE] [options]
+           callback-proxy check [--online] [--config FILE] [options]
                                               validate the configuration (file, CALLBACK_PROXY_…
-                                              variables and flags), report every problem
+                                              variables and flags), report every problem; --online
+                                              also fetches each provider's discovery document and keys
 
       --config FILE                   YAML (or JSON) configuration; flags below override it
       --listen HOST:PORT              public listener (repeatable; default 127.0.0.1:8080)
@@ -90,6 +93,9 @@ struct Options {
             case "--help", "-h": o.command = .help; return o
             case "--version": o.command = .version; return o
             case "--config": o.configPath = try value()
+            case "--online":
+                guard o.command == .check else { throw OptionError("--online is a check option: callback-proxy check --online") }
+                o.online = true
             case "--listen":
                 let v = try value()
                 guard let a = SocketAddress.parse(v) else { throw OptionError("--listen: '\(v)' is not HOST:PORT, [V6]:PORT or unix:/path") }

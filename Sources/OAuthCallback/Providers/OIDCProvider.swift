@@ -33,12 +33,19 @@ public struct OIDCProvider: IdentityProvider {
         self.issuer = issuer
         self.http = http
         self.options = options
-        discoveryURL = settings.endpoints.discovery
-            ?? ProviderSupport.trimmingTrailingSlashes(issuer) + "/.well-known/openid-configuration"
+        discoveryURL = Self.discoveryURL(settings)!
         algorithms = try ProviderSupport.algorithms(settings, default: [.rs256, .es256])
         discovery = Discovery(url: discoveryURL, issuer: issuer, tokenOverride: settings.endpoints.token,
                               jwksOverride: settings.endpoints.jwks, label: settings.name, http: http,
                               clock: clock, options: options)
+    }
+
+    /// `endpoints.discovery`, or the issuer's well-known document (OIDC Discovery §4); nil
+    /// without an issuer.
+    static func discoveryURL(_ settings: ProviderSettings) -> String? {
+        if let d = settings.endpoints.discovery { return d }
+        guard let issuer = settings.endpoints.issuer, !issuer.isEmpty else { return nil }
+        return ProviderSupport.trimmingTrailingSlashes(issuer) + "/.well-known/openid-configuration"
     }
 
     /// The `Authorization` value for `client_secret_basic` (RFC 6749 §2.3.1): id and secret are

@@ -1,0 +1,135 @@
+import ProxyCore
+
+/// What `callback-proxy check --online` asks of each provider before the first user does: the
+/// discovery document (OIDC) and the JWKS, fetched with the configured trust (`oauth.ca_file`).
+/// Each problem names the setting to fix and says what was found, in words: the certificate
+/// problem, the HTTP status, both issuers, the missing endpoint, the algorithm without a key.
+/// Codes are never involved: nothing is redeemed, only public documents are read.
+public struct ProviderProbe: Sendable {
+    public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The key path of the setting to fix.
+        public let setting: String
+        public let message: String
+        public var description: String { "\(setting): \(message)" }
+        public init(setting: String, message: String) {
+            self.setting = setting
+            self.message = message
+        }
+    }
+
+    private let http: any HTTPFetching
+    private let settings: OAuthSettings
+
+    public init(http: any HTTPFetching, settings: OAuthSettings) {
+        self.http = http
+        self.settings = settings
+    }
+
+    /// Probes `provider`; `done` runs once, on `loop`, with its problems (none: it is usable).
+    public func probe(_ provider: ProviderSettings, on loop: EventLoop, _ done: @escaping @Sendable ([Problem]) -> Void) {
+        let base = "providers.\(provider.name)"
+        switch provider.kind {
+        case .oidc:
+            guard let url = OIDCProvider.discoveryURL(provider) else {
+                return done([Problem(setting: base + ".endpoints.issuer", message: "is missing")])
+            }
+            fetch(url, .discovery, setting: base + ".endpoints.discovery", on: loop) { result in
+                switch result {
+                case .failure(let problem): done([problem])
+                case .success(let body):
+                    let (jwksURL, problems) = checkDiscovery(body, provider, url: url)
+                    guard let jwksURL, problems.isEmpty else { return done(problems) }
+                    probeKeys(jwksURL, provider, on: loop, done)
+                }
+            }
+        case .google:
+            probeKeys(provider.endpoints.jwks ?? GoogleProvider.defaultJWKS, provider, on: loop, done)
+        case .apple:
+            probeKeys(provider.endpoints.jwks ?? AppleProvider.defaultJWKS, provider, on: loop, done)
+        case .facebook:
+            probeKeys(provider.endpoints.jwks ?? FacebookProvider.defaultJWKS, provider, on: loop, done)
+        }
+    }
+
+    private func probeKeys(_ url: String, _ provider: ProviderSettings, on loop: EventLoop,
+                           _ done: @escaping @Sendable ([Problem]) -> Void) {
+        let setting = "providers.\(provider.name).endpoints.jwks"
+        fetch(url, .jwks, setting: setting, on: loop) { result in
+            switch result {
+            case .failure(let problem): done([problem])
+            case .success(let body): done(Self.checkKeys(body, provider, url: url, setting: setting))
+            }
+        }
+    }
+
+    /// The document at `url`, or the problem that stopped it (attributed to `setting`, except a
+    /// certificate the trust refuses, which is `oauth.ca_file`'s).
+    private func fetch(_ url: String, _ call: OutboundCall, setting: String, on loop: EventLoop,
+                       _ done: @escaping @Sendable (Result<[UInt8], Problem>) -> Void) {
+        let request = OutboundRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
+                                      timeout: settings.idpTimeout, idempotent: true, call: call)
+        let caFile = settings.caFile
+        http.fetch(request, on: loop) { result in
+            let shown = ProviderText.withoutQuery(url)
+            switch result {
+            case .failure(let error) where error.kind == .certificate:
+                let trust = caFile.map { "oauth.ca_file (\($0))" } ?? "the system CA store (no oauth.ca_file is set)"
+                done(.failure(Problem(setting: "oauth.ca_file",
+                                      message: "\(shown): the IdP's certificate does not verify against \(trust): \(error.detail)")))
+            case .failure(let error):
+                done(.failure(Problem(setting: setting, message: "\(shown): \(error.kind.rawValue): \(error.detail)")))
+            case .success(let response) where !(200...299).contains(response.status):
+                done(.failure(Problem(setting: setting, message: "\(shown): answered HTTP \(response.status)")))
+            case .success(let response):
+                done(.success(response.body))
+            }
+        }
+    }
+
+    /// The JWKS URL a discovery document names (or the configured one), and what is wrong with it.
+    func checkDiscovery(_ body: [UInt8], _ provider: ProviderSettings, url: String) -> (String?, [Problem]) {
+        let base = "providers.\(provider.name)"
+        guard let document = (try? JSONParser.parse(body))?.objectValue else {
+            return (nil, [Problem(setting: base + ".endpoints.discovery", message: "\(url): is not a JSON object")])
+        }
+        var problems: [Problem] = []
+        let found = document["issuer"]?.stringValue
+        if let configured = provider.endpoints.issuer, found != configured {
+            var message = "the discovery document's issuer is \(found.map { "\"\($0)\"" } ?? "missing"), "
+                + "the configured one \"\(configured)\": they must be equal, byte for byte"
+            if let found, ProviderSupport.trimmingTrailingSlashes(found) == ProviderSupport.trimmingTrailingSlashes(configured) {
+                message += " (they differ only in a trailing /)"
+            }
+            problems.append(Problem(setting: base + ".endpoints.issuer", message: message))
+        }
+        let token = provider.endpoints.token ?? document["token_endpoint"]?.stringValue
+        if token.map(OIDCProvider.Discovery.isAcceptableEndpoint) != true {
+            problems.append(Problem(setting: base + ".endpoints.token",
+                                    message: "the discovery document names no https token_endpoint, and none is configured"))
+        }
+        let jwks = provider.endpoints.jwks ?? document["jwks_uri"]?.stringValue
+        if jwks.map(OIDCProvider.Discovery.isAcceptableEndpoint) != true {
+            problems.append(Problem(setting: base + ".endpoints.jwks",
+                                    message: "the discovery document names no https jwks_uri, and none is configured"))
+        }
+        return (jwks, problems)
+    }
+
+    /// A JWKS must hold a key for one of the algorithms the provider's id_tokens may use.
+    static func checkKeys(_ body: [UInt8], _ provider: ProviderSettings, url: String, setting: String) -> [Problem] {
+        let shown = ProviderText.withoutQuery(url)
+        let set: JWKSet
+        do {
+            set = try JWKSet(json: body)
+        } catch {
+            return [Problem(setting: setting, message: "\(shown): \(error)")]
+        }
+        let algorithms = provider.allowedAlgorithms.compactMap(JWSAlgorithm.init(rawValue:))
+        let wanted = algorithms.isEmpty ? JWSAlgorithm.allCases : algorithms
+        guard set.keys.contains(where: { key in wanted.contains { key.canVerify($0) } }) else {
+            let names = wanted.map(\.rawValue).joined(separator: ", ")
+            return [Problem(setting: setting, message: "\(shown): no key can verify \(names) id_tokens")]
+        }
+        return []
+    }
+}
