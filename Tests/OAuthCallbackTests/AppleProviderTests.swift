@@ -125,7 +125,9 @@ import ProxyCore
                                       http: idp, clock: clock.function)
         let failure = await redeem(other, signIn()).refusal
         #expect(failure?.code == "exchange_failed")
-        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_client error_description=\"refused by the fake IdP\"")
+        #expect(failure?.logDetail == "apple token endpoint: HTTP 400 error=invalid_client error_description=\"refused by the fake IdP\""
+                + " (Apple refuses the client-secret JWT: check team_id, key_id, private_key_file and providers.apple.native.ios.client_id)")
+        #expect(failure?.source == .config && failure?.setting == "providers.apple.private_key_file")
     }
 
     @Test func aClientSecretFromAnotherTeamIsRefused() async throws {

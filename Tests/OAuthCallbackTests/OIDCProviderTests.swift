@@ -171,7 +171,9 @@ import ProxyCore
                                   clientSecret: Secret("s3cret"), clientAuth: .post)
         idp.registerOIDCClient("native-basic", .init(secret: "s3cret", method: .basic))
         let failure = await redeem(try provider(), signIn(client)).refusal
-        #expect(failure?.logDetail == "corp token endpoint: HTTP 401 error=invalid_client error_description=\"refused by the fake IdP\"")
+        #expect(failure?.logDetail == "corp token endpoint: HTTP 401 error=invalid_client error_description=\"refused by the fake IdP\""
+                + " (the IdP refuses this client: check providers.corp.native.ios's client_id, secret and client_auth)")
+        #expect(failure?.source == .config && failure?.setting == "providers.corp.native.ios")
         expectNothingSecret(in: failure, ["s3cret"])
     }
 

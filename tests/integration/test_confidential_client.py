@@ -72,6 +72,9 @@ def test_the_wrong_client_auth_is_named_by_the_idps_own_words_in_the_log(proxy_f
     detail = lines[-1]["detail"]
     assert "error=invalid_client" in detail, detail
     assert 'error_description="The client is not registered for client_secret_post."' in detail, detail
+    # A refused client stays refused until the configuration changes: a setting, named.
+    assert lines[-1]["source"] == "config" and lines[-1]["setting"] == "providers.corp.native.android", lines[-1]
+    assert lines[-1]["level"] == "error"
     assert SECRET not in p.stderr_text() + p.stdout_text()
 
 

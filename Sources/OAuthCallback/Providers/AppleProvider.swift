@@ -93,7 +93,8 @@ public struct AppleProvider: IdentityProvider {
         let hidden = [request.code, clientSecret] + (request.codeVerifier.map { [$0] } ?? [])
         ProviderSupport.redeemForIDToken(.form(url: tokenEndpoint, fields: fields, timeout: options.timeout), http: http,
                                          context: context, hiding: hidden, jwks: jwks, verifier: verifier,
-                                         expectedNonce: request.expectedNonce, provider: provider, on: loop, done)
+                                         expectedNonce: request.expectedNonce, provider: provider,
+                                         platform: request.platform, kind: .apple, on: loop, done)
     }
 
     /// The cached client secret for `clientID`, minted anew when missing or half-way to expiry.

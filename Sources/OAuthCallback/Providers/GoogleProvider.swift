@@ -59,7 +59,7 @@ public struct GoogleProvider: IdentityProvider {
         let form = OutboundRequest.form(url: tokenEndpoint, fields: fields, headers: auth.headers, timeout: options.timeout)
         ProviderSupport.redeemForIDToken(form, http: http, context: context, hiding: [request.code, codeVerifier] + auth.hidden,
                                          jwks: jwks, verifier: verifier, expectedNonce: request.expectedNonce,
-                                         provider: provider, on: loop, done)
+                                         provider: provider, platform: request.platform, kind: .google, on: loop, done)
     }
 }
 

@@ -87,7 +87,7 @@ public struct OIDCProvider: IdentityProvider {
             let form = OutboundRequest.form(url: metadata.tokenEndpoint, fields: fields, headers: headers, timeout: timeout)
             ProviderSupport.redeemForIDToken(form, http: http, context: context, hiding: hidden, jwks: metadata.jwks,
                                              verifier: verifier, expectedNonce: request.expectedNonce, provider: provider,
-                                             on: loop, done)
+                                             platform: request.platform, kind: .oidc, on: loop, done)
         }
     }
 }

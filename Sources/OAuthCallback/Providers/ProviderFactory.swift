@@ -78,6 +78,26 @@ enum ProviderSupport {
         return set
     }
 
+    /// A token endpoint's `invalid_client` (RFC 6749 §5.2) refuses the client itself — its id,
+    /// its secret or how the secret was sent — for every sign-in, until the configuration
+    /// changes: a `config` failure naming that client's settings.
+    static func clientRefused(_ failure: CallbackFailure, provider: String, platform: String,
+                              kind: ProviderKind) -> CallbackFailure {
+        guard failure.source == .idp, failure.logDetail.contains("error=invalid_client") else { return failure }
+        let client = platform == "web" ? "providers.\(provider).app_client" : "providers.\(provider).native.\(platform)"
+        var out = failure
+        out.source = .config
+        if kind == .apple {
+            // Apple's client secret is the JWT the proxy signs with the .p8 key.
+            out.setting = "providers.\(provider).private_key_file"
+            out.logDetail += " (Apple refuses the client-secret JWT: check team_id, key_id, private_key_file and \(client).client_id)"
+        } else {
+            out.setting = client
+            out.logDetail += " (the IdP refuses this client: check \(client)'s client_id, secret and client_auth)"
+        }
+        return out
+    }
+
     /// `url` without trailing slashes (for bases that paths are appended to).
     static func trimmingTrailingSlashes(_ url: String) -> String {
         var s = Substring(url)
@@ -104,11 +124,14 @@ enum ProviderSupport {
     /// id_token and verify it against the provider's keys.
     static func redeemForIDToken(_ form: OutboundRequest, http: any HTTPFetching, context: String, hiding hidden: [String],
                                  jwks: JWKSSource, verifier: JWTVerifier, expectedNonce: String?, provider: String,
+                                 platform: String, kind: ProviderKind,
                                  on loop: EventLoop, _ done: LoopCompletion<Result<VerifiedIdentity, CallbackFailure>>) {
         http.fetch(form, on: loop) { result in
             let tokens: TokenResponse
             switch TokenResponseParsing.parse(result, context: context, hiding: hidden) {
-            case .failure(let failure): return done.complete(.failure(failure), from: loop)
+            case .failure(let failure):
+                return done.complete(.failure(clientRefused(failure, provider: provider, platform: platform, kind: kind)),
+                                     from: loop)
             case .success(let t): tokens = t
             }
             guard let idToken = tokens.idToken else {
