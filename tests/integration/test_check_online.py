@@ -43,7 +43,7 @@ def test_a_trailing_slash_on_the_issuer_is_named_with_both_values(proxy_bin, tmp
     assert code == 1, out
     line = [l for l in out.splitlines() if "providers.corp.endpoints.issuer:" in l]
     assert line, out
-    assert f'issuer is "{idp.base_url}", the configured one "{idp.base_url}/"' in line[0]
+    assert f'document issuer "{idp.base_url}" does not equal endpoints.issuer "{idp.base_url}/"' in line[0]
     assert "they differ only in a trailing /" in line[0]
 
 

@@ -21,10 +21,9 @@ public final class RelayCodes: Sendable {
     struct Activity {
         /// Requests that reached the relay token endpoint (any code, any outcome).
         var tokenRequests: UInt64 = 0
-        /// Request id of a forwarded callback → the status the app answered it with.
+        /// Request id of each forwarded callback whose relay code is watched → the status the
+        /// app answered it with (0: no answer yet).
         var appAnswers: [String: Int] = [:]
-        /// Request ids of forwarded callbacks whose relay code is watched.
-        var watched: Set<String> = []
     }
 
     public init(store: any Store, ttlSeconds: Int64) {
@@ -43,22 +42,19 @@ public final class RelayCodes: Sendable {
     func watch(requestID: String) {
         activity.withLock { a in
             // Bounded: a code is watched for at most 60 s; past this many at once, forget them all.
-            if a.watched.count >= 100_000 { a.watched.removeAll(); a.appAnswers.removeAll() }
-            a.watched.insert(requestID)
+            if a.appAnswers.count >= 100_000 { a.appAnswers.removeAll() }
+            a.appAnswers[requestID] = 0
         }
     }
 
     /// The app answered the forwarded callback `requestID` with `status` (ignored unless watched).
     func noteAppAnswer(requestID: String, status: Int) {
-        activity.withLock { a in if a.watched.contains(requestID) { a.appAnswers[requestID] = status } }
+        activity.withLock { a in if a.appAnswers[requestID] != nil { a.appAnswers[requestID] = status } }
     }
 
     /// How the app answered `requestID`, forgetting it.
     func endWatch(requestID: String) -> Int? {
-        activity.withLock { a in
-            a.watched.remove(requestID)
-            return a.appAnswers.removeValue(forKey: requestID)
-        }
+        activity.withLock { a in a.appAnswers.removeValue(forKey: requestID).flatMap { $0 == 0 ? nil : $0 } }
     }
 
     static func key(_ code: String) -> String {

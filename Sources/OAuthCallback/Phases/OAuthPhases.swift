@@ -11,7 +11,8 @@ public struct OAuthPhases: HTTPPhases {
     private let webCallbackPath = Array(SessionLayer.webCallbackPath.utf8)
     private let log: Logger
     private let metrics: OAuthMetrics
-    private let oauthPrefix: StaticString = "/_oauth"
+    /// `/_oauth` and below, never `/_oauthx`.
+    private let oauthPrefix = try! PathPrefix.parse("/_oauth").get()
     /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
     private let limiter: CallbackRateLimiter?
     private let configFailures = ConfigFailureLog()

@@ -206,8 +206,30 @@ extension OIDCProvider {
                     document = object
                 }
             }
+            switch Self.endpoints(of: document, issuer: issuer, tokenOverride: tokenOverride, jwksOverride: jwksOverride,
+                                  context: context, label: label) {
+            case .failure(let failure):
+                return .failure(failure)
+            case .success(let endpoints):
+                let jwks = JWKSSource(url: endpoints.jwks, label: label, http: http, clock: clock, policy: options.jwksPolicy,
+                                      timeout: options.timeout)
+                return .success(Metadata(issuer: issuer, tokenEndpoint: endpoints.token, jwks: jwks))
+            }
+        }
+
+        /// The token endpoint and JWKS URL a discovery document gives for this provider's
+        /// settings, or the `config` failure saying why it cannot work with them (the issuer
+        /// must equal `endpoints.issuer` byte for byte; both endpoints must be https). Shared
+        /// with `check --online` (`ProviderProbe`), so both say the same thing.
+        static func endpoints(of document: [String: JSONValue], issuer: String, tokenOverride: String?, jwksOverride: String?,
+                              context: String, label: String) -> Result<(token: String, jwks: String), CallbackFailure> {
+            func misconfigured(_ detail: String, _ setting: String) -> Result<(token: String, jwks: String), CallbackFailure> {
+                // Stays so until someone changes the settings or the document: a `config` failure.
+                .failure(CallbackFailure(.config, code: "idp_unavailable", userMessage: ProviderText.unavailable,
+                                         logDetail: detail, setting: "providers.\(label).\(setting)"))
+            }
             guard let discovered = document["issuer"]?.stringValue else {
-                return .failure(misconfigured("\(context): document has no issuer", setting: "endpoints.discovery"))
+                return misconfigured("\(context): document has no issuer", "endpoints.discovery")
             }
             guard discovered == issuer else {
                 // Both values: they are public, and the difference is usually one `/` at the end.
@@ -215,30 +237,20 @@ extension OIDCProvider {
                 if ProviderSupport.trimmingTrailingSlashes(discovered) == ProviderSupport.trimmingTrailingSlashes(issuer) {
                     detail += " (they differ only in a trailing /: write endpoints.issuer exactly as the document has it)"
                 }
-                return .failure(misconfigured(detail, setting: "endpoints.issuer"))
+                return misconfigured(detail, "endpoints.issuer")
             }
-            guard let tokenEndpoint = tokenOverride ?? document["token_endpoint"]?.stringValue,
-                  Self.isAcceptableEndpoint(tokenEndpoint) else {
-                return .failure(misconfigured("\(context): token_endpoint is missing or not https", setting: "endpoints.discovery"))
+            guard let token = tokenOverride ?? document["token_endpoint"]?.stringValue, isAcceptableEndpoint(token) else {
+                return misconfigured("\(context): token_endpoint is missing or not https", "endpoints.discovery")
             }
-            guard let jwksURI = jwksOverride ?? document["jwks_uri"]?.stringValue, Self.isAcceptableEndpoint(jwksURI) else {
-                return .failure(misconfigured("\(context): jwks_uri is missing or not https", setting: "endpoints.discovery"))
+            guard let jwks = jwksOverride ?? document["jwks_uri"]?.stringValue, isAcceptableEndpoint(jwks) else {
+                return misconfigured("\(context): jwks_uri is missing or not https", "endpoints.discovery")
             }
-            let jwks = JWKSSource(url: jwksURI, label: label, http: http, clock: clock, policy: options.jwksPolicy,
-                                  timeout: options.timeout)
-            return .success(Metadata(issuer: discovered, tokenEndpoint: tokenEndpoint, jwks: jwks))
+            return .success((token, jwks))
         }
 
         private func unavailable(_ detail: String, retryable: Bool) -> CallbackFailure {
             CallbackFailure(.idp, code: "idp_unavailable", userMessage: ProviderText.unavailable,
                             logDetail: detail, retryable: retryable)
-        }
-
-        /// A discovery document that cannot work with this provider's settings: it stays so
-        /// until someone changes one or the other (`setting` under `providers.<name>.`).
-        private func misconfigured(_ detail: String, setting: String) -> CallbackFailure {
-            CallbackFailure(.config, code: "idp_unavailable", userMessage: ProviderText.unavailable,
-                            logDetail: detail, setting: "providers.\(label).\(setting)")
         }
 
         /// Discovery §3 requires https for these; plain http is accepted only on loopback

@@ -37,9 +37,10 @@ public struct ProviderProbe: Sendable {
                 switch result {
                 case .failure(let problem): done([problem])
                 case .success(let body):
-                    let (jwksURL, problems) = checkDiscovery(body, provider, url: url)
-                    guard let jwksURL, problems.isEmpty else { return done(problems) }
-                    probeKeys(jwksURL, provider, on: loop, done)
+                    switch checkDiscovery(body, provider, url: url) {
+                    case .failure(let problem): done([problem])
+                    case .success(let jwksURL): probeKeys(jwksURL, provider, on: loop, done)
+                    }
                 }
             }
         case .google:
@@ -86,33 +87,17 @@ public struct ProviderProbe: Sendable {
         }
     }
 
-    /// The JWKS URL a discovery document names (or the configured one), and what is wrong with it.
-    func checkDiscovery(_ body: [UInt8], _ provider: ProviderSettings, url: String) -> (String?, [Problem]) {
+    /// The JWKS URL a discovery document names (or the configured one), or what is wrong with
+    /// it — in the words a sign-in's log line would use (`OIDCProvider.Discovery.endpoints`).
+    func checkDiscovery(_ body: [UInt8], _ provider: ProviderSettings, url: String) -> Result<String, Problem> {
         let base = "providers.\(provider.name)"
         guard let document = (try? JSONParser.parse(body))?.objectValue else {
-            return (nil, [Problem(setting: base + ".endpoints.discovery", message: "\(url): is not a JSON object")])
+            return .failure(Problem(setting: base + ".endpoints.discovery", message: "\(url): is not a JSON object"))
         }
-        var problems: [Problem] = []
-        let found = document["issuer"]?.stringValue
-        if let configured = provider.endpoints.issuer, found != configured {
-            var message = "the discovery document's issuer is \(found.map { "\"\($0)\"" } ?? "missing"), "
-                + "the configured one \"\(configured)\": they must be equal, byte for byte"
-            if let found, ProviderSupport.trimmingTrailingSlashes(found) == ProviderSupport.trimmingTrailingSlashes(configured) {
-                message += " (they differ only in a trailing /)"
-            }
-            problems.append(Problem(setting: base + ".endpoints.issuer", message: message))
-        }
-        let token = provider.endpoints.token ?? document["token_endpoint"]?.stringValue
-        if token.map(OIDCProvider.Discovery.isAcceptableEndpoint) != true {
-            problems.append(Problem(setting: base + ".endpoints.token",
-                                    message: "the discovery document names no https token_endpoint, and none is configured"))
-        }
-        let jwks = provider.endpoints.jwks ?? document["jwks_uri"]?.stringValue
-        if jwks.map(OIDCProvider.Discovery.isAcceptableEndpoint) != true {
-            problems.append(Problem(setting: base + ".endpoints.jwks",
-                                    message: "the discovery document names no https jwks_uri, and none is configured"))
-        }
-        return (jwks, problems)
+        let found = OIDCProvider.Discovery.endpoints(
+            of: document, issuer: provider.endpoints.issuer ?? "", tokenOverride: provider.endpoints.token,
+            jwksOverride: provider.endpoints.jwks, context: "discovery \(ProviderText.withoutQuery(url))", label: provider.name)
+        return found.map(\.jwks).mapError { Problem(setting: $0.setting ?? base, message: $0.logDetail) }
     }
 
     /// A JWKS must hold a key for one of the algorithms the provider's id_tokens may use.

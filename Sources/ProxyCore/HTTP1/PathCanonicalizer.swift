@@ -47,14 +47,12 @@ public enum PathCanonicalizer {
         }
     }
 
-    /// The same over a String (configuration, tests). nil with the reason when refused.
+    /// The same over a String (configuration, tests); the refusal when the path is refused.
     public static func canonical(_ path: String) -> Result<String, Refusal> {
-        var bytes = Array(path.utf8)
         var out: [UInt8] = []
-        let outcome = bytes.withUnsafeMutableBytes { canonicalize(UnsafeRawBufferPointer($0), into: &out) }
-        switch outcome {
+        switch Array(path.utf8).withUnsafeBytes({ canonicalize($0, into: &out) }) {
         case .canonical: return .success(path)
-        case .rewritten: bytes = out; return .success(String(decoding: bytes, as: UTF8.self))
+        case .rewritten: return .success(String(decoding: out, as: UTF8.self))
         case .refused(let reason): return .failure(Refusal(text: reason))
         }
     }

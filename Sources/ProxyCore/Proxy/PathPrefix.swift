@@ -9,7 +9,7 @@ import Glibc
 public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
     public let bytes: [UInt8]
 
-    /// nil with the reason when `text` is not a canonical path (it must be written the way the
+    /// The prefix, or why `text` is not a canonical path (it must be written the way the
     /// engine forwards it: `/admin`, not `/%61dmin` or `/x/../admin`).
     public static func parse(_ text: String) -> Result<PathPrefix, PathCanonicalizer.Refusal> {
         guard text.hasPrefix("/") else { return .failure(.init(text: "must start with /")) }

@@ -90,14 +90,9 @@ public struct RequestView {
         }
     }
 
-    /// Whether the canonical path is `literal` or lies below it, on a segment boundary
-    /// (`/_oauth` matches `/_oauth` and `/_oauth/start`, not `/_oauthx`).
-    public func pathIsUnder(_ literal: StaticString) -> Bool {
-        withPath { p in
-            let n = literal.utf8CodeUnitCount
-            guard p.count >= n, memcmp(p.baseAddress!, literal.utf8Start, n) == 0 else { return false }
-            return p.count == n || p[n] == UInt8(ascii: "/")
-        }
+    /// Whether the canonical path is `prefix` or lies below it, on a segment boundary.
+    public func pathIsUnder(_ prefix: PathPrefix) -> Bool {
+        withPath(prefix.matches)
     }
 
     /// The first value of a header field (name case-insensitive).
