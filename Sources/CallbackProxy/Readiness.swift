@@ -11,9 +11,12 @@ final class Readiness: Sendable {
     /// What is checked: replaced by a configuration reload.
     private let targets = Mutex<(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?)>((nil, nil, nil))
     private let timeout: UInt64
+    /// Named in the body, never in the status (see ProviderHealth).
+    private let providers: ProviderHealth?
 
-    init(timeout: UInt64 = 2_000_000_000) {
+    init(timeout: UInt64 = 2_000_000_000, providers: ProviderHealth? = nil) {
         self.timeout = timeout
+        self.providers = providers
     }
 
     func check(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?) {
@@ -44,7 +47,7 @@ final class Readiness: Sendable {
             if let storeProblem { problems["store"] = storeProblem }
             self.checkUpstream(upstream, resolver, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
-                sink.respond(Self.answer(problems))
+                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:]))
             }
         }
     }
@@ -67,9 +70,12 @@ final class Readiness: Sendable {
         UpstreamProbe.connect(to: address, on: loop, timeout: timeout, done)
     }
 
-    static func answer(_ problems: [String: String]) -> Response {
+    /// `unusableProviders`: providers whose last probe failed, with the setting to fix. They are
+    /// reported but leave the status alone: plain proxying works without any of them.
+    static func answer(_ problems: [String: String], unusableProviders: [String: String] = [:]) -> Response {
         var fields: [String: JSONValue] = ["ready": .bool(problems.isEmpty)]
         if !problems.isEmpty { fields["failed"] = .object(problems.mapValues { .string($0) }) }
+        if !unusableProviders.isEmpty { fields["providers_unusable"] = .object(unusableProviders.mapValues { .string($0) }) }
         return Response(status: problems.isEmpty ? 200 : 503, headers: [
             ("Content-Type", "application/json"), ("Cache-Control", "no-store"),
         ], body: JSONValue.object(fields).serialized())

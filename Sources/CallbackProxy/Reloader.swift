@@ -13,10 +13,12 @@ final class Reloader {
     private let readiness: Readiness
     private let reloads: MetricFamily<Counter>
     private let storeGauges: MemoryStoreGauges
+    private let providerHealth: ProviderHealth
 
     init(options: Options, current: Generation, server: ProxyServer, log: Logger, metrics: MetricsRegistry,
-         readiness: Readiness, storeGauges: MemoryStoreGauges) {
+         readiness: Readiness, storeGauges: MemoryStoreGauges, providerHealth: ProviderHealth) {
         self.storeGauges = storeGauges
+        self.providerHealth = providerHealth
         self.options = options
         self.current = current
         self.server = server
@@ -40,8 +42,10 @@ final class Reloader {
         if fresh == current.config {
             // Only files the configuration points at can have changed: the certificates are
             // swapped in place — new handshakes get them, established connections go on untouched.
-            // A named upstream is looked up again (what an operator sending SIGHUP expects).
+            // A named upstream is looked up again and the providers probed again (what an
+            // operator sending SIGHUP after fixing a CA bundle or the IdP expects).
             current.upstreamResolver?.refresh()
+            providerHealth.watch(current.config.oauth)
             guard let credentials = current.tls.credentials else {
                 reloads.labels("success").increment()
                 return log.info("configuration reloaded: nothing changed", [:])
@@ -77,6 +81,7 @@ final class Reloader {
         log.setLevel(fresh.logLevel)
         readiness.check(store: next.oauth.store, upstream: fresh.upstream, resolver: next.upstreamResolver)
         next.activate(replacing: current, log: log, storeGauges: storeGauges)
+        providerHealth.watch(fresh.oauth)
         current = next
         reloads.labels("success").increment()
         log.info("configuration reloaded", [

@@ -50,7 +50,8 @@ let startTime = Double(time(nil))
 metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
 let engineMetrics = EngineMetrics(registry: metrics)
 let storeGauges = MemoryStoreGauges(registry: metrics)
-let readiness = Readiness()
+let providerHealth = ProviderHealth(metrics: metrics, log: log)
+let readiness = Readiness(providers: providerHealth)
 let first: Generation
 do {
     first = try Generation(config, log: log, metrics: metrics, readiness: readiness)
@@ -68,6 +69,7 @@ do {
     try server.start()
     readiness.markListening()
     first.activate(replacing: nil, log: log, storeGauges: storeGauges)
+    providerHealth.watch(config.oauth)
 } catch {
     fail("cannot start: \(error)")
 }
@@ -84,7 +86,7 @@ log.info("ready", [
 ])
 
 let reloader = Reloader(options: options, current: first, server: server, log: log, metrics: metrics, readiness: readiness,
-                        storeGauges: storeGauges)
+                        storeGauges: storeGauges, providerHealth: providerHealth)
 while true {
     let signal = Signals.wait()
     if signal == SIGHUP {

@@ -53,6 +53,7 @@ extension ConfigLoader {
         ConfigKey("oauth.clock_leeway"),
         ConfigKey("oauth.ca_file"),
         ConfigKey("oauth.idp_timeout"),
+        ConfigKey("oauth.provider_check_interval"),
         ConfigKey("oauth.rate_limit"),
         ConfigKey("oauth.relay_token_path"),
         ConfigKey("oauth.relay_code_ttl"),

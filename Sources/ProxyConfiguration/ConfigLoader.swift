@@ -283,6 +283,12 @@ public struct ConfigLoader {
             if readFile(f) == nil { m.problems.add(m.child("ca_file"), m.node("ca_file")?.line, "cannot read '\(f)'") } else { o.caFile = f }
         }
         if let v = m.parsed("idp_timeout", "a duration like 10s", Units.duration) { o.idpTimeout = v }
+        // Below 10 s the probes would be a load on the IdP of their own; 0 turns them off.
+        if let v = m.parsed("provider_check_interval", "0 (off) or a duration from 10s to 24h", { text in
+            text == "0" ? 0 : Units.duration(text).flatMap { $0 >= 10_000_000_000 && $0 <= 86_400_000_000_000 ? $0 : nil }
+        }) {
+            o.providerCheckInterval = v
+        }
         if let v = m.parsed("rate_limit", "callbacks per client address, like 30/m, 5/s or 600/h", RateLimit.parse) {
             o.rateLimit = v
         }

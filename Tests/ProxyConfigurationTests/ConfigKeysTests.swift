@@ -34,6 +34,7 @@ import Testing
       clock_leeway: 2m
       ca_file: /tls/ca.pem
       idp_timeout: 5s
+      provider_check_interval: 10m
       relay_token_path: /_oauth/token
       relay_code_ttl: 30s
       session:

@@ -188,6 +188,17 @@ import Testing
         #expect(p.count == 7, "\(p)")
     }
 
+    @Test func theProviderCheckIntervalIsOffAtZeroAndBoundedOtherwise() throws {
+        let base = "upstream: http://127.0.0.1:3000\noauth: { provider_check_interval: "
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:3000\n").get().oauth.providerCheckInterval == 300_000_000_000)
+        #expect(try loader().load(text: base + "0 }\n").get().oauth.providerCheckInterval == 0)
+        #expect(try loader().load(text: base + "1h }\n").get().oauth.providerCheckInterval == 3_600_000_000_000)
+        for refused in ["5s", "25h", "soon"] {
+            #expect(problems(base + refused + " }\n")
+                    == ["oauth.provider_check_interval: '\(refused)' is not 0 (off) or a duration from 10s to 24h"])
+        }
+    }
+
     @Test func anUpstreamHostNameAndItsLookupInterval() throws {
         let c = try loader().load(text: "upstream: http://app:3000\nupstream_resolve_interval: 30s\n").get()
         #expect(c.upstream?.endpoint == .name("app", port: 3000))

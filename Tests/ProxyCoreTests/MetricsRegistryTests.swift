@@ -23,6 +23,17 @@ import Testing
         #expect(family.labels("g").current == 2)
     }
 
+    @Test func retainedSeriesStayAndTheOthersAreNoLongerRendered() {
+        let registry = MetricsRegistry()
+        let up = registry.gauge("up", "Up.", labels: ["provider"])
+        up.labels("corp").set(1)
+        up.labels("gone").set(0)
+        up.retainSeries { $0 == ["corp"] }
+        #expect(registry.render() == "# HELP up Up.\n# TYPE up gauge\nup{provider=\"corp\"} 1\n")
+        // a series asked for again starts at zero, as a new one does
+        #expect(up.labels("gone").current == 0)
+    }
+
     @Test func histogramBucketsAreCumulativeAndIncludeInfinity() {
         let registry = MetricsRegistry()
         let h = registry.histogram("lat_seconds", "Latency.", bounds: [0.01, 0.1, 1]).labels()

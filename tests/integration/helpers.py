@@ -332,6 +332,21 @@ class Proxy:
                 return lines
             time.sleep(0.02)
 
+    def providers_up(self):
+        """{provider: 0 or 1} from callback_proxy_provider_up: the background probes answered so far."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.internal_port}/metrics", timeout=3) as r:
+            text = r.read().decode()
+        return {m.group(1): int(m.group(2))
+                for m in re.finditer(r'^callback_proxy_provider_up\{provider="([^"]+)"\} (\d+)$', text, re.M)}
+
+    def wait_providers_probed(self, names, timeout=5.0):
+        """Waits until every provider in `names` has been probed once (at start-up or a reload)."""
+        deadline = time.monotonic() + timeout
+        while not set(names) <= set(self.providers_up()):
+            assert time.monotonic() < deadline, f"providers {sorted(names)} not probed: {self.providers_up()}"
+            time.sleep(0.02)
+        return self.providers_up()
+
     def vm_kib(self, key="VmHWM"):
         return proc_status(self.pid, key)
 

@@ -49,7 +49,8 @@ TRY_AGAIN = "Sign-in is temporarily unavailable"
 @pytest.fixture
 def oauth_proxy_factory(proxy_factory, upstream, idp, tmp_path):
     """Starts a proxy with a --config for the module's IdP (or another one). Stats are zeroed
-    once it is ready, so the discovery fetch made to write the file is not counted."""
+    once it is ready and its start-up provider probes have answered, so neither the discovery
+    fetch made to write the file nor the probes are counted: the tests count the callback's calls."""
     count = [0]
 
     def start(target_idp=None, opts=None, **config_kw):
@@ -58,6 +59,7 @@ def oauth_proxy_factory(proxy_factory, upstream, idp, tmp_path):
         path = write_config(tmp_path / f"callback-proxy-{count[0]}.yaml", target_idp, **config_kw)
         p = proxy_factory(upstream, opts=opts, extra=["--config", path])
         p.config_path = path
+        p.wait_providers_probed(config_kw.get("providers", PROVIDERS))
         target_idp.reset_stats()
         return p
 

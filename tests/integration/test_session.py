@@ -339,6 +339,25 @@ def test_a_plain_browser_signs_in_through_the_web_callback(web_proxy_factory, we
     assert [v for k, v in names if k == "x-forwarded-email"] == ["alice@example.test"]
 
 
+def test_a_refused_web_client_is_logged_once_a_minute_naming_its_settings(proxy_factory, upstream, tmp_path, web_idp):
+    """A wrong web client secret fails every browser sign-in alike: each user gets the failure
+    page, the operator one error line naming the setting (not one per sign-in)."""
+    os.environ["SESSION_SECRET"] = SECRET
+    config = tmp_path / "wrong-secret.yaml"
+    config.write_text(web_proxy_config(web_idp))
+    p = proxy_factory(upstream, extra=["--config", str(config)], env={"WEB_SECRET": "not-the-registered-secret"})
+    for _ in range(3):
+        r, _, _ = web_sign_in(p, web_idp)
+        # the configured error_url (the app's failure path), without a session
+        assert (r.status, r.one("location")) == (302, "/signin-failed?error=exchange_failed"), r
+        assert session_of(r) == {}
+    lines = [json.loads(l) for l in p.stderr_text().splitlines() if '"web callback failed"' in l]
+    assert len(lines) == 1, lines
+    assert (lines[0]["level"], lines[0]["source"], lines[0]["setting"]) == ("error", "config", "providers.google.app_client"), lines[0]
+    assert "invalid_client" in lines[0]["detail"]
+    assert "not-the-registered-secret" not in p.stderr_text()
+
+
 def test_a_web_callback_is_answered_once(web_proxy_factory, web_idp):
     """The same callback again with the same cookies (a replay by whoever saw both): refused, and
     the IdP is not asked a second time."""

@@ -24,13 +24,16 @@ extension SessionLayer {
         // `matched`: the record of the state cookie this callback's state names, whose cookie
         // every answer then clears.
         let fail = { [self] (failure: CallbackFailure, matched: StateRecord?, toErrorURL: Bool) in
-            // (A `config` failure here is rare — the same IdP serves the native callbacks, whose
-            // lines name the setting once a minute — so it is logged per request, at error.)
+            // A `config` failure fails every web sign-in alike until the setting is fixed: its
+            // line (at error, naming the setting) is written once a minute per provider and
+            // setting, as the native callback's is; the count is in the metrics.
             let level: Logger.Level = failure.source == .client ? .info : failure.source == .config ? .error : .warn
-            log.log(level, "web callback failed", [
+            let quiet = failure.source == .config
+                && !configFailures.isDue(provider: matched?.provider ?? "", setting: failure.setting ?? "", now: loop.nowNanoseconds)
+            if !quiet { log.log(level, "web callback failed", [
                 "provider": matched?.provider ?? "", "source": failure.source.rawValue, "reason": failure.code,
                 "setting": failure.setting ?? "", "detail": failure.logDetail,
-                "duration_ms": Self.milliseconds(since: started, loop)])
+                "duration_ms": Self.milliseconds(since: started, loop)]) }
             completion(failurePage(failure, clearState: matched.map { stateCookieName(for: $0.state) },
                                    toErrorURL: toErrorURL || failure.source == .idp || failure.source == .config))
         }

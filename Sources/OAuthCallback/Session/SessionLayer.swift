@@ -37,6 +37,8 @@ public final class SessionLayer: Sendable {
     /// Sessions in the store rather than in the cookie.
     public let serverSide: Bool
     let log: Logger
+    /// The web callback's `config` failure lines, once a minute per provider and setting.
+    let configFailures = ConfigFailureLog()
     let cookie: SessionCookie
     /// Cookie sessions already opened, per loop.
     let opened = OpenedSessions()

@@ -13,6 +13,9 @@ public struct OAuthSettings: Sendable, Equatable {
     public var caFile: String? = nil
     /// Timeout of one outbound IdP call (nanoseconds). Default 10 s.
     public var idpTimeout: UInt64 = 10_000_000_000
+    /// How often each provider's discovery document and keys are fetched in the background to
+    /// see that a sign-in could work (nanoseconds; 0 = never, not even at start-up). Default 5 min.
+    public var providerCheckInterval: UInt64 = 300_000_000_000
     /// The relay token endpoint's path on the internal listener. Default `/_oauth/token`.
     public var relayTokenPath = "/_oauth/token"
     /// How long a relay code may wait to be redeemed (seconds). Default 60, at most 60.

@@ -124,6 +124,12 @@ public final class MetricFamily<Metric: Sendable>: Sendable {
         }
     }
 
+    /// Drops the series whose label values `keep` refuses: a reload that removes a provider
+    /// removes its series rather than leaving its last value to be scraped for ever.
+    public func retainSeries(_ keep: ([String]) -> Bool) {
+        series.withLock { $0.removeAll { !keep($0.values) } }
+    }
+
     func render(into out: inout String) {
         let list = series.withLock { $0 }.sorted { $0.values.lexicographicallyPrecedes($1.values) }
         out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
