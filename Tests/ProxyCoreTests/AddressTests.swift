@@ -77,7 +77,8 @@ import Testing
         #expect(PeerAddress(text: text)?.text == expected)
     }
 
-    @Test(arguments: ["", "unknown", "203.0.113.7:8080", "[2001:db8::1]", "1.2.3", " 1.2.3.4"])
+    @Test(arguments: ["", "unknown", "203.0.113.7:8080", "[2001:db8::1]", "1.2.3", " 1.2.3.4",
+                      "1.2.3.4\u{0}junk", "1.2.3.4\u{0}", "::1\u{0}", "fe80::1%eth0", String(repeating: "1", count: 46)])
     func otherForwardedForEntriesAreNotAddresses(text: String) {
         #expect(PeerAddress(text: text) == nil)
     }

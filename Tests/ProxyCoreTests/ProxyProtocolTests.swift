@@ -51,6 +51,10 @@ import Testing
         "PROXY TCP4 203.0.113.999 10.0.0.1 1 2\r\n",              // not an address
         "PROXY UDP4 203.0.113.9 10.0.0.1 1 2\r\n",
         "proxy TCP4 203.0.113.9 10.0.0.1 1 2\r\n",
+        "PROXY TCP4 1.2.3.4\u{0}junk 5.6.7.8 1 2\r\n",            // a NUL inside an address (it read as 1.2.3.4)
+        "PROXY TCP4 1.2.3.4 5.6.7.8\u{0} 1 2\r\n",
+        "PROXY TCP4 203.0.113.9\t10.0.0.1 1 2\r\n",             // not printable ASCII
+        "PROXY UNKNOWN \u{7F}\r\n",
     ])
     func malformedV1HeadersAreInvalid(text: String) {
         #expect(read(Array(text.utf8)).0 == .invalid)

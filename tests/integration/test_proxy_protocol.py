@@ -83,6 +83,7 @@ def test_a_header_arriving_a_byte_at_a_time_works(pp_proxy):
     REQUEST,                                                  # no header: a direct client
     b"PROXY TCP4 203.0.113.9 10.0.0.1 51234\r\n" + REQUEST,   # a field missing
     b"PROXY TCP4 999.0.113.9 10.0.0.1 1 2\r\n" + REQUEST,     # not an address
+    b"PROXY TCP4 1.2.3.4\x00junk 5.6.7.8 1 2\r\n" + REQUEST,  # a NUL inside (it once read as 1.2.3.4)
     V2_SIGNATURE[:8] + b"XXXX" + REQUEST,                     # broken v2 signature
 ])
 def test_a_connection_without_a_valid_header_is_closed_before_the_upstream(pp_proxy, upstream, opening):

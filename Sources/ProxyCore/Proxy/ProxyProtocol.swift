@@ -89,6 +89,11 @@ struct ProxyHeaderReader {
             return bytes.count >= Self.v1Max ? .invalid("v1 line longer than 107 bytes") : .incomplete
         }
         guard lf == bytes.count - 1, lf > 0, bytes[lf - 1] == 0x0D else { return .invalid("v1 line not ended by CRLF") }
+        // The spec's v1 line is printable US-ASCII; anything else (a NUL, a tab, a UTF-8
+        // byte) is refused before any field is looked at.
+        guard bytes[magic.count..<(lf - 1)].allSatisfy({ (0x20...0x7E).contains($0) }) else {
+            return .invalid("v1 line holds a byte that is not printable ASCII")
+        }
         let line = String(decoding: bytes[magic.count..<(lf - 1)], as: UTF8.self)
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
         if fields.first == "UNKNOWN" { return .done(source: nil) }

@@ -108,6 +108,10 @@ public struct PeerAddress: Sendable {
 
     /// An IPv4 or IPv6 address in text form (as in X-Forwarded-For); nil for anything else.
     public init?(text: some StringProtocol) {
+        // inet_pton reads a C string: a NUL inside would end it early and make
+        // "1.2.3.4\0junk" the address 1.2.3.4. Only the characters of an address may appear.
+        guard (2...45).contains(text.utf8.count),
+              text.utf8.allSatisfy({ Self.addressCharacters[Int($0)] }) else { return nil }
         var storage = sockaddr_storage()
         let ok = withUnsafeMutableBytes(of: &storage) { raw -> Bool in
             let s = String(text)
@@ -125,6 +129,12 @@ public struct PeerAddress: Sendable {
         }
         guard ok else { return nil }
         self = withUnsafeBytes(of: &storage) { PeerAddress(storage: $0.baseAddress!) }
+    }
+
+    /// Hex digits, `.` and `:` (IPv4, IPv6 and IPv4-mapped IPv6 forms), by byte value.
+    private static let addressCharacters: [Bool] = (0..<256).map { b in
+        let c = UInt8(b)
+        return (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c) || c == 0x2E || c == 0x3A
     }
 
     init(storage: UnsafeRawPointer) {
