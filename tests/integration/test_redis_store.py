@@ -3,6 +3,7 @@ is gone callbacks fail closed (503) while ordinary proxying goes on; service com
 import os
 import socket
 import subprocess
+import threading
 import sys
 import time
 import urllib.parse
@@ -164,6 +165,51 @@ def test_without_redis_callbacks_fail_closed_and_proxying_goes_on(proxy_factory,
         time.sleep(0.2)
     assert status == 200, "service must come back by itself when Redis returns"
     assert readyz(p) == (200, {"ready": True})
+
+
+def test_a_redis_reply_declaring_a_huge_array_is_a_store_error(proxy_factory, upstream, tmp_path, idp):
+    """A peer that answers every command with `*288888882\\r\\n` (12 bytes that made hiredis 0.14
+    allocate 2.3 GB): refused as a protocol error before the parser sees it; the callback fails
+    closed with 503, without an exchange, and the proxy goes on."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.settimeout(2)
+                    if conn.recv(4096):
+                        conn.sendall(b"*288888882\r\n")
+                        conn.recv(4096)     # until the proxy drops the connection
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        p = start(proxy_factory, upstream, tmp_path, idp, None, "huge", store=f"store: redis://127.0.0.1:{port}")
+        grant = idp.get_code(IOS)
+        idp.request("POST", "/_test/reset-stats")
+        r = callback(p, grant)
+        assert r.status == 503, r
+        assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == 0
+        assert "reply declares 288888882 elements (at most 65536)" in p.stderr_text(), p.stderr_text()[-2000:]
+        with HTTPConn(p.port) as c:
+            c.request("GET", "/echo")
+            assert c.read_response().status == 200
+    finally:
+        stop.set()
+        t.join(2)
+        server.close()
 
 
 def test_a_relay_code_minted_on_one_instance_is_redeemed_through_another(proxy_factory, tmp_path, idp, redis):
