@@ -52,6 +52,9 @@ def test_a_new_upstream_applies_and_the_request_in_flight_finishes_on_the_old(pr
             c.request("GET", "/slow?ms=1200")
             r = c.read_response(timeout=5)
             result["status"], result["closes"] = r.status, r.closes()
+            # the same connection's next request: the new configuration
+            c.request("GET", "/echo?again")
+            result["next"] = c.read_response(timeout=5).status
 
     t = threading.Thread(target=slow)
     t.start()
@@ -63,26 +66,33 @@ def test_a_new_upstream_applies_and_the_request_in_flight_finishes_on_the_old(pr
         c.request("GET", "/echo")
         assert c.read_response().status == 200
     t.join(5)
-    assert [r["target"] for r in b.record.requests()] == ["/echo"], "new requests go to the new upstream"
+    assert sorted(r["target"] for r in b.record.requests()) == ["/echo", "/echo?again"], "new requests go to the new upstream"
     assert [r["target"] for r in a.record.requests()] == ["/slow?ms=1200"]
-    # in flight during the reload: finished on the old configuration, then the connection closed
-    # (its keep-alive would otherwise stay on the old configuration)
-    assert result == {"status": 200, "closes": True}
+    # in flight during the reload: finished on the old configuration, the connection kept open
+    # and moved to the new one for its next request
+    assert result == {"status": 200, "closes": False, "next": 200}
     assert value(samples(scrape(p)), "callback_proxy_config_reloads_total", result="success") == 1
 
 
-def test_an_idle_keepalive_connection_is_closed_by_a_reload_and_the_client_reconnects(proxy_factory, upstream_factory, tmp_path):
+def test_an_idle_keepalive_connection_stays_open_and_its_next_request_uses_the_new_configuration(
+        proxy_factory, upstream_factory, tmp_path):
     a, b = upstream_factory(name="a"), upstream_factory(name="b")
     cfg = tmp_path / "proxy.yaml"
     write_config(cfg, a)
     p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
     with p.conn() as c:
-        c.request("GET", "/echo")
+        c.request("GET", "/echo?1")
         assert c.read_response().status == 200
         write_config(cfg, b)
         reload(p, "configuration reloaded")
-        assert c.wait_closed(2), "an idle keep-alive connection must not stay on the old configuration"
-    assert served_by(p, a, b) == (1, 1)
+        assert not c.wait_closed(0.5), "a reload must not close an idle keep-alive connection"
+        c.request("GET", "/echo?2")
+        r = c.read_response()
+        assert r.status == 200 and not r.closes()
+        # moved, not duplicated: the open-connection gauge counts it once
+        assert value(samples(scrape(p)), "callback_proxy_open_connections", listener="public") == 1
+    assert [x["target"] for x in a.record.requests()] == ["/echo?1"]
+    assert [x["target"] for x in b.record.requests()] == ["/echo?2"]
 
 
 def test_an_invalid_configuration_keeps_the_running_one_and_names_every_problem(proxy_factory, upstream_factory, tmp_path):
@@ -143,9 +153,8 @@ def test_the_log_level_follows_the_configuration(proxy_factory, upstream, tmp_pa
     assert refused_lines() == 1, "an info line was written after the level went to error"
 
 
-def test_a_connection_accepted_before_the_reload_still_gets_its_first_request_served(proxy_factory, upstream_factory, tmp_path):
-    """Closing it would reset a client that did nothing wrong (and, on a fresh connection,
-    would not retry): it is served once, on the old configuration, then closed."""
+def test_a_connection_accepted_before_the_reload_is_served_by_the_new_configuration(proxy_factory, upstream_factory, tmp_path):
+    """Accepted, nothing sent yet: it moves with the others, and keeps its keep-alive."""
     a, b = upstream_factory(name="a"), upstream_factory(name="b")
     cfg = tmp_path / "proxy.yaml"
     write_config(cfg, a)
@@ -156,8 +165,9 @@ def test_a_connection_accepted_before_the_reload_still_gets_its_first_request_se
         reload(p, "configuration reloaded")
         c.request("GET", "/echo")
         r = c.read_response()
-        assert r.status == 200 and r.closes()
-    assert [x["target"] for x in a.record.requests()] == ["/echo"]
+        assert r.status == 200 and not r.closes()
+    assert a.record.requests() == []
+    assert [x["target"] for x in b.record.requests()] == ["/echo"]
 
 
 def test_a_graceful_shutdown_after_reloads_drains_and_exits(proxy_factory, upstream_factory, tmp_path):
@@ -175,3 +185,53 @@ def test_a_graceful_shutdown_after_reloads_drains_and_exits(proxy_factory, upstr
     p.signal(signal.SIGTERM)
     assert p.wait_exit(5) == 0, p.stderr_text()[-1500:]
     keep.close()
+
+
+def test_changed_config_reloads_under_keepalive_load_drop_no_client(proxy_factory, upstream_factory, tmp_path):
+    """20 reloads that each change the configuration while 16 clients send keep-alive requests
+    as fast as they can: no reset, no EOF, no error status on any reused connection."""
+    a, b = upstream_factory(name="a"), upstream_factory(name="b")
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, a)
+    p = proxy_factory(upstream_url=None, opts={"--loops": "2"}, extra=["--config", str(cfg)])
+    stop = threading.Event()
+    results = []
+
+    def client():
+        served, errors, conns = 0, [], 1
+        c = p.conn()
+        try:
+            while not stop.is_set():
+                try:
+                    c.request("GET", "/echo")
+                    r = c.read_response(timeout=5)
+                except Exception as e:  # a reset or EOF on a reused connection: the failure counted
+                    errors.append(repr(e))
+                    c.close()
+                    c, conns = p.conn(), conns + 1
+                    continue
+                if r.status != 200 or r.closes():
+                    errors.append(f"status {r.status}, closes {r.closes()}")
+                served += 1
+        finally:
+            c.close()
+            results.append((served, errors, conns))
+
+    threads = [threading.Thread(target=client) for _ in range(16)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(20):
+            write_config(cfg, b if i % 2 == 0 else a, f"timeouts: {{ keepalive: {30 + i}s }}\n")
+            reload(p, "configuration reloaded")
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert len(results) == 16
+    assert [e for _, errors, _ in results for e in errors] == []
+    assert all(conns == 1 for _, _, conns in results), "every client kept its one connection"
+    assert sum(served for served, _, _ in results) > 1000
+    assert len(a.record.requests()) > 0 and len(b.record.requests()) > 0, "both configurations served"
+    assert value(samples(scrape(p)), "callback_proxy_config_reloads_total", result="success") == 20

@@ -425,6 +425,27 @@ def test_reload_under_load_drops_nothing_and_new_handshakes_see_the_new_certific
     assert any(t > reloaded_at for t, cn in results["cns"] if cn == "default-v2.test")
 
 
+def test_a_changed_config_reload_keeps_tls_keepalive_connections_and_their_sessions(tls_proxy, pki, tmp_path):
+    """A reload that changes the configuration moves each TLS connection to it at its next
+    request: the same socket, the same TLS session, no new handshake."""
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text("limits: { max_header_size: 32k }\n")
+    proxy = tls_proxy(extra=["--config", str(cfg)])
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/echo?1")
+        assert c.read_response().status == 200
+        session = c.sock.session
+        cfg.write_text("limits: { max_header_size: 33k }\n")
+        proxy.signal(signal.SIGHUP)
+        proxy.stopped_on_purpose = False
+        wait_for_log(proxy, '"configuration reloaded"')
+        for n in range(2, 5):
+            c.request("GET", f"/echo?{n}")
+            r = c.read_response()
+            assert r.status == 200 and not r.closes()
+        assert c.sock.session.id == session.id and not c.sock.session_reused
+
+
 def test_a_bad_file_on_reload_keeps_the_old_certificate_and_says_which_file(tls_proxy, pki, tls_files):
     proxy = tls_proxy()
     cert, key = tls_files

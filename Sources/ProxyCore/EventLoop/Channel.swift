@@ -26,6 +26,8 @@ class Channel {
 
     /// The loop is draining for shutdown: finish what is in flight, take nothing new.
     func onDrain() {}
+    /// A reload replaced the listener contexts (see ProxyServer.reload).
+    func onReload() {}
 
     /// Sets the interest set, touching epoll only when it changes.
     @inline(__always)

@@ -351,7 +351,9 @@ extension ClientConnection {
         upstreamEnd = loop.now
         if let up = upstream {
             upstream = nil
-            if response.upstreamKeepAlive && requestBodyDone && up.input.isEmpty {
+            // A context replaced by a reload pools nothing more: its pool is closed, and the new
+            // configuration may name another upstream.
+            if response.upstreamKeepAlive && requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
                 listener.pool(loop).put(up)
             } else {
                 up.abort()

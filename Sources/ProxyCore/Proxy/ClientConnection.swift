@@ -31,7 +31,8 @@ final class ClientConnection: Channel {
 
     enum Deadline { case none, header, body, keepAlive, send, linger }
 
-    let listener: ListenerContext
+    /// Replaced at a request boundary after a reload (`followReload`), never during a request.
+    var listener: ListenerContext
     let peer: PeerAddress
     /// The socket, plain or with its TLS session.
     let transport: Transport
@@ -129,7 +130,9 @@ final class ClientConnection: Channel {
     /// Takes over from a finished TLS handshake (`TLSAccept`), which already holds the epoll
     /// registration (handed over in place) and counts as an open connection.
     func startAfterHandshake() {
-        // Its listener was replaced by a reload during the handshake: one request, then close.
+        // Its listener was replaced by a reload during the handshake: the session is made, the
+        // first request is served by the new configuration.
+        followReload()
         if listener.isDraining(loop) { closeAfterResponse = true }
         setDeadline(.keepAlive, config.timeouts.clientHeader)
         want(read: true, write: false)
@@ -243,12 +246,26 @@ final class ClientConnection: Channel {
         guard listener.isDraining(loop) else { return }
         closeAfterResponse = true
         guard state == .readingHead && !inRequest && input.isEmpty else { return }
-        // A connection accepted just before a reload whose first request is still on its way:
-        // closing it would reset a client that did nothing wrong (and will not retry, unlike
-        // on a reused keep-alive connection). It gets that one request, then closes.
-        let s = listener.state(loop)
-        if s.retired && !s.stopping && !servedAny { return }
         close()
+    }
+
+    /// A reload replaced the listener's context: an idle connection moves now; one with a
+    /// request in flight (or a head half read) finishes it on the configuration it began on
+    /// and moves when it is over. Nothing is closed: a keep-alive client never sees a reload.
+    override func onReload() {
+        if state == .readingHead && !inRequest && input.isEmpty { followReload() }
+    }
+
+    /// At a request boundary: from a replaced context to the one serving the listener now
+    /// (its TLS session, socket and peer unchanged). One load per request when no reload came.
+    @inline(__always)
+    func followReload() {
+        guard listener.state(loop).retired else { return }
+        let next = listener.newest(loop)
+        let old = listener
+        listener = next
+        next.connectionOpened(loop)
+        old.connectionClosed(loop)
     }
 
     // MARK: Requests
@@ -256,6 +273,7 @@ final class ClientConnection: Channel {
     /// Parses and starts the next request in `input`, if a complete head is there.
     func processInput() {
         guard state == .readingHead, !input.isEmpty else { return }
+        if !inRequest { followReload() }
         if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
         switch result {
@@ -404,6 +422,7 @@ final class ClientConnection: Channel {
             return
         }
         state = .readingHead
+        followReload()
         if input.isEmpty { input.clear() }
         headLength = 0
         setDeadline(.keepAlive, config.timeouts.keepAlive)

@@ -33,8 +33,10 @@ final class ListenerContext: @unchecked Sendable {
         var pool: UpstreamPool?
         /// No new requests: connections close after the one in flight (shutdown or reload).
         var draining = false
-        /// Replaced by a reload: its acceptors serve the new context now.
+        /// Replaced by a reload: its acceptors serve `successor` now, and its connections move
+        /// there at their next request boundary.
         var retired = false
+        var successor: ListenerContext?
         /// The server is shutting down (in-progress TLS handshakes are dropped).
         var stopping = false
         var connections = 0
@@ -76,6 +78,13 @@ final class ListenerContext: @unchecked Sendable {
 
     func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
 
+    /// The context that serves this listener now: self, or the last of the reloads since.
+    func newest(_ loop: EventLoop) -> ListenerContext {
+        var context = self
+        while let next = context.perLoop[loop.index].successor { context = next }
+        return context
+    }
+
     /// A new connection (its PROXY header already read, if the listener wants one) starts:
     /// a TLS handshake on a TLS listener, else HTTP.
     func accepted(fd: Int32, peer: PeerAddress, on loop: EventLoop) {
@@ -100,10 +109,11 @@ final class ListenerContext: @unchecked Sendable {
         metrics.open.decrement()
         let s = perLoop[loop.index]
         s.connections -= 1
-        if s.draining && s.connections == 0 { onLoopIdle?(loop) }
+        if (s.draining || s.retired) && s.connections == 0 { onLoopIdle?(loop) }
     }
 
-    /// Set by the server: called when a draining loop has no connections left on this listener.
+    /// Set by the server: called when a draining or replaced context has no connections left
+    /// on a loop.
     var onLoopIdle: ((EventLoop) -> Void)?
 }
 

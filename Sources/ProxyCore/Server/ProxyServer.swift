@@ -104,7 +104,8 @@ public final class ProxyServer: Sendable {
                 live.stopping[loop.index] = true
                 let all = live.contexts(loop)
                 for context in all { context.state(loop).stopping = true }
-                let first = all.filter { !$0.spec.drainsLast && !$0.state(loop).retired }
+                // Replaced contexts drain with the listener they served.
+                let first = all.filter { !$0.spec.drainsLast }
                 drain(first.isEmpty ? all : first, on: loop)
                 checkDrained(loop)
             }
@@ -155,10 +156,12 @@ public final class ProxyServer: Sendable {
 
 extension ProxyServer {
     /// Serves the same listeners with new specs (configuration, phases, certificates): every
-    /// loop switches its acceptors to the new contexts at once; connections of the old ones
-    /// finish the request in flight — unaffected — and then close (keep-alive clients reconnect
-    /// to the new configuration), like nginx's old workers. Listener names and addresses must
-    /// be the ones the server started with: sockets are not rebound.
+    /// loop switches its acceptors to the new contexts at once; a connection of an old one
+    /// finishes the request in flight on it — unaffected — and moves to the new one at its
+    /// next request boundary (idle ones at once), its TLS session untouched. Unlike nginx's
+    /// old workers, which must close their keep-alive connections, nothing is closed: the
+    /// reload is in-process, so no client ever sees one. Listener names and addresses must be
+    /// the ones the server started with: sockets are not rebound.
     public func reload(_ specs: [ListenerSpec]) throws(ReloadRefused) {
         guard specs.count == contexts.count,
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
@@ -176,11 +179,11 @@ extension ProxyServer {
                     for a in s.acceptors { a.context = new }
                     s.acceptors.removeAll()
                     s.retired = true
-                    s.draining = true
+                    s.successor = new
                     s.pool?.closeAll()
                 }
                 live.replace(current, with: fresh, on: loop)
-                loop.forEachChannel { $0.onDrain() }
+                loop.forEachChannel { $0.onReload() }
                 checkDrained(loop)
             }
         }

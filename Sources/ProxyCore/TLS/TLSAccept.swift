@@ -82,10 +82,9 @@ final class TLSAccept: Channel {
     }
 
     /// A handshake under way when a reload replaced its listener's configuration goes on (its
-    /// connection then serves one request and closes); at shutdown it is dropped.
+    /// connection then moves to the new one); at shutdown it is dropped.
     override func onDrain() {
-        let s = listener.state(loop)
-        if s.draining && (!s.retired || s.stopping) { close() }
+        if listener.isDraining(loop) { close() }
     }
 
     private func handOver() {
