@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .executable(name: "callback-proxy", targets: ["CallbackProxy"]),
         .library(name: "ProxyCore", targets: ["ProxyCore"]),
+        .library(name: "NativeSignIn", targets: ["NativeSignIn"]),
     ],
     targets: [
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, accept4, signalfd).
@@ -37,10 +38,16 @@ let package = Package(
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib", "CHiredis"]),
         // The configuration file: reading, validation (every problem at once), secrets.
         .target(name: "ProxyConfiguration", dependencies: ["ProxyCore", "OAuthCallback", "CYAML"]),
+        // The wrapper app's half: recognise the provider navigation, build the native request
+        // (allowlist, PKCE), build /_oauth_callback. Foundation only, so that an iOS app can
+        // take it; OpenSSL only on Linux, for SHA-256 where CryptoKit does not exist.
+        .target(name: "NativeSignIn",
+                dependencies: [.target(name: "COpenSSL", condition: .when(platforms: [.linux]))]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
+        .testTarget(name: "NativeSignInTests", dependencies: ["NativeSignIn"]),
     ],
     swiftLanguageModes: [.v6]
 )
