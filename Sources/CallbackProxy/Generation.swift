@@ -43,6 +43,7 @@ struct Generation {
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness),
                                     accessLogged: false)
             spec.drainsLast = true
+            spec.ownBudget = true
             listeners.append(spec)
         }
         self.listeners = listeners
@@ -81,6 +82,7 @@ struct Generation {
         if old.internalListen != new.internalListen { changed.append("internal_listen") }
         if old.redirectHTTP != new.redirectHTTP { changed.append("redirect_http") }
         if old.loops != new.loops { changed.append("loops") }
+        if old.maxConnections != new.maxConnections { changed.append("limits.max_connections") }
         // A new memory store would forget the replay guard's codes (and relay codes in flight).
         if old.storeMaxMemory != new.storeMaxMemory { changed.append("store_max_memory") }
         if old.accessLog != new.accessLog { changed.append("access_log") }

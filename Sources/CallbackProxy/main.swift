@@ -63,9 +63,19 @@ readiness.check(store: first.oauth.store, upstream: config.upstream, resolver: f
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()
+let descriptors = ConnectionBudget.raiseDescriptorLimit()
+let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops,
+                                                  upstreamPoolSize: config.proxy.upstreamPoolSize, configured: config.maxConnections)
+if let asked = config.maxConnections, asked > maxConnections {
+    log.warn("limits.max_connections is more than the descriptor limit allows; using the lower figure", [
+        "configured": "\(asked)", "used": "\(maxConnections)", "descriptors": "\(descriptors)",
+        "setting": "limits.max_connections, or raise the descriptor limit (LimitNOFILE, ulimit -n)",
+    ])
+}
 let server: ProxyServer
 do {
-    server = try ProxyServer(listeners: first.listeners, loopCount: loops, log: log, accessLog: accessLog, metrics: engineMetrics)
+    server = try ProxyServer(listeners: first.listeners, loopCount: loops, log: log, accessLog: accessLog, metrics: engineMetrics,
+                             maxConnections: maxConnections)
     try server.start()
     readiness.markListening()
     first.activate(replacing: nil, log: log, storeGauges: storeGauges)
@@ -81,6 +91,7 @@ log.info("ready", [
     "tls": first.tls.credentials.map { "on (subject \($0.summary.subject), expires \($0.summary.notAfter))" } ?? "off",
     "redirect_http": config.redirectHTTP?.description ?? "off",
     "loops": "\(loops)",
+    "max_connections": "\(maxConnections)",
     "providers": config.oauth.providers.keys.sorted().joined(separator: ","),
     "startup_ms": "\(readyMillis)",
 ])

@@ -19,6 +19,10 @@ public struct AppConfig: Sendable, Equatable {
     public var upstreamTLS = UpstreamTLSSettings()
     /// Event-loop threads; nil = one per core.
     public var loops: Int? = nil
+    /// `limits.max_connections`: client connections open at once on the public listeners;
+    /// nil: derived from the descriptor limit (`ConnectionBudget.clientLimit`), which it can
+    /// only lower.
+    public var maxConnections: Int? = nil
     /// Limits, timeouts, trusted proxies.
     public var proxy = ProxyConfig()
     public var accessLog = "stdout"

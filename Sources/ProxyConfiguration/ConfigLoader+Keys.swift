@@ -22,6 +22,7 @@ extension ConfigLoader {
         ConfigKey("limits", .section),
         ConfigKey("limits.max_body_size"),
         ConfigKey("limits.max_header_size"),
+        ConfigKey("limits.max_connections"),
         ConfigKey("timeouts", .section),
         ConfigKey("timeouts.client_header"),
         ConfigKey("timeouts.client_body"),

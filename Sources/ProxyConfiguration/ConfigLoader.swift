@@ -149,6 +149,11 @@ public struct ConfigLoader {
             if let n = limits.parsed("max_header_size", "a size from 1k to 1m", { Units.size($0).flatMap { (1024...(1 << 20)).contains($0) ? Int($0) : nil } }) {
                 c.proxy.limits.maxHeadBytes = n
             }
+            if let n = limits.parsed("max_connections", "a number of connections from 16 to 10000000", {
+                Int($0).flatMap { (16...10_000_000).contains($0) ? $0 : nil }
+            }) {
+                c.maxConnections = n
+            }
             limits.finish()
         }
         if let t = m.mapping("timeouts") {

@@ -17,7 +17,7 @@ import Testing
     store_tls_client_key: /tls/client.key
     access_log: off
     log: { level: warn, format: text }
-    limits: { max_body_size: 10m, max_header_size: 16k }
+    limits: { max_body_size: 10m, max_header_size: 16k, max_connections: 5000 }
     timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
     trusted_proxies: [10.0.0.0/8]
     allow_underscores_in_headers: true

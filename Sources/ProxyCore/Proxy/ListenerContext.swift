@@ -27,6 +27,9 @@ final class ListenerContext: @unchecked Sendable {
     let hasUpstream: Bool
     /// The `Host` sent upstream when the client sent none (HTTP/1.0).
     let upstreamHost: String
+    /// The process's client-connection budget this listener draws on (its own for the
+    /// internal listener).
+    let budget: ConnectionBudget
     private var perLoop: [PerLoop]
 
     final class PerLoop {
@@ -43,8 +46,10 @@ final class ListenerContext: @unchecked Sendable {
         var acceptors: [Acceptor] = []
     }
 
-    init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics) {
+    init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
+         budget: ConnectionBudget = ConnectionBudget(limit: .max)) {
         self.spec = spec
+        self.budget = budget
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)
@@ -103,10 +108,12 @@ final class ListenerContext: @unchecked Sendable {
     func connectionOpened(_ loop: EventLoop) {
         perLoop[loop.index].connections += 1
         metrics.open.increment()
+        budget.opened()
     }
 
     func connectionClosed(_ loop: EventLoop) {
         metrics.open.decrement()
+        budget.closed()
         let s = perLoop[loop.index]
         s.connections -= 1
         if (s.draining || s.retired) && s.connections == 0 { onLoopIdle?(loop) }
@@ -136,6 +143,9 @@ public struct ListenerSpec: Sendable {
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
     /// sign-in, and whose /readyz tells the load balancer to stop sending work.
     public var drainsLast = false
+    /// Draws on a connection budget of its own (`ConnectionBudget.internalConnections`) rather
+    /// than the public one: the internal listener, whose probes must answer during a flood.
+    public var ownBudget = false
 
     public init(name: String, address: SocketAddress, config: ProxyConfig, phases: any HTTPPhases, accessLogged: Bool = true,
                 tls: TLSCredentials? = nil, upstreamTLS: UpstreamTLSClient? = nil, upstreamResolver: HostResolver? = nil) {
@@ -172,6 +182,7 @@ final class Acceptor: Channel {
     override func onEvent(_ events: UInt32) {
         // Bounded so one busy listener cannot starve the loop's established connections.
         for _ in 0..<64 {
+            guard context.budget.hasRoom else { return pauseAtBudget() }
             var peer = PeerAddress()
             let fd: Int32?
             do {
@@ -198,24 +209,37 @@ final class Acceptor: Channel {
         }
     }
 
-    /// The listener stays readable while the backlog holds connections, so retrying at once
-    /// would spin a core and write a log line per attempt. Stop watching it for a moment;
-    /// connections that close meanwhile free descriptors for the ones waiting.
-    private func pause(_ error: SystemError) {
+    /// How often a listener at its connection budget looks again (connections close all the time
+    /// under load: a short wait keeps the backlog moving).
+    static let pauseAtBudget: UInt64 = 10_000_000
+
+    private func pauseAtBudget() {
         guard resume == nil else { return }
-        want(read: false, write: false)
-        context.metrics.acceptPauses.increment()
-        if lastLogged == 0 || loop.now - lastLogged >= 1_000_000_000 {
-            context.log.error("accepting paused: out of resources", [
-                "error": error.description, "pause_ms": "\(Self.pauseAfterResourceError / 1_000_000)",
+        if let unlogged = pauseLineDue() {
+            context.log.warn("accepting paused: connection limit reached", [
+                "listener": context.spec.name, "open": "\(context.budget.current)", "limit": "\(context.budget.limit)",
+                "setting": "limits.max_connections (and the descriptor limit: LimitNOFILE, ulimit -n)",
                 "pauses_not_logged": "\(unlogged)",
             ])
-            lastLogged = loop.now
-            unlogged = 0
-        } else {
-            unlogged += 1
         }
-        resume = loop.scheduleTimer(after: Self.pauseAfterResourceError) { [weak self] in
+        scheduleResume(after: Self.pauseAtBudget)
+    }
+
+    /// Stops watching the listener and counts the pause; returns the pauses not logged since
+    /// the last line when a line is due (at most one a second), else nil.
+    private func pauseLineDue() -> Int? {
+        want(read: false, write: false)
+        context.metrics.acceptPauses.increment()
+        guard lastLogged == 0 || loop.now - lastLogged >= 1_000_000_000 else {
+            unlogged += 1
+            return nil
+        }
+        defer { lastLogged = loop.now; unlogged = 0 }
+        return unlogged
+    }
+
+    private func scheduleResume(after delay: UInt64) {
+        resume = loop.scheduleTimer(after: delay) { [weak self] in
             guard let self else { return }
             self.resume = nil
             // Closed meanwhile (shutdown, reload): the fd may belong to someone else now.
@@ -223,5 +247,19 @@ final class Acceptor: Channel {
             self.want(read: true, write: false)
             self.onEvent(EventLoop.readable)
         }
+    }
+
+    /// The listener stays readable while the backlog holds connections, so retrying at once
+    /// would spin a core and write a log line per attempt. Stop watching it for a moment;
+    /// connections that close meanwhile free descriptors for the ones waiting.
+    private func pause(_ error: SystemError) {
+        guard resume == nil else { return }
+        if let unlogged = pauseLineDue() {
+            context.log.error("accepting paused: out of resources", [
+                "error": error.description, "pause_ms": "\(Self.pauseAfterResourceError / 1_000_000)",
+                "pauses_not_logged": "\(unlogged)",
+            ])
+        }
+        scheduleResume(after: Self.pauseAfterResourceError)
     }
 }

@@ -20,18 +20,28 @@ public final class ProxyServer: Sendable {
     private let metrics: EngineMetrics
     private let running = Atomic<Int>(0)
     private let threads = Mutex<[EventLoopThread]>([])
+    /// Client connections: the public listeners' budget and the internal listener's own.
+    public let clientBudget: ConnectionBudget
+    private let internalBudget = ConnectionBudget(limit: ConnectionBudget.internalConnections)
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
+    /// `maxConnections`: the public listeners' client-connection budget; nil: none (the binary
+    /// derives one from the descriptor limit: `ConnectionBudget.clientLimit`).
     public init(listeners: [ListenerSpec], loopCount: Int, log: Logger, accessLog: AccessLog?,
-                metrics: EngineMetrics = EngineMetrics(registry: MetricsRegistry())) throws(SystemError) {
+                metrics: EngineMetrics = EngineMetrics(registry: MetricsRegistry()),
+                maxConnections: Int? = nil) throws(SystemError) {
         var loops: [EventLoop] = []
         for i in 0..<max(1, loopCount) { loops.append(try EventLoop(index: i)) }
         self.loops = loops
         self.log = log
         self.accessLog = accessLog
         self.metrics = metrics
-        let contexts = listeners.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
+        clientBudget = ConnectionBudget(limit: maxConnections ?? Int.max)
+        let contexts = listeners.map { [clientBudget, internalBudget] in
+            ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
+                            budget: $0.ownBudget ? internalBudget : clientBudget)
+        }
         self.contexts = contexts
         live = LiveContexts(loops: loops.count, contexts: contexts)
     }
@@ -167,7 +177,10 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
-        let fresh = specs.map { ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics) }
+        let fresh = specs.map { [clientBudget, internalBudget] in
+            ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
+                            budget: $0.ownBudget ? internalBudget : clientBudget)
+        }
         for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
         for loop in loops {
             loop.execute { [self] in
