@@ -2,6 +2,7 @@
 connect or response timeout → 504; and a failed request never poisons the client connection or
 the pool for the next one."""
 
+import json
 import socket
 import time
 
@@ -146,3 +147,28 @@ def test_upstream_going_down_after_proxy_start(proxy_factory, upstream):
     with p.conn() as c:
         c.request("GET", "/echo")
         assert_proxy_error(c.read_response(timeout=5), 502)
+
+
+def test_an_upstream_outage_writes_a_few_lines_not_one_per_request(proxy_factory):
+    """1,000 requests against a refusing upstream over about two seconds: the first failure is
+    logged at once with its request id, then one summary a second per cause carries the count
+    (and the latest request id) — every failure is accounted for, in a handful of lines."""
+    port = closed_port()
+    p = proxy_factory(upstream_url=f"http://127.0.0.1:{port}")
+    ids = []
+    started = time.monotonic()
+    while len(ids) < 1000:
+        with p.conn() as c:
+            c.request("GET", "/echo")
+            r = c.read_response()
+            assert r.status == 502
+            ids.append(r.body.decode().split("request id ")[1].rstrip(")\n"))
+        if len(ids) % 100 == 0:
+            time.sleep(max(0, len(ids) / 500 - (time.monotonic() - started)))   # ~500 requests/s
+    time.sleep(1.3)     # the last summary is written a second after the failures it counts
+    lines = [json.loads(l) for l in p.stderr_text().splitlines() if '"request failed"' in l]
+    assert 2 <= len(lines) <= 6, [(l.get("suppressed"), l["request_id"]) for l in lines]
+    assert lines[0]["request_id"] == ids[0] and "suppressed" not in lines[0]
+    assert sum(1 if "suppressed" not in l else int(l["suppressed"]) for l in lines) == 1000
+    assert all(l["request_id"] in ids and str(port) in l["reason"] for l in lines)
+    assert all(l["suppressed_over_ms"] == "1000" for l in lines if "suppressed" in l)

@@ -49,6 +49,16 @@ public final class Logger: Sendable {
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
         guard level >= self.level else { return }
+        write(level, message, fields.lazy.map { ($0.key, $0.value) })
+    }
+
+    /// The same with fields put together at run time (`LogThrottle`'s summary lines).
+    public func log(_ level: Level, _ message: String, fields: [(String, String)]) {
+        guard level >= self.level else { return }
+        write(level, message, fields)
+    }
+
+    private func write(_ level: Level, _ message: String, _ fields: some Sequence<(String, String)>) {
         var line = ""
         switch format {
         case .json:

@@ -4,17 +4,24 @@ import Glibc
 
 /// Responses the proxy writes itself: phase answers and errors.
 extension ClientConnection {
+    /// A line about this request, with its `request_id`, through the listener's per-cause
+    /// rate limit (`LogThrottle`).
+    func logProblem(_ level: Logger.Level, _ message: String, key: String, _ fields: [(String, String)],
+                    requestID: String? = nil) {
+        guard level >= listener.log.level else { return }
+        listener.throttle.log(level, message, key: key, fields: fields + [("request_id", requestID ?? requestIDString)], on: loop)
+    }
+
     /// An error the proxy produced: short text body, always `Connection: close` — after a refused
     /// or failed request we cannot trust where the next request would start.
     func respondError(_ status: Int, _ reason: String) {
         closeAfterResponse = true
         // The same id as the access-log line (and, for a 502/504, the upstream's log).
         let id = requestIDString
-        if status >= 500 {
-            listener.log.warn("request failed", ["status": "\(status)", "reason": reason, "request_id": id])
-        } else {
-            listener.log.info("request refused", ["status": "\(status)", "reason": reason, "request_id": id])
-        }
+        // One line per cause (status and reason: the reason names the upstream address and
+        // the error), then a summary a second: an outage writes a few lines, not one per request.
+        logProblem(status >= 500 ? .warn : .info, status >= 500 ? "request failed" : "request refused",
+                   key: "\(status) \(reason)", [("status", "\(status)"), ("reason", reason)], requestID: id)
         // A 4xx tells the client what was wrong with its request. A 5xx reason is about the
         // inside (upstream addresses, names, errno texts): it goes to the log only, and the
         // client gets the request id that finds the line.

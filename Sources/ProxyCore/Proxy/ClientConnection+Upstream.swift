@@ -245,7 +245,7 @@ extension ClientConnection {
         case .done:
             responseComplete()
         case .error(let e):
-            listener.log.warn("upstream response body invalid", ["reason": e.reason])
+            logProblem(.warn, "upstream response body invalid", key: e.reason, [("reason", e.reason)])
             abort(reason: "invalid upstream body")
         }
     }
@@ -391,7 +391,7 @@ extension ClientConnection {
             if failed && response.chunkedToClient {
                 // A reset is not the end of the body: without the last chunk the client can
                 // tell the body is cut, which the clean end below would hide.
-                listener.log.warn("upstream failed mid-response", ["status": "\(response.status)", "reason": reason])
+                logProblem(.warn, "upstream failed mid-response", key: reason, [("status", "\(response.status)"), ("reason", reason)])
                 abort(reason: "upstream failed mid-response")
                 return
             }
@@ -401,7 +401,7 @@ extension ClientConnection {
             responseComplete()
             return
         }
-        listener.log.warn("upstream closed mid-response", ["status": "\(response.status)"])
+        logProblem(.warn, "upstream closed mid-response", key: "", [("status", "\(response.status)")])
         abort(reason: "upstream closed mid-response")
     }
 
@@ -410,7 +410,7 @@ extension ClientConnection {
             if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
             upstreamFailure(504, "upstream connect timed out")
         } else if response.started {
-            listener.log.warn("upstream stalled mid-response", ["status": "\(response.status)"])
+            logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
             abort(reason: "upstream timeout")
         } else {
             upstreamFailure(504, "upstream response timed out")

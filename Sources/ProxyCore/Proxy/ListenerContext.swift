@@ -30,6 +30,8 @@ final class ListenerContext: @unchecked Sendable {
     /// The process's client-connection budget this listener draws on (its own for the
     /// internal listener).
     let budget: ConnectionBudget
+    /// Request-scoped problem lines, rate-limited per cause (`ClientConnection.logProblem`).
+    let throttle: LogThrottle
     private var perLoop: [PerLoop]
 
     final class PerLoop {
@@ -55,6 +57,7 @@ final class ListenerContext: @unchecked Sendable {
         requestParser = RequestParser(limits: spec.config.limits)
         responseParser = ResponseParser(limits: spec.config.limits)
         self.log = log
+        throttle = LogThrottle(log: log, loops: loops)
         engineMetrics = metrics
         self.metrics = metrics.listener(spec.name)
         credentials = spec.tls
