@@ -9,6 +9,8 @@ let package = Package(
         .executable(name: "callback-proxy", targets: ["CallbackProxy"]),
         .library(name: "ProxyCore", targets: ["ProxyCore"]),
         .library(name: "NativeSignIn", targets: ["NativeSignIn"]),
+        // A test peer, not shipped: the e2e suite's wrapper app asks NativeSignIn through it.
+        .executable(name: "native-sign-in-sim", targets: ["NativeSignInSim"]),
     ],
     targets: [
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, accept4, signalfd).
@@ -43,6 +45,8 @@ let package = Package(
         // take it; OpenSSL only on Linux, for SHA-256 where CryptoKit does not exist.
         .target(name: "NativeSignIn",
                 dependencies: [.target(name: "COpenSSL", condition: .when(platforms: [.linux]))]),
+        // The e2e suite's wrapper app speaks JSON lines to NativeSignIn through it (tests/e2e/wrapper.py).
+        .executableTarget(name: "NativeSignInSim", dependencies: ["NativeSignIn"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),

@@ -1,0 +1,9 @@
+// native-sign-in-sim: the NativeSignIn library behind a JSON-lines protocol, for the
+// end-to-end suite's wrapper app (tests/e2e/wrapper.py). One request per stdin line, one
+// answer per stdout line; protocol in Session.swift. A test peer: not shipped.
+import Foundation
+
+let session = Session()
+while let line = readLine(strippingNewline: true) {
+    FileHandle.standardOutput.write(JSONLine.encode(session.handle(line)))
+}
