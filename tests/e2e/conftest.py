@@ -12,13 +12,18 @@ token URL = the IdP's) — and one Chromium. Per test: a fresh proxy (on the ses
 the IdP's web client needs the exact redirect URI), a clean browser (cookies cleared), the IdP
 reset. On failure every process's output of that test is printed.
 
-Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy .venv/bin/python -m pytest -q tests/e2e
+The wrapper app's decisions are the NativeSignIn library's, through `native-sign-in-sim`
+(NATIVE_SIGN_IN_SIM, else .build/release/native-sign-in-sim, built here once if missing).
+
+Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy NATIVE_SIGN_IN_SIM=/path/to/native-sign-in-sim \
+      .venv/bin/python -m pytest -q tests/e2e
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,6 +44,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 
 DEFAULT_BIN = REPO_ROOT / ".build" / "release" / "callback-proxy"
+DEFAULT_SIM = REPO_ROOT / ".build" / "release" / "native-sign-in-sim"
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -64,6 +70,25 @@ def proxy_bin():
         path = REPO_ROOT / path
     if not os.access(path, os.X_OK):
         pytest.fail(f"proxy binary not found: {path} (build it, or set CALLBACK_PROXY_BIN)",
+                    pytrace=False)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def sim_bin():
+    """native-sign-in-sim: NATIVE_SIGN_IN_SIM, else the release build (built now if absent)."""
+    given = os.environ.get("NATIVE_SIGN_IN_SIM")
+    path = Path(given) if given else DEFAULT_SIM
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not given and not os.access(path, os.X_OK):
+        build = subprocess.run(["swift", "build", "-c", "release", "--product", "native-sign-in-sim"],
+                               cwd=REPO_ROOT, capture_output=True, text=True)
+        if build.returncode != 0:
+            pytest.fail(f"swift build --product native-sign-in-sim failed:\n{build.stderr[-3000:]}",
+                        pytrace=False)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"native-sign-in-sim not found: {path} (build it, or set NATIVE_SIGN_IN_SIM)",
                     pytrace=False)
     return str(path)
 
@@ -225,15 +250,16 @@ def params_proxy(proxy_factory):
 
 
 @pytest.fixture
-def wrapper_factory(webview, idp, pki):
-    """wrapper_factory(proxy) → the native wrapper around the WebView, with initialUrl = the
-    proxy's public URL. Closed (interception off) at teardown."""
+def wrapper_factory(webview, idp, pki, sim_bin, tmp_path):
+    """wrapper_factory(proxy, provider="google") → the native wrapper around the WebView, with
+    initialUrl = the proxy's public URL. Closed (interception off, sims ended) at teardown."""
     made: list[WrapperApp] = []
 
-    def make(proxy):
+    def make(proxy, provider="google"):
         w = WrapperApp(webview, initial_url=proxy.url,
                        authorization_endpoint=idp.discovery()["authorization_endpoint"],
-                       native=NATIVE, ca_file=pki.ca_cert)
+                       native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path,
+                       provider=provider)
         made.append(w)
         return w
 

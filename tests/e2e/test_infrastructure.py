@@ -60,17 +60,23 @@ def test_web_sign_in_through_a_plain_proxy(webview, rails, idp, proxy_factory, u
 @pytest.mark.parametrize("platform", ["ios", "android"])
 def test_wrapper_intercepts_and_signs_in_natively(webview, rails, idp, proxy_factory,
                                                   wrapper_factory, platform, username):
-    """The wrapper stops the WebView's navigation to the IdP (which never sees it), restarts it
-    with the native client per the seed's rules, and gets a code the IdP redeems for the native
-    client with the wrapper's verifier."""
+    """The library stops the WebView's navigation to the IdP (which never sees it) and lets the
+    site's own pages load, restarts it with the native client (its allowlist, its PKCE), and
+    builds a callback whose code the IdP redeems for the native client with the library's
+    verifier. The iOS app's client and redirect come from its GoogleService-Info.plist."""
     proxy = proxy_factory(None, upstream=rails.plain.url)
     wrapper = wrapper_factory(proxy)
+    client_id, redirect_uri = NATIVE[platform]
+    [configured] = wrapper.apps[platform]["providers"]
+    assert (configured["name"], configured["client_id"], configured["redirect_uri"]) == \
+        ("google", client_id, redirect_uri)
     open_home(webview, proxy.url)
     tap_sign_in(webview)
     web_url = wrapper.wait_for_authorization()
     assert idp.stats()["authorize"]["requests"] == 0, "the WebView's navigation reached the IdP"
     wait_home(webview, "the WebView to stay on the site")
     assert webview.current_url == proxy.url + "/"
+    assert proxy.url + "/" in wrapper.passed_through, "the library stopped the site's own page"
 
     web = dict(parse_qsl(urlsplit(web_url).query))
     assert web["client_id"] == WEB_CLIENT
@@ -78,7 +84,6 @@ def test_wrapper_intercepts_and_signs_in_natively(webview, rails, idp, proxy_fac
     assert {"state", "scope", "code_challenge", "access_type", "prompt"} <= set(web)
 
     result = wrapper.system_browser_sign_in(web_url, platform, username=username)
-    client_id, redirect_uri = NATIVE[platform]
     native = dict(parse_qsl(urlsplit(result.outbound_url).query))
     assert native == {
         "client_id": client_id, "redirect_uri": redirect_uri, "response_type": "code",

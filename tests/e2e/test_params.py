@@ -31,9 +31,7 @@ def tap_sign_in_params(driver):
 
 
 def params_wrapper(wrapper_factory, proxy):
-    wrapper = wrapper_factory(proxy)
-    wrapper.provider = PARAMS_PROVIDER      # /_oauth_callback?provider=google_params&…
-    return wrapper
+    return wrapper_factory(proxy, provider=PARAMS_PROVIDER)   # /_oauth_callback?provider=google_params&…
 
 
 def params_sign_in(webview, proxy, wrapper, platform, username, action="approve"):

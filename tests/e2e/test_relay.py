@@ -10,7 +10,7 @@ The app's token URL is the proxy's relay endpoint (through the recording TokenTa
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
@@ -30,6 +30,13 @@ def native_sign_in(webview, proxy, wrapper, platform, username):
     result = wrapper.sign_in(platform, username=username)
     wait_home(webview)
     return result
+
+
+def with_field(url, **changed):
+    """The library's callback URL with some of its fields replaced (what a forger would send)."""
+    parts = urlsplit(url)
+    fields = [(k, changed.get(k, v)) for k, v in parse_qsl(parts.query)]
+    return parts._replace(query=urlencode(fields)).geturl()
 
 
 def relay_records(tap):
@@ -125,7 +132,7 @@ def test_forged_client_id_is_refused_before_any_idp_call(webview, relay_proxy, w
     web_url = wrapper.wait_for_authorization()
     result = wrapper.system_browser_sign_in(web_url, "ios", username=username)
     for forged in (ANDROID_CLIENT, WEB_CLIENT, "evil.apps.googleusercontent.com"):
-        wrapper.load(wrapper.callback_url(result, client_id=forged))
+        wrapper.load(with_field(result.callback_url, client_id=forged))
         assert webview.title == "Sign-in failed", body(webview)   # the proxy's refusal page
     stats = idp.stats()
     assert stats["token"]["requests"] == 0, stats["events"]

@@ -125,10 +125,10 @@ def proxy(proxy_bin, sm_ports, sm_idp, header_app, tmp_path, request):
 
 
 @pytest.fixture
-def wrapper(webview, sm_idp, pki, proxy):
+def wrapper(webview, sm_idp, pki, proxy, sim_bin, tmp_path):
     w = WrapperApp(webview, initial_url=proxy.url,
                    authorization_endpoint=sm_idp.discovery()["authorization_endpoint"],
-                   native=NATIVE, ca_file=pki.ca_cert)
+                   native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path)
     yield w
     w.close()
 

@@ -1,51 +1,51 @@
 """The native wrapper app, simulated: what the iOS / Android shell around the WebView does for
-"Sign in with Google", following the seed's rules (shared/seeds/003) to the letter.
+"Sign in with Google". Every decision is the NativeSignIn library's, asked through
+`native-sign-in-sim` (native_sim.py); this file is only the platform around it.
 
-1. **Intercept.** The WebView (headless Chromium, driven by Selenium) is watched for a main-frame
-   navigation to the IdP's authorization endpoint. The wrapper opens its own DevTools (CDP)
-   connection to the WebView's page target and enables `Fetch` request interception for
-   `<authorization endpoint>*` at the request stage. When the site's redirect sends the WebView
-   there, Chromium pauses the request (`Fetch.requestPaused`, `resourceType: Document`, the main
-   frame's id); the wrapper records the URL and fails the request with `Aborted` — the WebView
-   stays on the site, exactly like WKWebView's `decidePolicyFor navigationAction → .cancel` or
-   Android's `shouldOverrideUrlLoading → true`. The IdP never sees the WebView's request.
+1. **Intercept.** The WebView (headless Chromium, driven by Selenium) is watched the way WKWebView's
+   `decidePolicyFor navigationAction` / Android's `shouldOverrideUrlLoading` watch it: the wrapper
+   opens its own DevTools (CDP) connection to the WebView's page target and enables `Fetch`
+   request interception for every document load at the request stage. Chromium pauses each one
+   (`Fetch.requestPaused`); the library decides (`decide`, main frame or subframe by the frame id):
+   `allow` continues the load, `start` or `refuse` fails it with `Aborted` — the WebView stays
+   on the site and the IdP never sees its request.
    (Why not the alternatives: `Network.setBlockedURLs` does not stop main-frame navigations in
    Chromium 156 — the IdP received the request — and Selenium 4.51's BiDi request handler
    deadlocked when failing a request. Reading the performance log would see the URL but not stop
    the navigation.)
-2. **Restart natively.** The outbound URL is only a trigger: the wrapper keeps `scope`, `state`
-   and the allowlisted parameters the site set (`access_type`, `prompt`, `login_hint`,
-   `include_granted_scopes`, `nonce`, `hd`), drops everything else (the web `client_id`,
-   `redirect_uri`, the site's own PKCE challenge…), and substitutes its native `client_id`,
-   custom-scheme `redirect_uri`, `response_type=code` and a fresh PKCE pair (S256).
+2. **Restart natively.** The library's `start` carries the native authorization URL (its
+   allowlist, the native client, PKCE) and the request's id.
 3. **Sign in at the IdP** as the system browser would (ASWebAuthenticationSession / Custom Tab):
-   plain HTTPS requests — GET the login page, POST its form (approve or deny) — and read the
-   custom-scheme redirect (`Location: com.example.app:/oauth2redirect?code=…&state=…`), which is
-   where the system browser hands control back to the app. The returned `state` must be the one
-   sent (AppAuth checks it too).
-4. **Hand back.** Build `<initialUrl>/_oauth_callback?provider=google&platform=…&client_id=…
-   &redirect_uri=…&code=…&state=…&code_verifier=…` (on failure `…&state=…&error=…`, no code) and
-   load it into the WebView as a full navigation.
+   plain HTTPS requests — GET the library's URL (the login page), POST its form (approve or deny),
+   or close the browser (cancel) — and read the redirect to the callback scheme
+   (`Location: com.example.app:/oauth2redirect?code=…&state=…`), which is where the system
+   browser hands control back to the app.
+4. **Hand back.** The library builds `/_oauth_callback` from what the browser returned
+   (`callback`: the state check, `error=` on cancel, denial or mismatch); the wrapper loads it into
+   the WebView as a full navigation.
+
+The wrapper plays the iOS and the Android app at once around the one WebView: each navigation is
+decided by both apps' libraries (one sim each), and a sign-in continues as the platform the test
+names.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import json
-import secrets
+import tempfile
 import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import requests
 import websocket
 
-KEPT = ("scope", "state")
-ALLOWLISTED = ("access_type", "prompt", "login_hint", "include_granted_scopes", "nonce", "hd")
+from native_sim import NativeSignInSim, write_plists
+
+PLATFORMS = ("ios", "android")
 
 
 class CDPSession:
@@ -129,38 +129,55 @@ class NativeSignIn:
     """What one native sign-in produced, and the URL the wrapper hands to the WebView."""
     platform: str
     intercepted_url: str           # the site's authorization URL (web client), as intercepted
-    outbound_url: str              # the native authorization URL the system browser opened
+    outbound_url: str              # the library's native authorization URL (the system browser's)
     client_id: str
     redirect_uri: str
-    state: str
-    code: str | None = None
+    state: str                     # the state the library sent
+    browser_result: object         # what the system browser returned: {"redirect": …} or a word
+    callback_url: str = ""         # the library's /_oauth_callback URL
+    code: str | None = None        # read back from callback_url
     code_verifier: str | None = None
     error: str | None = None
-    callback_url: str = ""
     secrets: list[str] = field(default_factory=list)   # code, verifier (for the log checks)
 
 
+@dataclass
+class Interception:
+    """A WebView navigation the library did not allow: its URL and each app's decision."""
+    url: str
+    decisions: dict
+
+
 class WrapperApp:
-    """The wrapper around one WebView. `native` maps platform → (client_id, redirect_uri)."""
+    """The wrapper around one WebView. `native` maps platform → (client_id, redirect_uri), the
+    native clients registered at the IdP; `provider` is the proxy's provider key. The iOS app
+    with provider `google` is configured from a GoogleService-Info.plist (the library derives the
+    redirect); every other app names its provider as an OpenID provider at the IdP's endpoint."""
 
     # Every wrapper of the test session, whoever made it: the run-wide log scan reads their
     # sign-ins (codes, verifiers, states).
     instances: list["WrapperApp"] = []
 
     def __init__(self, driver, *, initial_url: str, authorization_endpoint: str, native: dict,
-                 ca_file: str, provider: str = "google"):
+                 ca_file: str, sim: str, workdir, provider: str = "google"):
         self.driver = driver
-        self.initial_url = initial_url.rstrip("/")
+        self.initial_url = initial_url
         self.authorization_endpoint = authorization_endpoint
-        self.native = native
         self.ca_file = ca_file
         self.provider = provider
-        self.intercepted: list[str] = []
+        self.intercepted: list[Interception] = []
         self.results: list[NativeSignIn] = []     # every native sign-in, for the log scan
         WrapperApp.instances.append(self)
         self.passed_through: list[str] = []
         self._handled = 0
         self._seen = threading.Condition()
+        workdir = tempfile.mkdtemp(prefix="wrapper-", dir=workdir)
+        self.sims: dict[str, NativeSignInSim] = {}
+        self.apps: dict[str, dict] = {}           # platform → the library's configuration
+        for platform in PLATFORMS:
+            self.sims[platform] = NativeSignInSim(sim, f"{workdir}/sim-{platform}.log")
+            self.apps[platform] = self.sims[platform].configure(
+                **self._settings(platform, native[platform], f"{workdir}/{platform}"))
         self.cdp = CDPSession.for_driver(driver)
         self.cdp.on("Fetch.requestPaused", self._paused)
         # Every URL the WebView requested and every Location it was sent to (for checks that a
@@ -169,12 +186,23 @@ class WrapperApp:
         self.cdp.on("Network.requestWillBeSent", self._request_sent)
         self.cdp.call("Network.enable")
         self.cdp.call("Fetch.enable", {"patterns": [
-            {"urlPattern": authorization_endpoint + "*", "requestStage": "Request"}]})
+            {"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]})
+
+    def _settings(self, platform, client, bundle) -> dict:
+        client_id, redirect_uri = client
+        if platform == "ios" and self.provider == "google":
+            return dict(platform=platform, google_authorization_endpoint=self.authorization_endpoint,
+                        **write_plists(bundle, google_client_id=client_id))
+        return dict(platform=platform, **write_plists(bundle), providers=[
+            {"name": self.provider, "authorization_endpoint": self.authorization_endpoint,
+             "client_id": client_id, "redirect_uri": redirect_uri, "pkce": True}])
 
     def close(self):
         with contextlib.suppress(Exception):
             self.cdp.call("Fetch.disable", timeout=3)
         self.cdp.close()
+        for sim in self.sims.values():
+            sim.close()
 
     # -- 1. interception ---------------------------------------------------------------------------
 
@@ -186,18 +214,24 @@ class WrapperApp:
                 self.seen_by_webview.append(f"{name}: {value}")
 
     def _paused(self, params):
-        url = params["request"]["url"]
-        main_frame = params.get("resourceType") == "Document" and \
-            params.get("frameId") == self.cdp.target_id
-        if main_frame and url.split("?", 1)[0] == self.authorization_endpoint:
-            self.cdp.send("Fetch.failRequest", {"requestId": params["requestId"],
-                                                "errorReason": "Aborted"})
-            with self._seen:
-                self.intercepted.append(url)
-                self._seen.notify_all()
-        else:
-            self.cdp.send("Fetch.continueRequest", {"requestId": params["requestId"]})
+        url, request_id = params["request"]["url"], params["requestId"]
+        target = "mainFrame" if params.get("frameId") == self.cdp.target_id else "subframe"
+        try:
+            decisions = {p: sim.decide(url, target) for p, sim in self.sims.items()}
+        except Exception:
+            self.cdp.send("Fetch.failRequest", {"requestId": request_id, "errorReason": "Failed"})
+            raise                                   # into cdp.errors
+        kinds = {d["decision"] for d in decisions.values()}
+        if kinds == {"allow"}:
+            self.cdp.send("Fetch.continueRequest", {"requestId": request_id})
             self.passed_through.append(url)
+            return
+        self.cdp.send("Fetch.failRequest", {"requestId": request_id, "errorReason": "Aborted"})
+        if len(kinds) > 1:
+            self.cdp.errors.append(f"the apps decided differently on {url}: {decisions}")
+        with self._seen:
+            self.intercepted.append(Interception(url, decisions))
+            self._seen.notify_all()
 
     def wait_for_authorization(self, timeout=15.0) -> str:
         """The next intercepted authorization URL not yet handled."""
@@ -207,77 +241,72 @@ class WrapperApp:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(
-                        f"the WebView never navigated to {self.authorization_endpoint} "
+                        f"the library stopped no navigation of the WebView "
                         f"(now at {self.driver.current_url}; CDP errors: {self.cdp.errors})")
                 self._seen.wait(min(left, 0.2))
             self._handled += 1
-            return self.intercepted[self._handled - 1]
+            return self.intercepted[self._handled - 1].url
 
     # -- 2 + 3. the native authorization step ------------------------------------------------------
 
-    def native_request(self, intercepted_url: str, platform: str) -> tuple[dict, str]:
-        """The native authorization request's parameters, and the PKCE verifier."""
-        query = parse_qs(urlsplit(intercepted_url).query, keep_blank_values=True)
-        client_id, redirect_uri = self.native[platform]
-        verifier = secrets.token_urlsafe(64)[:86]
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
-        params = {"client_id": client_id, "redirect_uri": redirect_uri, "response_type": "code"}
-        for name in KEPT + ALLOWLISTED:
-            if name in query:
-                params[name] = query[name][0]
-        params["code_challenge"] = challenge.rstrip(b"=").decode()
-        params["code_challenge_method"] = "S256"
-        return params, verifier
+    def start(self, url: str, platform: str) -> dict:
+        """The library's `start` for `url`: the decision made when the WebView's navigation
+        paused, or — for a URL the WebView never loaded (an attacker's own sign-in, in their own
+        app) — one asked now."""
+        with self._seen:
+            made = next((i.decisions.pop(platform) for i in self.intercepted
+                         if i.url == url and platform in i.decisions), None)
+        decision = made or self.sims[platform].decide(url, "mainFrame")
+        if decision["decision"] != "start":
+            raise AssertionError(f"the library did not start a sign-in for {url}: {decision}")
+        return decision
 
-    def system_browser_sign_in(self, intercepted_url: str, platform: str, *,
-                               username: str, action: str = "approve") -> NativeSignIn:
-        """ASWebAuthenticationSession / Custom Tab: the login page, its form, the redirect."""
-        params, verifier = self.native_request(intercepted_url, platform)
-        endpoint = self.authorization_endpoint
-        outbound = endpoint + "?" + urlencode(params)
+    def system_browser(self, start: dict, *, username: str, action: str = "approve"):
+        """ASWebAuthenticationSession / Custom Tab on the library's URL: the login page, then its
+        form (`approve`, `deny`) and the redirect to the callback scheme — or the user closes the
+        browser on the login page (`cancel`), or the session cannot run (`fail`). Returns the
+        BrowserResult for `callback`."""
+        if action == "fail":
+            return "failed"
         with requests.Session() as browser:
             # verify= on each call: a Session's own .verify loses to REQUESTS_CA_BUNDLE.
-            page = browser.get(endpoint, params=params, allow_redirects=False, timeout=10,
-                               verify=self.ca_file)
+            page = browser.get(start["url"], allow_redirects=False, timeout=10, verify=self.ca_file)
             if page.status_code != 200:
                 raise AssertionError(f"the IdP refused the native authorization request: "
                                      f"{page.status_code} {page.headers.get('X-OAuth-Error')} "
                                      f"{page.headers.get('Location')}")
-            form = {"username": username, "action": action}
-            resp = browser.post(endpoint, params=params, data=form, allow_redirects=False,
-                                timeout=10, verify=self.ca_file)
+            if action == "cancel":
+                return "cancelled"
+            resp = browser.post(start["url"], data={"username": username, "action": action},
+                                allow_redirects=False, timeout=10, verify=self.ca_file)
         location = resp.headers.get("Location", "")
-        client_id, redirect_uri = params["client_id"], params["redirect_uri"]
-        if resp.status_code != 302 or not location.startswith(redirect_uri + "?"):
-            raise AssertionError(f"the IdP did not redirect to the custom scheme: "
-                                 f"{resp.status_code} {location!r}")
-        got = parse_qs(urlsplit(location).query)
-        state = (got.get("state") or [None])[0]
-        if state != params.get("state"):
-            raise AssertionError("the IdP returned another state than the one sent")
-        result = NativeSignIn(platform=platform, intercepted_url=intercepted_url,
-                              outbound_url=outbound, client_id=client_id,
-                              redirect_uri=redirect_uri, state=state)
-        if "code" in got:
-            result.code, result.code_verifier = got["code"][0], verifier
-            result.secrets = [result.code, verifier]
-        else:
-            result.error = (got.get("error") or ["unknown_error"])[0]
-        result.callback_url = self.callback_url(result)
-        self.results.append(result)
-        return result
+        if resp.status_code != 302 or urlsplit(location).scheme != start["callback_scheme"]:
+            raise AssertionError(f"the IdP did not redirect to the callback scheme "
+                                 f"{start['callback_scheme']}: {resp.status_code} {location!r}")
+        return {"redirect": location}
 
     # -- 4. hand back to the WebView ---------------------------------------------------------------
 
-    def callback_url(self, r: NativeSignIn, **overrides) -> str:
-        fields = [("provider", self.provider), ("platform", r.platform),
-                  ("client_id", r.client_id), ("redirect_uri", r.redirect_uri)]
-        if r.code is not None:
-            fields += [("code", r.code), ("state", r.state), ("code_verifier", r.code_verifier)]
-        else:
-            fields += [("state", r.state), ("error", r.error)]
-        fields = [(k, overrides.get(k, v)) for k, v in fields]
-        return f"{self.initial_url}/_oauth_callback?{urlencode(fields)}"
+    def hand_back(self, start: dict, browser_result, intercepted_url: str = "") -> NativeSignIn:
+        """The library's /_oauth_callback URL for what the browser returned (not loaded yet)."""
+        url = self.sims[start["platform"]].callback(start["id"], self.initial_url, browser_result)
+        got = dict(parse_qsl(urlsplit(url).query))
+        result = NativeSignIn(platform=start["platform"], intercepted_url=intercepted_url,
+                              outbound_url=start["url"], client_id=start["client_id"],
+                              redirect_uri=start["redirect_uri"], state=start["state"],
+                              browser_result=browser_result, callback_url=url,
+                              code=got.get("code"), code_verifier=got.get("code_verifier"),
+                              error=got.get("error"))
+        result.secrets = [v for v in (result.code, start["code_verifier"]) if v]
+        self.results.append(result)
+        return result
+
+    def system_browser_sign_in(self, intercepted_url: str, platform: str, *,
+                               username: str, action: str = "approve") -> NativeSignIn:
+        """Steps 2 to 4 for one authorization URL of the site, as `platform`'s app."""
+        start = self.start(intercepted_url, platform)
+        outcome = self.system_browser(start, username=username, action=action)
+        return self.hand_back(start, outcome, intercepted_url)
 
     def load(self, url: str):
         self.driver.get(url)
