@@ -10,7 +10,7 @@ The app's token URL is the proxy's relay endpoint (through the recording TokenTa
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
@@ -37,6 +37,17 @@ def with_field(url, **changed):
     parts = urlsplit(url)
     fields = [(k, changed.get(k, v)) for k, v in parse_qsl(parts.query)]
     return parts._replace(query=urlencode(fields)).geturl()
+
+
+def attackers_authorization_url(proxy) -> str:
+    """The app's authorization URL of a sign-in started in the attacker's own browser session."""
+    with requests.Session() as s:
+        home = s.get(proxy.url + "/", timeout=10)
+        token = home.text.split('name="authenticity_token" value="', 1)[1].split('"', 1)[0]
+        start = s.post(proxy.url + "/users/auth/google_oauth2",
+                       data={"authenticity_token": token}, allow_redirects=False, timeout=10)
+        assert start.status_code == 302, start.text[:500]
+        return start.headers["Location"]
 
 
 def relay_records(tap):
@@ -87,17 +98,25 @@ def test_native_sign_in_signs_the_user_into_the_app(webview, relay_proxy, wrappe
     assert any("/_oauth_callback?" in u for u in wrapper.seen_by_webview)
 
 
-def test_denied_sign_in_lands_on_the_apps_failure_page(webview, relay_proxy, wrapper_factory, idp,
-                                                       token_tap, username):
+@pytest.mark.parametrize("platform", ["ios", "android"])
+@pytest.mark.parametrize("action", ["deny", "cancel"])
+def test_denied_or_cancelled_sign_in_lands_on_the_apps_failure_page(
+        webview, relay_proxy, wrapper_factory, idp, token_tap, action, platform, username):
+    """Deny at the IdP's form (its `error=access_denied` passed through by the library), or
+    close the system browser on the login page (`.cancelled`, which the library hands back as
+    `error=access_denied`): the app's own failure path, nobody signed in, no token request."""
     wrapper = wrapper_factory(relay_proxy)
     open_home(webview, relay_proxy.url)
     tap_sign_in(webview)
-    result = wrapper.sign_in("ios", username=username, action="deny")
-    assert result.error == "access_denied"
+    result = wrapper.sign_in(platform, username=username, action=action)
+    assert result.error == "access_denied" and result.code is None
+    assert (result.browser_result == "cancelled") == (action == "cancel")
     wait_home(webview, "the app's failure page")
     assert status(webview) == "Not signed in"
     assert alert(webview) == f'{FAILURE} "Access denied".'
-    assert idp.stats()["token"]["requests"] == 0
+    stats = idp.stats()
+    assert stats["authorize"]["denied"] == (1 if action == "deny" else 0)
+    assert stats["token"]["requests"] == 0
     assert token_tap.records == []
 
 
@@ -152,14 +171,7 @@ def test_another_sessions_state_is_refused_by_the_app(webview, relay_proxy, wrap
     victim's: OmniAuth refuses it (csrf_detected) and the victim is not signed in as the
     attacker."""
     attacker = "mallory-" + username
-    with requests.Session() as s:               # the attacker's own browser session
-        home = s.get(relay_proxy.url + "/", timeout=10)
-        token = home.text.split('name="authenticity_token" value="', 1)[1].split('"', 1)[0]
-        start = s.post(relay_proxy.url + "/users/auth/google_oauth2",
-                       data={"authenticity_token": token}, allow_redirects=False, timeout=10)
-        assert start.status_code == 302, start.text[:500]
-        attacker_url = start.headers["Location"]
-
+    attacker_url = attackers_authorization_url(relay_proxy)
     wrapper = wrapper_factory(relay_proxy)
     stolen = wrapper.system_browser_sign_in(attacker_url, "ios", username=attacker)
 
@@ -172,6 +184,40 @@ def test_another_sessions_state_is_refused_by_the_app(webview, relay_proxy, wrap
     wait_home(webview, "the app's failure page")
     assert status(webview) == "Not signed in"
     assert alert(webview) == f'{FAILURE} "Csrf detected".'
+
+
+def test_a_redirect_with_another_state_signs_nobody_in(webview, relay_proxy, wrapper_factory, idp,
+                                                      token_tap, username):
+    """The system browser returns to the app with a redirect of another sign-in: a genuine code
+    for the attacker's account, with the attacker's state (a custom-scheme link opened the app
+    while its own sign-in was under way). The library hands back `error=state_mismatch` with the
+    app's own state and no code: the code never reaches the proxy, nobody is signed in."""
+    wrapper = wrapper_factory(relay_proxy)
+    theirs = wrapper.start(attackers_authorization_url(relay_proxy), "android")
+    their_redirect = wrapper.system_browser(theirs, username="mallory-" + username)
+    their_code = parse_qs(urlsplit(their_redirect["redirect"]).query)["code"][0]
+
+    open_home(webview, relay_proxy.url)
+    tap_sign_in(webview)
+    ours = wrapper.start(wrapper.wait_for_authorization(), "android")
+    assert ours["state"] != theirs["state"]
+    result = wrapper.hand_back(ours, their_redirect)
+    q = parse_qs(urlsplit(result.callback_url).query)
+    assert (q["error"], q["state"]) == (["state_mismatch"], [ours["state"]])
+    assert "code" not in q and "code_verifier" not in q
+
+    wrapper.load(result.callback_url)
+    wait_home(webview, "the app's failure page")
+    assert status(webview) == "Not signed in"
+    # The proxy passes the library's word on as its own `sign_in_failed` (not an OAuth code
+    # it forwards as is) and spent nothing.
+    assert alert(webview) == f'{FAILURE} "Sign in failed".', body(webview)
+    outcomes = [(e.get("source"), e.get("reason")) for e in relay_proxy.log_events()
+                if e.get("msg") in ("callback verified", "callback failed")]
+    assert outcomes == [("client", "sign_in_failed")]
+    assert idp.stats()["token"]["requests"] == 0
+    assert token_tap.records == []
+    assert not [u for u in wrapper.seen_by_webview if their_code in u]
 
 
 def test_web_sign_in_through_the_proxy_still_works(webview, relay_proxy, idp, token_tap,
