@@ -9,6 +9,7 @@ import pytest
 
 from harness import APP_CALLBACK, NATIVE, WEB_CLIENT
 from idp_harness import CodeGrant
+from native_sim import NativeSignInSim, SimError, write_plists
 from site_pages import (alert, idp_login, notice, open_home, sign_ins, status, tap_sign_in,
                         tap_sign_out, wait_home)
 
@@ -124,3 +125,30 @@ def test_wrapper_denial_callback(webview, rails, idp, proxy_factory, wrapper_fac
     assert q["state"] == parse_qs(urlsplit(web_url).query)["state"]
     assert "code" not in q and "code_verifier" not in q
     assert idp.stats()["authorize"]["denied"] == 1
+
+
+def test_the_sim_answers_with_the_librarys_decisions(sim_bin, tmp_path):
+    """native-sign-in-sim without a browser: OAuthEnabled NO in the app's Info.plist turns
+    interception off (the library gives no interceptor, so everything loads); with it on, a
+    provider URL without `state` is refused, a subframe is left alone, and the sim refuses what
+    its protocol does not know rather than guess."""
+    endpoint = "https://127.0.0.1:1/authorize"
+    provider = {"name": "google", "authorization_endpoint": endpoint, "client_id": NATIVE["ios"][0],
+                "redirect_uri": NATIVE["ios"][1], "pkce": True}
+    off = NativeSignInSim(sim_bin, tmp_path / "off.log")
+    on = NativeSignInSim(sim_bin, tmp_path / "on.log")
+    try:
+        assert off.configure(platform="ios", providers=[provider],
+                             **write_plists(tmp_path / "off", oauth_enabled="NO"))["enabled"] is False
+        assert off.decide(endpoint + "?state=s")["decision"] == "allow"
+        on.configure(platform="ios", providers=[provider], **write_plists(tmp_path / "on"))
+        refused = on.decide(endpoint + "?client_id=web")
+        assert (refused["decision"], refused["key"]) == ("refuse", "state")
+        assert on.decide(endpoint + "?state=s", "subframe")["decision"] == "allow"
+        with pytest.raises(SimError, match="unknown field"):
+            on.call(op="decide", url=endpoint, target="mainFrame", platform="ios")
+        with pytest.raises(SimError, match="no sign-in under way"):
+            on.callback("r9", "http://127.0.0.1:1/", "cancelled")
+    finally:
+        off.close()
+        on.close()
