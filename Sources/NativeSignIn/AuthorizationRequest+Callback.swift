@@ -5,7 +5,8 @@ import Foundation
 extension AuthorizationRequest {
     /// The `error=` values this library produces itself. The proxy passes the OAuth ones
     /// (`access_denied`) to the site's callback as they are and every other word as
-    /// `sign_in_failed`; ours are distinct so that the proxy's log tells the causes apart.
+    /// `sign_in_failed`; ours are distinct so that the proxy's log tells the causes apart
+    /// (it names them: `CallbackParameters.ProviderError.wrapperCodes`).
     public enum CallbackError {
         /// The user closed the browser (RFC 6749's word for "the user said no").
         public static let cancelled = "access_denied"

@@ -210,11 +210,11 @@ def test_a_redirect_with_another_state_signs_nobody_in(webview, relay_proxy, wra
     wait_home(webview, "the app's failure page")
     assert status(webview) == "Not signed in"
     # The proxy passes the library's word on as its own `sign_in_failed` (not an OAuth code
-    # it forwards as is) and spent nothing.
+    # it forwards as is), names it in the operator's log, and spent nothing.
     assert alert(webview) == f'{FAILURE} "Sign in failed".', body(webview)
-    outcomes = [(e.get("source"), e.get("reason")) for e in relay_proxy.log_events()
-                if e.get("msg") in ("callback verified", "callback failed")]
-    assert outcomes == [("client", "sign_in_failed")]
+    events = [e for e in relay_proxy.log_events() if e.get("msg") in ("callback verified", "callback failed")]
+    assert [(e.get("source"), e.get("reason")) for e in events] == [("client", "sign_in_failed")]
+    assert "error=state_mismatch (the browser's redirect carried another state" in events[0]["detail"], events[0]
     assert idp.stats()["token"]["requests"] == 0
     assert token_tap.records == []
     assert not [u for u in wrapper.seen_by_webview if their_code in u]

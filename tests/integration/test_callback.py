@@ -267,6 +267,10 @@ REFUSALS = {
     "error-free-text": (lambda g: callback_target(
         g, drop=["code", "code_verifier"], extra=[("error", "The user closed the browser")]),
         "sign_in_failed", DID_NOT_COMPLETE, r"unrecognised error value"),
+    # NativeSignIn's own word: named in the log, the app's callback gets sign_in_failed
+    "error-state-mismatch": (lambda g: callback_target(
+        g, drop=["code", "code_verifier"], extra=[("error", "state_mismatch")]),
+        "sign_in_failed", DID_NOT_COMPLETE, r"error=state_mismatch \(the browser's redirect carried another state"),
     "error-and-code": (lambda g: callback_target(g, extra=[("error", "access_denied")]),
                        "invalid_request", NOT_VALID, r"`error` and `code` are both present"),
     "error-for-unknown-provider": (lambda g: callback_target(

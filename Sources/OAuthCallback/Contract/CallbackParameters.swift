@@ -52,6 +52,13 @@ public struct CallbackParameters: Sendable, Equatable {
             "interaction_required", "login_required", "consent_required", "account_selection_required",
         ]
         public static let fallbackCode = "sign_in_failed"
+        /// Words the wrapper app's library (NativeSignIn) reports for failures of its own. Named
+        /// in the log, so the operator tells them apart; the app's callback gets `sign_in_failed`.
+        public static let wrapperCodes: [String: String] = [
+            "state_mismatch": "the browser's redirect carried another state than the one sent (another sign-in's answer)",
+            "invalid_response": "the browser's redirect had neither code nor error, a parameter twice, or another redirect URI",
+            "sign_in_failed": "the browser session failed, or the provider's error was not a plain OAuth word",
+        ]
         /// Kept for logs only, at most this many characters.
         static let logLimit = 128
 
@@ -61,17 +68,21 @@ public struct CallbackParameters: Sendable, Equatable {
         public var recognised: Bool
         /// `error_description`, shortened for the log line. Never shown to the user.
         public var detailForLog: String?
+        /// A `wrapperCodes` word the app reported (the log names it).
+        public var wrapperCode: String?
 
         public init(reported: String, description: String?) {
             recognised = Self.forwardedCodes.contains(reported)
             code = recognised ? reported : Self.fallbackCode
+            wrapperCode = Self.wrapperCodes[reported] == nil ? nil : reported
             detailForLog = description.map { shortened($0, to: Self.logLimit) }
         }
 
         /// The failed sign-in as a `CallbackFailure`, for the pipeline's "IdP error" step.
         public var failure: CallbackFailure {
             var detail = recognised ? "the app reported a failed sign-in: error=\(code)"
-                                    : "the app reported a failed sign-in with an unrecognised error value"
+                : wrapperCode.map { "the app reported a failed sign-in: error=\($0) (\(Self.wrapperCodes[$0]!))" }
+                ?? "the app reported a failed sign-in with an unrecognised error value"
             if let detailForLog { detail += "; error_description: \(detailForLog)" }
             let message = code == "access_denied" ? "Sign-in was cancelled or not allowed."
                                                   : "Sign-in did not complete. Please try again."
