@@ -69,10 +69,15 @@ import Testing
          "/cb?error=exchange_failed&state=st"),
         (CallbackFailure(.client, code: "access_denied", userMessage: "", logDetail: ""), true, .params,
          "/cb?error=access_denied&state=st"),
-        // Contract violations and outages of ours: the proxy's own page.
+        // The store lost mid-callback: the app's failure flow, in OAuth's word for it.
+        (CallbackFailure(.internal, code: ReplayGuard.storeUnavailableCode, userMessage: "", logDetail: "", retryable: true),
+         false, .relay, "/cb?error=temporarily_unavailable&state=st"),
+        (CallbackFailure(.internal, code: ReplayGuard.storeUnavailableCode, userMessage: "", logDetail: "", retryable: true),
+         false, .params, "/cb?error=temporarily_unavailable&state=st"),
+        // Contract violations and other faults of ours: the proxy's own page.
         (CallbackFailure(.client, code: "client_mismatch", userMessage: "", logDetail: ""), false, .relay, nil),
         (CallbackFailure(.client, code: "invalid_request", userMessage: "", logDetail: ""), false, .params, nil),
-        (CallbackFailure(.internal, code: "store_unavailable", userMessage: "", logDetail: "", retryable: true), false, .relay, nil),
+        (CallbackFailure(.internal, code: "server_error", userMessage: "", logDetail: ""), false, .relay, nil),
         // Modes without an app callback to run: the proxy's page, replays included.
         (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, .session, nil),
         (CallbackFailure(.client, code: ReplayGuard.replayedCode, userMessage: "", logDetail: ""), false, .verify, nil),

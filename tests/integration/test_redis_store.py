@@ -1,5 +1,6 @@
 """The Redis store: several proxy instances share one redis-server (Debian's), and when Redis
 is gone callbacks fail closed (503) while ordinary proxying goes on; service comes back by itself."""
+import json
 import os
 import socket
 import subprocess
@@ -212,14 +213,12 @@ def test_a_redis_reply_declaring_a_huge_array_is_a_store_error(proxy_factory, up
         server.close()
 
 
-def test_a_relay_code_minted_on_one_instance_is_redeemed_through_another(proxy_factory, tmp_path, idp, redis):
-    """Scale-out: the WebView's callback reaches instance A, the app's token request instance B."""
-    from test_relay import App, CALLBACK, WEB, WEB_SECRET
+def relay_config(tmp_path, idp, redis):
+    """A relay-mode configuration on `redis` (the app's secret in the environment)."""
+    from test_relay import CALLBACK, WEB, WEB_SECRET
     os.environ["WEB_SECRET"] = WEB_SECRET
-    app = App()
-    try:
-        config = tmp_path / "relay.yaml"
-        config.write_text(f"""
+    config = tmp_path / "relay.yaml"
+    config.write_text(f"""
 store: redis://127.0.0.1:{redis.port}/0
 oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
@@ -231,8 +230,17 @@ providers:
     endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
     native: {{ ios: {{ client_id: {IOS} }} }}
 """)
-        a = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
-        b = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
+    return str(config)
+
+
+def test_a_relay_code_minted_on_one_instance_is_redeemed_through_another(proxy_factory, tmp_path, idp, redis):
+    """Scale-out: the WebView's callback reaches instance A, the app's token request instance B."""
+    from test_relay import App, CALLBACK
+    app = App()
+    try:
+        config = relay_config(tmp_path, idp, redis)
+        a = proxy_factory(upstream_url=app.url, extra=["--config", config])
+        b = proxy_factory(upstream_url=app.url, extra=["--config", config])
         app.token_url = f"http://127.0.0.1:{b.internal_port}/_oauth/token"
         r = callback(a, idp.get_code(IOS))
         assert r.status == 200, r
@@ -242,6 +250,47 @@ providers:
         app.token_url = f"http://127.0.0.1:{a.internal_port}/_oauth/token"
         assert app.redeem(relay_code) == (400, {"error": "invalid_grant"}), "single use across instances"
     finally:
+        app.stop()
+
+
+@pytest.mark.parametrize("when", ["after-the-exchange", "before-the-replay-guard"])
+def test_redis_lost_mid_callback_lands_in_the_apps_failure_path(proxy_factory, tmp_path, idp, redis, when):
+    """Redis killed while the code is being exchanged (the relay code cannot be written), or
+    down before the callback arrives: the app's callback gets error=temporarily_unavailable
+    with the state, and runs its own failure flow — not the proxy's 503 page."""
+    from test_relay import App, CALLBACK
+    app = App()
+    try:
+        p = proxy_factory(upstream_url=app.url, extra=["--config", relay_config(tmp_path, idp, redis)])
+        app.token_url = f"http://127.0.0.1:{p.internal_port}/_oauth/token"
+        grant = idp.get_code(IOS)
+        idp.request("POST", "/_test/reset-stats")
+        if when == "after-the-exchange":
+            idp.set_mode(token="slow:1500", times=1)
+            result = {}
+            t = threading.Thread(target=lambda: result.setdefault("r", callback(p, grant)))
+            t.start()
+            time.sleep(0.6)         # the replay guard has answered; the exchange is under way
+            redis.stop()
+            t.join(10)
+            r = result["r"]
+            exchanges = 1
+        else:
+            redis.stop()
+            r = callback(p, grant)
+            exchanges = 0
+        assert r.status == 200, r
+        assert r.json() == {"failure": "temporarily_unavailable", "state": grant.state}, r.json()
+        assert [s["query"] for s in app.seen if s["path"] == CALLBACK] == [
+            {"error": "temporarily_unavailable", "state": grant.state}]
+        assert idp.request("GET", "/_test/stats").json()["token"]["requests"] == exchanges
+        from test_observability import samples, scrape, value
+        assert value(samples(scrape(p)), "callback_proxy_callbacks_total", provider="google", platform="ios",
+                     outcome="store_unavailable") == 1
+        failed = [json.loads(l) for l in p.stderr_text().splitlines() if '"callback failed"' in l]
+        assert [(f["source"], f["reason"]) for f in failed] == [("internal", "store_unavailable")], failed
+    finally:
+        idp.request("POST", "/_test/mode", json={"token": "ok"})
         app.stop()
 
 

@@ -85,7 +85,7 @@ public final class RelayCodes: Sendable {
                 completion(.failure(CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,
                                                     logDetail: "relay code collision")))
             case .failure(let e):
-                completion(.failure(CallbackFailure(.internal, code: "store_unavailable", userMessage: Messages.unavailable,
+                completion(.failure(CallbackFailure(.internal, code: ReplayGuard.storeUnavailableCode, userMessage: Messages.unavailable,
                                                     logDetail: "relay code not stored: \(e)", retryable: true)))
             }
         }

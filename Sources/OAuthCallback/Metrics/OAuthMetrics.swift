@@ -53,7 +53,7 @@ public final class OAuthMetrics: Sendable {
         case .client: return failure.code == "replayed_code" ? .replay : .refused
         case .idp: return .idpError
         case .config: return .configError
-        case .internal: return failure.code == "store_unavailable" ? .storeUnavailable : .error
+        case .internal: return failure.code == ReplayGuard.storeUnavailableCode ? .storeUnavailable : .error
         }
     }
 

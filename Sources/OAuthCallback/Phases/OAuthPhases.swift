@@ -212,9 +212,12 @@ struct Handoff: Sendable {
     /// loaded again (a reload, a restored WebView), and forwarding it gives nobody anything a
     /// made-up code would not (that one reaches the app as `exchange_failed`); the app's state
     /// check then answers it (OmniAuth: `csrf_detected`, the state was used up) and a user already
-    /// signed in stays signed in. nil — the proxy's own page — for a request that broke the
-    /// contract (bad or foreign parameters: forwarding those would let anyone drive the app's
-    /// callback) and for an outage of ours.
+    /// signed in stays signed in. The store lost mid-callback (Redis down before the replay
+    /// guard answered, or after the exchange, when the relay code is written) goes there too, as
+    /// OAuth's `temporarily_unavailable`: the state is known, and the app tells its user to try
+    /// again in its own words instead of the WebView stopping on a proxy page. nil — the proxy's
+    /// own page — for a request that broke the contract (bad or foreign parameters: forwarding
+    /// those would let anyone drive the app's callback) and for any other fault of ours.
     static func appFailureTarget(_ failure: CallbackFailure, _ parameters: CallbackParameters?,
                                  settings: OAuthSettings) -> String? {
         guard let parameters, let provider = settings.providers[parameters.provider],
@@ -222,8 +225,10 @@ struct Handoff: Sendable {
               let appCallback = provider.appCallback else { return nil }
         let replayed = failure.source == .client && failure.code == ReplayGuard.replayedCode
         let providerSide = failure.source == .idp || failure.source == .config
-        guard parameters.providerError != nil || providerSide || replayed else { return nil }
-        return HandoffTarget.failure(appCallback, error: failure.code, state: parameters.state)
+        let storeLost = failure.source == .internal && failure.code == ReplayGuard.storeUnavailableCode
+        guard parameters.providerError != nil || providerSide || replayed || storeLost else { return nil }
+        return HandoffTarget.failure(appCallback, error: storeLost ? "temporarily_unavailable" : failure.code,
+                                     state: parameters.state)
     }
 
     private func logVerified(_ parameters: CallbackParameters, mode: String) {

@@ -81,7 +81,7 @@ extension SessionLayer {
             switch result {
             case .success: completion(.success(setCookies))
             case .failure(let error):
-                completion(.failure(CallbackFailure(.internal, code: "store_unavailable", userMessage: Messages.unavailable,
+                completion(.failure(CallbackFailure(.internal, code: ReplayGuard.storeUnavailableCode, userMessage: Messages.unavailable,
                                                     logDetail: "session not stored: \(error)", retryable: true)))
             }
         }

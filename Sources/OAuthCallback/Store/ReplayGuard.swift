@@ -21,6 +21,8 @@ public struct ReplayGuard: Sendable {
     public let windowSeconds: Int64
     /// The failure code of a refused replay (relay/params: also the `error=` the app receives).
     public static let replayedCode = "replayed_code"
+    /// The failure code of a store that did not answer (here, for relay codes and sessions).
+    public static let storeUnavailableCode = "store_unavailable"
 
     public init(store: any Store, windowSeconds: Int64) {
         self.store = store
@@ -44,7 +46,7 @@ public struct ReplayGuard: Sendable {
                     logDetail: "authorization code for `\(provider)` was already presented (replay refused)")))
             case .failure(let error):
                 completion(.failure(CallbackFailure(
-                    .internal, code: "store_unavailable",
+                    .internal, code: Self.storeUnavailableCode,
                     userMessage: Messages.unavailable,
                     logDetail: "replay guard could not record the code: \(error)",
                     // Only a bug of ours (a TTL out of range) is not worth retrying.
