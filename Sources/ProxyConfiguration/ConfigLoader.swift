@@ -298,6 +298,7 @@ public struct ConfigLoader {
             o.rateLimit = v
         }
         if let session = m.mapping("session") { o.session = readSession(session) }
+        if let links = m.mapping("app_links") { o.appLinks = readAppLinks(links) }
         if let p = m.string("relay_token_path") {
             if p.hasPrefix("/") && !p.hasPrefix("//") && !p.contains("?") { o.relayTokenPath = p } else {
                 m.problems.add(m.child("relay_token_path"), m.node("relay_token_path")?.line, "must be a path starting with a single /")

@@ -37,6 +37,9 @@ import Testing
       provider_check_interval: 10m
       relay_token_path: /_oauth/token
       relay_code_ttl: 30s
+      app_links:
+        apple: { app_ids: [ABCDE12345.com.example.app], paths: ["/_oauth_callback*"] }
+        android: [{ package: com.example.app, sha256_cert_fingerprints: ["14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D:BE:A8:8A:04:96:B2:3F:CF:44:E5"] }]
       session:
         secret_env: SESSION_SECRET
         previous_secret_file: /keys/old-session

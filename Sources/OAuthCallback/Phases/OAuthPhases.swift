@@ -16,6 +16,8 @@ public struct OAuthPhases: HTTPPhases {
     /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
     private let limiter: CallbackRateLimiter?
     private let configFailures = ConfigFailureLog()
+    /// `oauth.app_links`, serialized once; nil when none are configured (no cost per request).
+    private let appLinks: AppLinkFiles?
 
     public init(pipeline: CallbackPipeline, relayCodes: RelayCodes, session: SessionLayer? = nil,
                 metrics: OAuthMetrics, log: Logger) {
@@ -26,6 +28,7 @@ public struct OAuthPhases: HTTPPhases {
         self.callbackPath = Array(pipeline.settings.callbackPath.utf8)
         self.log = log
         limiter = pipeline.settings.rateLimit.map { CallbackRateLimiter(limit: $0) }
+        appLinks = AppLinkFiles(pipeline.settings.appLinks)
     }
 
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
@@ -37,6 +40,7 @@ public struct OAuthPhases: HTTPPhases {
             if limited, let refusal = rateLimited(request, by: limiter, nativeCallback: isCallback) { return refusal }
         }
         guard isCallback else {
+            if let appLinks, let answer = appLinks.response(request) { return answer }
             return session?.decision(request) ?? .continue
         }
         // GET only: a HEAD (a link preview, a prefetch) must not spend the user's single-use code.

@@ -24,6 +24,8 @@ public struct OAuthSettings: Sendable, Equatable {
     public var session: SessionSettings? = nil
     /// Callbacks per client address (`oauth.rate_limit`); nil = unlimited (the default).
     public var rateLimit: RateLimit? = nil
+    /// `oauth.app_links`: the universal-link / App Link files served for the site's domain.
+    public var appLinks: AppLinks? = nil
 
     public init() {}
 }
