@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,4 +29,14 @@ int CProxyLinux_wait_signals(const int *signals, int count) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) return -1;
     return sig;
+}
+
+int CProxyLinux_limit_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+
+int CProxyLinux_trim_heap(void) { return malloc_trim(0); }
+
+void CProxyLinux_heap(size_t *in_use, size_t *held_free) {
+    struct mallinfo2 info = mallinfo2();
+    *in_use = info.uordblks + info.hblkhd;
+    *held_free = info.fordblks;
 }

@@ -40,6 +40,7 @@ case .failure(let problems):
     exit(2)
 }
 let loops = config.loops ?? Options.cores()
+HeapHousekeeping.limitArenas(loops: loops)
 let log = Logger(level: config.logLevel, format: config.logFormat)
 guard let accessLog = AccessLog.open(config.accessLog, loops: loops, format: config.logFormat) else {
     fail("access log: cannot open '\(config.accessLog)'")
@@ -49,6 +50,14 @@ metrics.gauge("callback_proxy_build_info", "The running version (value 1).", lab
 let startTime = Double(time(nil))
 metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
 let engineMetrics = EngineMetrics(registry: metrics)
+let heap = HeapHousekeeping()
+metrics.gauge("callback_proxy_heap_in_use_bytes", "Heap bytes allocated (glibc mallinfo2).") { Double(HeapHousekeeping.heap().inUse) }
+metrics.gauge("callback_proxy_heap_free_bytes", "Heap bytes free but held by the allocator (glibc mallinfo2).") {
+    Double(HeapHousekeeping.heap().free)
+}
+metrics.gauge("callback_proxy_heap_trims", "Times free heap memory was given back to the kernel (malloc_trim).") {
+    Double(heap.trimCount)
+}
 let storeGauges = MemoryStoreGauges(registry: metrics)
 let providerHealth = ProviderHealth(metrics: metrics, log: log)
 let readiness = Readiness(providers: providerHealth)
@@ -78,6 +87,7 @@ do {
                              maxConnections: maxConnections)
     try server.start()
     readiness.markListening()
+    try heap.start()
     first.activate(replacing: nil, log: log, storeGauges: storeGauges)
     providerHealth.watch(config.oauth)
 } catch {

@@ -32,4 +32,12 @@ int CProxyLinux_block_signals(const int *signals, int count);
 // Waits for one of the given signals (sigwait(3)); returns the signal number.
 int CProxyLinux_wait_signals(const int *signals, int count);
 
+// glibc's allocator controls (malloc.h is not in Swift's Glibc module): see HeapHousekeeping.
+// Arena cap (M_ARENA_MAX); 0 when it could not be set.
+int CProxyLinux_limit_arenas(int arenas);
+// malloc_trim(0): 1 when memory was given back.
+int CProxyLinux_trim_heap(void);
+// mallinfo2(): bytes in use (including mmapped chunks) and bytes free but held.
+void CProxyLinux_heap(size_t *in_use, size_t *held_free);
+
 #endif
