@@ -1,5 +1,6 @@
 // swift-tools-version:6.0
 import PackageDescription
+import Foundation
 
 // No outside Swift packages: the toolchain's own modules plus C libraries from Debian,
 // wrapped as thin system-library or C shim targets (see Sources/C*/).
@@ -52,6 +53,18 @@ let package = Package(
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
         .testTarget(name: "NativeSignInTests", dependencies: ["NativeSignIn"]),
+        // Every parser that reads untrusted bytes, as fuzz targets (the Fuzz product below drives
+        // them; FuzzCorpusTests replays fuzz/corpus through them on every test run).
+        .target(name: "FuzzTargets", dependencies: ["ProxyCore", "OAuthCallback"]),
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Fuzzing (scripts/fuzz): the libFuzzer driver, built only when asked — it needs
+// -sanitize=fuzzer, which an ordinary build must not link.
+if ProcessInfo.processInfo.environment["CALLBACK_PROXY_FUZZ"] != nil {
+    package.products.append(.executable(name: "Fuzz", targets: ["Fuzz"]))
+    package.targets.append(.executableTarget(name: "Fuzz", dependencies: ["FuzzTargets"],
+                                             swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+}

@@ -2,7 +2,7 @@ import CHiredis
 import ProxyCore
 
 /// A Redis reply, copied out of hiredis's reply object (which is freed right after).
-enum RedisReply: Equatable {
+package enum RedisReply: Equatable {
     case string([UInt8])
     case status(String)
     case integer(Int64)
@@ -36,18 +36,19 @@ enum RedisReply: Equatable {
 /// The single Swift owner of one connection's hiredis reader: the RESP parser alone, with no
 /// I/O of its own (bytes come from our `OutboundStream`, plain or TLS). One per connection:
 /// after a protocol error or a dropped connection its state is meaningless.
-final class RedisReplyParser {
+/// `package`: the fuzz targets (Sources/FuzzTargets) drive it too.
+package final class RedisReplyParser {
     private var reader: UnsafeMutablePointer<redisReader>?
     private var bounds = RESPBounds()
 
-    enum Next {
+    package enum Next {
         case reply(RedisReply)
         case needMore
         case protocolError(String)
     }
 
     /// A nil reader (out of memory) fails every call, which drops the connection.
-    init() { reader = redisReaderCreate() }
+    package init() { reader = redisReaderCreate() }
 
     deinit { close() }
 
@@ -60,7 +61,7 @@ final class RedisReplyParser {
 
     /// Copies `bytes` into the reader (hiredis keeps them until they form replies). Returns
     /// the error when it cannot.
-    func feed(_ bytes: UnsafeRawBufferPointer) -> String? {
+    package func feed(_ bytes: UnsafeRawBufferPointer) -> String? {
         guard let reader else { return "redis reader closed" }
         guard let base = bytes.baseAddress, bytes.count > 0 else { return nil }
         if let refused = bounds.scan(bytes) { return "redis protocol error: " + refused }
@@ -71,7 +72,7 @@ final class RedisReplyParser {
     }
 
     /// The next complete reply, if the bytes fed so far hold one.
-    func next() -> Next {
+    package func next() -> Next {
         guard let reader else { return .protocolError("redis reader closed") }
         var raw: UnsafeMutableRawPointer?
         guard redisReaderGetReply(reader, &raw) == REDIS_OK else { return .protocolError(Self.error(reader)) }

@@ -9,8 +9,9 @@ import Glibc
 /// Parsing is incremental and never reads past the header: `nextRead` says how many bytes
 /// may be consumed next, so what follows (an HTTP request, a TLS ClientHello) stays in the
 /// socket for whoever comes after.
-struct ProxyHeaderReader {
-    enum Outcome {
+/// `package`: the fuzz targets (Sources/FuzzTargets) drive it too.
+package struct ProxyHeaderReader {
+    package enum Outcome {
         /// More bytes are needed; read at most `nextRead` of them.
         case incomplete
         /// A whole header: the client's address, or nil when the balancer speaks for itself
@@ -25,11 +26,13 @@ struct ProxyHeaderReader {
     /// v2: 16 bytes, then the addresses and TLVs; more than this is refused.
     static let v2MaxPayload = 1_024
 
-    private(set) var bytes: [UInt8] = []
+    package private(set) var bytes: [UInt8] = []
+
+    package init() {}
 
     /// How many bytes the next read may take without going past the header. v1: up to the
     /// line's end (the caller peeks for the LF); v2: exactly what the length field says.
-    var nextRead: Int {
+    package var nextRead: Int {
         guard let first = bytes.first else { return 1 }
         if first == 0x0D {
             if bytes.count < 16 { return 16 - bytes.count }
@@ -39,10 +42,10 @@ struct ProxyHeaderReader {
     }
 
     /// Whether the bytes so far are a v1 header still waiting for its line end.
-    var isV1: Bool { bytes.first == UInt8(ascii: "P") }
+    package var isV1: Bool { bytes.first == UInt8(ascii: "P") }
 
     /// Takes bytes the caller read (never more than `nextRead`) and says where the header stands.
-    mutating func add(_ chunk: UnsafeRawBufferPointer) -> Outcome {
+    package mutating func add(_ chunk: UnsafeRawBufferPointer) -> Outcome {
         bytes.append(contentsOf: chunk)
         guard let first = bytes.first else { return .incomplete }
         if first == 0x0D { return parseV2() }
