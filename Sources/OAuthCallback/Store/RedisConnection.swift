@@ -5,8 +5,8 @@ import Glibc
 
 /// What one loop's connection needs to know (a copy of the store's configuration).
 struct RedisConnectionSettings: Sendable {
-    /// The server's addresses, kept current off the loops.
-    var resolver: HostResolver
+    /// The server's addresses, kept current off the loops (nil with `sentinel`).
+    var resolver: HostResolver?
     var username: String?
     var password: String?
     var database: Int
@@ -20,6 +20,9 @@ struct RedisConnectionSettings: Sendable {
     var backoffMax: UInt64
     /// For log lines: the URL without its password.
     var redactedURL: String
+    /// A Sentinel-managed master: every connection attempt asks the sentinels where it is,
+    /// sends `ROLE` first and holds our commands until the answer is `master`.
+    var sentinel: RedisSentinel? = nil
 }
 
 /// One command waiting for its reply. `done` makes the completion run once even when we fail
@@ -58,13 +61,20 @@ final class RedisCommand {
 /// behind them in the stream's output, each under its own timeout) → `ready`; any failure →
 /// `backoff` (no stream; commands fail at once with `.unavailable`) → timer → `connecting` …
 ///
+/// With Sentinel, each attempt begins in `resolving` (the sentinels are asked, `RedisSentinel`),
+/// and `ROLE` joins the handshake. User commands sent while `resolving` or `connecting` are
+/// **held** here, not written: were `ROLE` to say `slave`, nothing of ours may have reached
+/// that server. Each held command keeps its own timeout, so none waits longer than an
+/// ordinary command; they go out in order once `ROLE` said `master`, and fail `.unavailable`
+/// when the attempt fails. In `backoff` (no master known) commands still fail at once.
+///
 /// Redis answers in order, so replies are matched to `pending` by position. Completions run
 /// while replies are being taken apart and may drop the connection (a refused AUTH): the
 /// reply loop stops as soon as its parser is no longer the current one.
 ///
 /// Loop-confined: created, used and closed on its loop's thread only (asserted).
 final class RedisConnection {
-    enum State { case idle, connecting, ready, backoff, closed }
+    enum State { case idle, resolving, connecting, ready, backoff, closed }
 
     let loop: EventLoop
     private let settings: RedisConnectionSettings
@@ -81,6 +91,10 @@ final class RedisConnection {
     private var reconnectTimer: TimerHandle?
     /// Handshake commands still unanswered in `connecting`.
     private var handshakeLeft = 0
+    /// Sentinel: the address being connected to (or connected), the master once `ROLE` said so.
+    private var target: SocketAddress?
+    /// Sentinel: commands waiting for a verified master, oldest first (see the type's comment).
+    private var held: [(args: [[UInt8]], command: RedisCommand)] = []
     /// The last reason the connection went away, for the log.
     private var lastError = ""
     /// Whether the current streak of failures was logged already (one line per outage).
@@ -107,6 +121,10 @@ final class RedisConnection {
     func send(_ args: [[UInt8]], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
         assertOnLoop()
         if state == .idle { connect() }
+        if settings.sentinel != nil, state == .resolving || state == .connecting {
+            hold(args, completion)
+            return
+        }
         guard state == .connecting || state == .ready, stream != nil else {
             let why = state == .closed ? "redis store closed" : "redis unavailable (reconnecting): \(lastError)"
             post(.failure(StoreError(.unavailable, why)), completion)
@@ -142,6 +160,36 @@ final class RedisConnection {
             }
             completion?(.failure(StoreError(.timeout, "no reply from redis within \(ms) ms")))
         }
+    }
+
+    private func hold(_ args: [[UInt8]], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
+        let command = RedisCommand(completion: completion)
+        held.append((args, command))
+        let timeout = settings.commandTimeout
+        command.timer = loop.scheduleTimer(after: timeout) { [weak command] in
+            guard let command, !command.done else { return }
+            command.timer = nil
+            // Unlike a command on the wire, failing a held one (or one sent late, whose timer
+            // this still is) leaves the replies' order intact: the connection is kept.
+            command.finish(.failure(StoreError(.timeout, "no verified redis master within \(timeout / 1_000_000) ms")))
+        }
+    }
+
+    /// Sends the held commands, in order, behind the handshake's replies.
+    private func flushHeld() {
+        guard let stream else { return failHeld(StoreError(.unavailable, "redis unavailable")) }
+        let waiting = held
+        held = []
+        for (args, command) in waiting where !command.done {
+            stream.send { RedisCommandEncoding.append(args, to: &$0) }
+            pending.append(command)
+        }
+    }
+
+    private func failHeld(_ error: StoreError) {
+        let waiting = held
+        held = []
+        for (_, command) in waiting { command.finish(.failure(error)) }
     }
 
     /// Delivers a failure from a later loop task (never inside the caller's call).
@@ -184,6 +232,11 @@ final class RedisConnection {
                     return
                 }
                 command.finish(.success(reply))
+                if settings.sentinel != nil, parser === current, case .error(let message) = reply,
+                   RedisSentinel.meansNotMaster(message) {
+                    drop(reason: "\(target?.description ?? "redis") answered \(message.prefix(80)); asking the sentinels again")
+                    return
+                }
             }
         }
     }
@@ -211,11 +264,28 @@ final class RedisConnection {
             failedToConnect(problem)
             return
         }
-        // Round robin over the name's addresses: after a failed attempt the next one is tried.
-        guard let address = settings.resolver.address(after: nil) else {
-            failedToConnect(settings.resolver.problem?.description ?? "no address")
+        if let sentinel = settings.sentinel {
+            state = .resolving
+            sentinel.resolveMaster(on: loop) { [weak self] result in
+                // Closed meanwhile: the answer is not wanted.
+                guard let self, self.state == .resolving else { return }
+                switch result {
+                case .success(let address): self.open(address)
+                case .failure(let error): self.failedToConnect(error.detail)
+                }
+            }
             return
         }
+        // Round robin over the name's addresses: after a failed attempt the next one is tried.
+        guard let address = settings.resolver?.address(after: nil) else {
+            failedToConnect(settings.resolver?.problem?.description ?? "no address")
+            return
+        }
+        open(address)
+    }
+
+    private func open(_ address: SocketAddress) {
+        target = address
         do {
             stream = try OutboundStream(to: address, tls: settings.tls, on: loop) { [weak self] event in
                 self?.streamEvent(event)
@@ -244,6 +314,7 @@ final class RedisConnection {
         if settings.database != 0 {
             steps.append(("SELECT", [Array("SELECT".utf8), Array(String(settings.database).utf8)]))
         }
+        if settings.sentinel != nil { steps.append(("ROLE", [Array("ROLE".utf8)])) }
         handshakeLeft = steps.count
         for (what, step) in steps {
             issue(step) { [weak self] result in
@@ -252,6 +323,10 @@ final class RedisConnection {
                 case .success(.error(let message)):
                     // Redis's own text (WRONGPASS…, NOAUTH…) never echoes the password.
                     self.lastError = "\(what) refused: \(message)"
+                    self.drop(reason: self.lastError)
+                case .success(let reply) where what == "ROLE" && RedisSentinel.role(reply) != "master":
+                    // A sentinel not yet past a failover, or a demoted master: never ours to write to.
+                    self.lastError = "\(self.target?.description ?? "redis") is not the master (ROLE \(RedisSentinel.role(reply)))"
                     self.drop(reason: self.lastError)
                 case .success:
                     self.handshakeLeft -= 1
@@ -272,6 +347,10 @@ final class RedisConnection {
         }
         outageLogged = false
         lastError = ""
+        if let sentinel = settings.sentinel, let target {
+            sentinel.confirmed(target)
+            flushHeld()
+        }
     }
 
     private func failedToConnect(_ why: String) {
@@ -283,6 +362,7 @@ final class RedisConnection {
     private func scheduleReconnect() {
         guard state != .closed else { return }
         state = .backoff
+        failHeld(StoreError(.unavailable, "redis unavailable: \(lastError)"))
         if !outageLogged {
             outageLogged = true
             logger?.warn("redis store unavailable; callbacks fail closed until it returns",
@@ -335,6 +415,7 @@ final class RedisConnection {
         reconnectTimer = nil
         detach()
         failPending(StoreError(.unavailable, "redis store closed"))
+        failHeld(StoreError(.unavailable, "redis store closed"))
     }
 }
 

@@ -34,6 +34,10 @@ import Glibc
 ///   10 s on its own thread (every second while it has never resolved), never on a loop; each
 ///   connection attempt takes the current address. A Redis started after the proxy, or moved
 ///   to another address, is followed without a reload.
+/// - **Sentinel** (`Configuration(sentinel:)`): the master's address comes from the sentinels,
+///   asked again at every reconnection, and is verified with `ROLE` before use; a master that
+///   goes away or answers `READONLY`/`MASTERDOWN`/`LOADING` is dropped and looked up again
+///   (`RedisSentinel`). Meanwhile callers fail `.unavailable`, as with any outage.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
         public var url: RedisURL
@@ -50,6 +54,14 @@ public final class RedisStore: Store {
         /// (`tlsClient(for:_:)`, at set-up). nil: the system CA store, no client certificate.
         /// Unused with `redis://`.
         public var tls: UpstreamTLSClient? = nil
+        /// Set: the master is found through these sentinels, and `url` carries only the master's
+        /// credentials and database (its host is unused).
+        public var sentinel: RedisSentinelURL? = nil
+        /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
+        public var sentinelPassword: String? = nil
+        /// How long one sentinel may take to answer, connect included (nanoseconds; the spec
+        /// asks for a few hundred milliseconds, then the next sentinel is tried).
+        public var sentinelTimeout: UInt64 = 300_000_000
 
         /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
         ///   (the configuration's choice) is set on `url.password` by the caller.
@@ -58,12 +70,25 @@ public final class RedisStore: Store {
             self.keyPrefix = keyPrefix
             self.commandTimeout = commandTimeout
         }
+
+        /// A Sentinel-managed master (`redis+sentinel://`). Reconnects back off at most 1 s:
+        /// a failover ends within seconds, and asking the sentinels again is cheap.
+        public init(sentinel: RedisSentinelURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
+            let first = sentinel.sentinels.first ?? RedisSentinelURL.Endpoint(host: "", port: RedisSentinelURL.defaultPort)
+            self.init(url: RedisURL(host: first.host, port: first.port, username: sentinel.username,
+                                    password: sentinel.password, database: sentinel.database),
+                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
+            self.sentinel = sentinel
+            backoffMax = 1_000_000_000
+        }
     }
 
     public let configuration: Configuration
     private let settings: RedisConnectionSettings
-    /// The URL's host, kept resolved off the loops.
-    private let resolver: HostResolver
+    /// The URL's host, kept resolved off the loops (nil with Sentinel).
+    private let resolver: HostResolver?
+    /// With Sentinel: where the master is, and how often it moved (metrics).
+    public let sentinel: RedisSentinel?
     /// How often the host name is looked up again.
     static let resolveInterval: UInt64 = 10_000_000_000
     private let prefix: [UInt8]
@@ -92,18 +117,27 @@ public final class RedisStore: Store {
         self.logger = logger
         let url = configuration.url
         var problem: String? = nil
-        // Logs "redis name does not resolve" itself when it does not.
-        resolver = HostResolver(name: url.host, port: UInt16(clamping: url.port), interval: Self.resolveInterval,
-                                log: logger, role: "redis")
-        do {
-            // An address needs no second look.
-            if PeerAddress(text: url.host) == nil { try resolver.start() }
-        } catch {
-            logger?.error("cannot start the redis resolver thread; the name is looked up at set-up only",
-                          ["error": error.description])
+        if let sentinelURL = configuration.sentinel {
+            resolver = nil
+            sentinel = RedisSentinel(sentinelURL, password: configuration.sentinelPassword,
+                                     queryTimeout: max(1_000_000, configuration.sentinelTimeout), logger: logger)
+            if sentinelURL.sentinels.isEmpty { problem = "no sentinel configured" }
+        } else {
+            sentinel = nil
+            // Logs "redis name does not resolve" itself when it does not.
+            let resolver = HostResolver(name: url.host, port: UInt16(clamping: url.port), interval: Self.resolveInterval,
+                                        log: logger, role: "redis")
+            self.resolver = resolver
+            do {
+                // An address needs no second look.
+                if PeerAddress(text: url.host) == nil { try resolver.start() }
+            } catch {
+                logger?.error("cannot start the redis resolver thread; the name is looked up at set-up only",
+                              ["error": error.description])
+            }
         }
         var tls = configuration.tls
-        if url.tls && tls == nil {
+        if url.tls && tls == nil && configuration.sentinel == nil {
             do {
                 tls = try Self.tlsClient(for: url)
             } catch {
@@ -114,17 +148,18 @@ public final class RedisStore: Store {
         }
         settings = RedisConnectionSettings(
             resolver: resolver, username: url.username, password: url.password,
-            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
+            database: url.database, tls: url.tls && configuration.sentinel == nil ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),
-            redactedURL: url.description)
+            redactedURL: configuration.sentinel?.description ?? url.description, sentinel: sentinel)
         prefix = Array(configuration.keyPrefix.utf8)
     }
 
     deinit {
         close()
-        resolver.stop()
+        resolver?.stop()
+        sentinel?.stop()
     }
 
     // MARK: Store
