@@ -15,9 +15,12 @@ struct OAuthWiring {
     /// store's relay codes, replay guards and sessions live on; a Redis connection is kept).
     let storeSetting: StoreSetting?
     let storePassword: Secret?
+    let storeSentinelPassword: Secret?
     let storeTLS: UpstreamTLSSettings
     /// The same store when it is the in-memory one: its fill level is exported as gauges.
     let memoryStore: MemoryStore?
+    /// The sentinels of a `redis+sentinel://` store: failovers and the master are exported.
+    let sentinel: RedisSentinel?
 
     /// With no providers configured, the proxy is a plain reverse proxy. `storeTLS`: the
     /// `rediss://` store's TLS client, built (its files read) by `TLSWiring`.
@@ -31,7 +34,9 @@ struct OAuthWiring {
             store = nil
             storeSetting = nil
             storePassword = nil
+            storeSentinelPassword = nil
             memoryStore = nil
+            sentinel = nil
             return
         }
         let http = previous?.http.flatMap { $0.caFile == config.oauth.caFile ? $0 : nil }
@@ -47,13 +52,26 @@ struct OAuthWiring {
         var kept: (any Store)? = nil
         switch config.store {
         case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword
-                     && previous?.storeTLS == config.storeTLS:
+                     && previous?.storeTLS == config.storeTLS
+                     && previous?.storeSentinelPassword == config.storeSentinelPassword:
             kept = previous!.store!
             rawStore = kept!
         case .memory:
             // Every entry costs at least `entryOverhead`: the bytes bound the count as well.
             let bytes = Int(config.storeMaxMemory)
             rawStore = MemoryStore(limits: MemoryStore.Limits(maxEntries: bytes / MemoryStore.entryOverhead, maxBytes: bytes))
+        case .redis(let text) where text.hasPrefix(RedisSentinelURL.scheme):
+            var url: RedisSentinelURL
+            do {
+                url = try RedisSentinelURL(parsing: text)
+            } catch {
+                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis+sentinel:// URL: \(error)")])
+            }
+            // The master's password, as with redis://; the sentinels have their own.
+            if let password = config.storePassword { url.password = password.value }
+            var storeConfig = RedisStore.Configuration(sentinel: url)
+            storeConfig.sentinelPassword = config.storeSentinelPassword?.value
+            rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text):
             // The password never sits in the file: the loader took it from store_password_env /
             // store_password_file, or CALLBACK_PROXY_REDIS_PASSWORD.
@@ -71,6 +89,7 @@ struct OAuthWiring {
         // A kept store is already measured (the same counters: the registry returns them).
         let store = kept ?? rawStore.measured(by: metrics)
         memoryStore = kept != nil ? previous!.memoryStore : rawStore as? MemoryStore
+        sentinel = kept != nil ? previous!.sentinel : (rawStore as? RedisStore)?.sentinel
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil
@@ -93,6 +112,7 @@ struct OAuthWiring {
         self.store = store
         storeSetting = config.store
         storePassword = config.storePassword
+        storeSentinelPassword = config.storeSentinelPassword
     }
 
     /// One provider per configured entry; every problem is reported, not just the first.

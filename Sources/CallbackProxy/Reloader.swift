@@ -12,11 +12,11 @@ final class Reloader {
     private let metrics: MetricsRegistry
     private let readiness: Readiness
     private let reloads: MetricFamily<Counter>
-    private let storeGauges: MemoryStoreGauges
+    private let storeGauges: StoreGauges
     private let providerHealth: ProviderHealth
 
     init(options: Options, current: Generation, server: ProxyServer, log: Logger, metrics: MetricsRegistry,
-         readiness: Readiness, storeGauges: MemoryStoreGauges, providerHealth: ProviderHealth) {
+         readiness: Readiness, storeGauges: StoreGauges, providerHealth: ProviderHealth) {
         self.storeGauges = storeGauges
         self.providerHealth = providerHealth
         self.options = options

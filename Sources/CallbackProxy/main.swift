@@ -58,7 +58,7 @@ metrics.gauge("callback_proxy_heap_free_bytes", "Heap bytes free but held by the
 metrics.gauge("callback_proxy_heap_trims", "Times free heap memory was given back to the kernel (malloc_trim).") {
     Double(heap.trimCount)
 }
-let storeGauges = MemoryStoreGauges(registry: metrics)
+let storeGauges = StoreGauges(registry: metrics)
 let providerHealth = ProviderHealth(metrics: metrics, log: log)
 let readiness = Readiness(providers: providerHealth)
 let first: Generation

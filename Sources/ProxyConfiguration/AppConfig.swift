@@ -33,6 +33,8 @@ public struct AppConfig: Sendable, Equatable {
     public var storeMaxMemory: UInt64 = 128 << 20
     /// The Redis password: `store_password_env`/`_file`, else `CALLBACK_PROXY_REDIS_PASSWORD`.
     public var storePassword: Secret? = nil
+    /// The sentinels' own password (`store_sentinel_password_env`/`_file`; `redis+sentinel://` only).
+    public var storeSentinelPassword: Secret? = nil
     /// Trust and client certificate for a `rediss://` store (`store_tls_*`); the name checked
     /// is always the URL's host (`serverName` stays nil). Verification is never off.
     public var storeTLS = UpstreamTLSSettings()
@@ -44,7 +46,8 @@ public struct AppConfig: Sendable, Equatable {
 public enum StoreSetting: Sendable, Equatable {
     /// In-process (one instance only).
     case memory
-    /// `redis://[user:password@]host:port/db`, or `rediss://…` over TLS (shared by several instances).
+    /// `redis://[user:password@]host:port/db`, or `rediss://…` over TLS (shared by several instances),
+    /// or `redis+sentinel://host:port,…/master/db` (the master found through Sentinel).
     case redis(url: String)
 }
 

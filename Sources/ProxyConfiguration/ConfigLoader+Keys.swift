@@ -12,6 +12,8 @@ extension ConfigLoader {
         ConfigKey("store_max_memory"),
         ConfigKey("store_password_env"),
         ConfigKey("store_password_file"),
+        ConfigKey("store_sentinel_password_env"),
+        ConfigKey("store_sentinel_password_file"),
         ConfigKey("store_tls_ca"),
         ConfigKey("store_tls_client_cert"),
         ConfigKey("store_tls_client_key"),

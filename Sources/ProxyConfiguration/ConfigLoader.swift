@@ -107,7 +107,14 @@ public struct ConfigLoader {
         if let n = m.int("loops", in: 1...256) { c.loops = n }
         let storeText = m.string("store")
         if let s = storeText {
-            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") {
+            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis+sentinel://") || s.hasPrefix("rediss+sentinel://") {
+                do {
+                    _ = try RedisSentinelURL(parsing: s)
+                    c.store = .redis(url: s)
+                } catch {
+                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis+sentinel:// URL: \(error.detail)")
+                }
+            } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") {
                 // Parsed here as at start-up, so a URL that passes check also starts.
                 do {
                     _ = try RedisURL(parsing: s)
@@ -116,7 +123,7 @@ public struct ConfigLoader {
                     m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis:// URL: \(error.detail)")
                 }
             } else {
-                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB or rediss://HOST:PORT/DB")
+                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB, rediss://HOST:PORT/DB or redis+sentinel://HOST:PORT,…/MASTER/DB")
             }
         }
         // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
@@ -136,6 +143,13 @@ public struct ConfigLoader {
         } else if password != nil, (storeText ?? "memory") == "memory" {
             let key = m.has("store_password_env") ? "store_password_env" : "store_password_file"
             m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
+        }
+        let sentinelPassword = secret(m, "store_sentinel_password", required: false)
+        if case .redis(let url) = c.store, url.hasPrefix("redis+sentinel://") {
+            c.storeSentinelPassword = sentinelPassword
+        } else if sentinelPassword != nil {
+            let key = m.has("store_sentinel_password_env") ? "store_sentinel_password_env" : "store_sentinel_password_file"
+            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis+sentinel:// store")
         }
         readStoreTLS(m, tls: storeText?.hasPrefix("rediss://") == true, into: &c.storeTLS)
         if let a = m.string("access_log") { c.accessLog = a }

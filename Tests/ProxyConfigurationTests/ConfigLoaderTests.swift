@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct ConfigLoaderTests {
     let env = ["GOOGLE_WEB_SECRET": "web-secret", "FB_SECRET": "fb-secret",
-               "SESSION_SECRET": "a-session-secret-of-at-least-32-characters"]
+               "SESSION_SECRET": "a-session-secret-of-at-least-32-characters", "SENTINEL_PW": "sentinel-pw"]
     let files = ["/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n",
                  "/keys/empty": "\n"]
 
@@ -218,6 +218,22 @@ import Testing
         #expect(problems("upstream: http://127.0.0.1:1\nstore_max_memory: 100\n").map { $0.prefix(17) } == ["store_max_memory:"])
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://127.0.0.1:6379/0\nstore_max_memory: 1g\n")
             == ["store_max_memory: is only used with the memory store (Redis has its own maxmemory)"])
+    }
+
+    @Test func aSentinelStoreWithTheSentinelsOwnPassword() throws {
+        let c = try loader().load(text: """
+        upstream: http://127.0.0.1:1
+        store: redis+sentinel://10.0.0.1,10.0.0.2:26380/cbp/1
+        store_sentinel_password_env: SENTINEL_PW
+        """).get()
+        #expect(c.store == .redis(url: "redis+sentinel://10.0.0.1,10.0.0.2:26380/cbp/1"))
+        #expect(c.storeSentinelPassword?.value == "sentinel-pw")
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/\n")
+            == ["store: not a usable redis+sentinel:// URL: redis sentinel url: missing /MASTER (the sentinels' name for the master)"])
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp\n").map { $0.prefix(50) }
+            == ["store: not a usable redis+sentinel:// URL: redis s"])
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://10.0.0.1/0\nstore_sentinel_password_env: SENTINEL_PW\n")
+            == ["store_sentinel_password_env: is only used with a redis+sentinel:// store"])
     }
 
     @Test func problemsNeverQuoteSecretValues() {

@@ -29,11 +29,33 @@ public final class MetricsRegistry: Sendable {
 
     /// A gauge whose value is computed at scrape time (start time, build info).
     public func gauge(_ name: String, _ help: String, labels: [String: String] = [:], value: @escaping @Sendable () -> Double) {
+        scraped(name, help, type: "gauge", labels: { labels }, value: value)
+    }
+
+    /// A counter kept elsewhere (by a component that knows no registry), read at scrape time.
+    public func counter(_ name: String, _ help: String, value: @escaping @Sendable () -> Double) {
+        scraped(name, help, type: "counter", labels: { [:] }, value: value)
+    }
+
+    /// An info gauge (value 1) whose label's value is read at scrape time, such as the address
+    /// a connection currently uses; no sample at all while `value` is nil.
+    public func info(_ name: String, _ help: String, label: String, value: @escaping @Sendable () -> String?) {
         families.withLock { list in
             precondition(!list.contains { $0.name == name }, "metric \(name) registered twice")
             list.append(AnyFamily(name: name, family: nil) { out in
                 out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-                out += name + Self.labelText(labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+                if let v = value() { out += name + Self.labelText([(label, v)]) + " 1\n" }
+            })
+        }
+    }
+
+    private func scraped(_ name: String, _ help: String, type: String, labels: @escaping @Sendable () -> [String: String],
+                         value: @escaping @Sendable () -> Double) {
+        families.withLock { list in
+            precondition(!list.contains { $0.name == name }, "metric \(name) registered twice")
+            list.append(AnyFamily(name: name, family: nil) { out in
+                out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+                out += name + Self.labelText(labels().sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
                     + " " + Self.number(value()) + "\n"
             })
         }
