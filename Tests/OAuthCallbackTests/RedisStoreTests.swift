@@ -490,7 +490,7 @@ private final class TestPKI {
     }
 }
 
-private extension Result where Failure == StoreError {
+extension Result where Failure == StoreError {
     var redisFailure: StoreError.Code? {
         if case .failure(let error) = self { return error.code }
         return nil
@@ -498,7 +498,7 @@ private extension Result where Failure == StoreError {
 }
 
 /// How a test `redis-server` serves TLS (its only port is then the TLS one).
-private struct RedisServerTLS {
+struct RedisServerTLS {
     var cert: String
     var key: String
     /// Trusted for client certificates (redis-server requires one even when it asks for none).
@@ -507,12 +507,14 @@ private struct RedisServerTLS {
 }
 
 /// A `redis-server` subprocess on a free loopback port; `stop()` kills it.
-private final class RedisServer: @unchecked Sendable {
+final class RedisServer: @unchecked Sendable {
     let port: Int
     let password: String?
     let tls: RedisServerTLS?
     /// For `redis-cli` against a TLS server: the CA and client certificate it uses.
     let cliTLS: [String]
+    /// Set: the whole command line instead of ours (a sentinel: its configuration file, `--sentinel`).
+    private let commandLine: [String]?
     private var process: Process?
 
     init(password: String? = nil, tls: RedisServerTLS? = nil, cliTLS: [String] = []) throws {
@@ -520,12 +522,23 @@ private final class RedisServer: @unchecked Sendable {
         self.password = password
         self.tls = tls
         self.cliTLS = cliTLS
+        commandLine = nil
+        try start()
+    }
+
+    /// A server configured by `commandLine` alone, which must make it listen on `port`.
+    init(port: Int, commandLine: [String]) throws {
+        self.port = port
+        password = nil
+        tls = nil
+        cliTLS = []
+        self.commandLine = commandLine
         try start()
     }
 
     func start() throws {
-        var args = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                    "--enable-debug-command", "yes", "--loglevel", "warning"]
+        var args = commandLine ?? ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                   "--enable-debug-command", "yes", "--loglevel", "warning"]
         if let password { args += ["--requirepass", password] }
         if let tls {
             args += ["--port", "0", "--tls-port", "\(port)", "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
@@ -565,7 +578,10 @@ private final class RedisServer: @unchecked Sendable {
     }
 
     @discardableResult
-    func cli(_ args: String...) -> String {
+    func cli(_ args: String...) -> String { cli(args) }
+
+    @discardableResult
+    func cli(_ args: [String]) -> String {
         let p = cliProcess(args)
         let pipe = Pipe()
         p.standardOutput = pipe
@@ -614,7 +630,7 @@ private final class RedisServer: @unchecked Sendable {
 }
 
 /// A logger writing into a temporary file, read back by the test.
-private final class LogCapture: Sendable {
+final class LogCapture: Sendable {
     let logger: Logger
     private let path: String
     private let fd: Int32
@@ -634,26 +650,26 @@ private final class LogCapture: Sendable {
     }
 }
 
-private struct Outcome<T: Sendable>: Sendable {
+struct StoreOutcome<T: Sendable>: Sendable {
     let value: T
     let onLoopThread: Bool
     let insideCall: Bool
     let elapsed: Double
 }
 
-private struct BatchItem<T: Sendable>: Sendable {
+struct BatchItem<T: Sendable>: Sendable {
     let result: T
     let onLoop: Bool
     let inside: Bool
 }
 
 /// Flags shared between a call and its completion, on the loop's thread only.
-private final class CallFlags: @unchecked Sendable {
+final class CallFlags: @unchecked Sendable {
     var inside = true
 }
 
 /// A store on a real loop thread; each call is made on the loop (the Store contract).
-private final class StoreLoop: Sendable {
+final class StoreLoop: Sendable {
     let store: RedisStore
     let thread: EventLoopThread
     private let loopThreadID = Atomic<UInt>(0)
@@ -666,7 +682,7 @@ private final class StoreLoop: Sendable {
         } else {
             self.store = store
         }
-        let box = ThreadIDBox()
+        let box = StoreLoopThreadID()
         thread = try EventLoopThread(setup: { _ in box.id.store(UInt(pthread_self()), ordering: .releasing) })
         while box.id.load(ordering: .acquiring) == 0 { usleep(1_000) }
         loopThreadID.store(box.id.load(ordering: .acquiring), ordering: .relaxed)
@@ -676,7 +692,7 @@ private final class StoreLoop: Sendable {
         pthread_equal(pthread_t(loopThreadID.load(ordering: .relaxed)), pthread_self()) != 0
     }
 
-    func call<T: Sendable>(_ op: @escaping @Sendable (RedisStore, EventLoop, @escaping (T) -> Void) -> Void) async -> Outcome<T> {
+    func call<T: Sendable>(_ op: @escaping @Sendable (RedisStore, EventLoop, @escaping (T) -> Void) -> Void) async -> StoreOutcome<T> {
         let loop = self.loop
         let store = self.store
         let start = EventLoop.monotonicNow()
@@ -685,7 +701,7 @@ private final class StoreLoop: Sendable {
                 let flags = CallFlags()
                 op(store, loop) { value in
                     let elapsed = Double(EventLoop.monotonicNow() - start) / 1e9
-                    continuation.resume(returning: Outcome(value: value, onLoopThread: self.isLoopThread(),
+                    continuation.resume(returning: StoreOutcome(value: value, onLoopThread: self.isLoopThread(),
                                                            insideCall: flags.inside, elapsed: elapsed))
                 }
                 flags.inside = false
@@ -714,23 +730,23 @@ private final class StoreLoop: Sendable {
         }
     }
 
-    func setIfAbsent(_ key: String, _ value: [UInt8], ttl: Int64) async -> Outcome<Result<Bool, StoreError>> {
+    func setIfAbsent(_ key: String, _ value: [UInt8], ttl: Int64) async -> StoreOutcome<Result<Bool, StoreError>> {
         await call { store, loop, done in store.setIfAbsent(key: key, value: value, ttlSeconds: ttl, on: loop, done) }
     }
 
-    func set(_ key: String, _ value: [UInt8], ttl: Int64) async -> Outcome<Result<Void, StoreError>> {
+    func set(_ key: String, _ value: [UInt8], ttl: Int64) async -> StoreOutcome<Result<Void, StoreError>> {
         await call { store, loop, done in store.set(key: key, value: value, ttlSeconds: ttl, on: loop, done) }
     }
 
-    func get(_ key: String) async -> Outcome<Result<[UInt8]?, StoreError>> {
+    func get(_ key: String) async -> StoreOutcome<Result<[UInt8]?, StoreError>> {
         await call { store, loop, done in store.get(key: key, on: loop, done) }
     }
 
-    func getAndDelete(_ key: String) async -> Outcome<Result<[UInt8]?, StoreError>> {
+    func getAndDelete(_ key: String) async -> StoreOutcome<Result<[UInt8]?, StoreError>> {
         await call { store, loop, done in store.getAndDelete(key: key, on: loop, done) }
     }
 
-    func delete(_ key: String) async -> Outcome<Result<Bool, StoreError>> {
+    func delete(_ key: String) async -> StoreOutcome<Result<Bool, StoreError>> {
         await call { store, loop, done in store.delete(key: key, on: loop, done) }
     }
 
@@ -752,6 +768,6 @@ private final class StoreLoop: Sendable {
     }
 }
 
-private final class ThreadIDBox: Sendable {
+final class StoreLoopThreadID: Sendable {
     let id = Atomic<UInt>(0)
 }

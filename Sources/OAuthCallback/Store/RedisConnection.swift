@@ -367,6 +367,9 @@ final class RedisConnection {
             outageLogged = true
             logger?.warn("redis store unavailable; callbacks fail closed until it returns",
                          ["redis": settings.redactedURL, "loop": String(loop.index), "error": lastError])
+        } else {
+            // The reason may change during one outage (a failover: refused, then not the master yet).
+            logger?.debug("redis reconnect failed", ["redis": settings.redactedURL, "loop": String(loop.index), "error": lastError])
         }
         reconnectTimer?.cancel()
         let delay = backoff
