@@ -1,0 +1,188 @@
+"""The Redis store behind Sentinel: 1 master, 1 replica and 3 sentinels (Debian's redis-server,
+run with --sentinel) on loopback, two proxy instances on them. The master is killed under steady
+callback load: callbacks fail closed (503, answered at once, no double exchange), then succeed
+again on the promoted replica without anything being restarted, and the replay guard still holds
+across the instances."""
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from helpers import HTTPConn, free_port
+from test_redis_store import callback, start
+from test_session import IOS, idp  # noqa: F401  (the module's IdP fixture)
+
+MASTER_NAME = "cbp"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 2000
+
+
+def wait_port(port, what):
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"{what} did not start")
+
+
+def cli(port, *args):
+    out = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, timeout=5)
+    return out.stdout
+
+
+class Sentinelled:
+    """A master, its replica and three sentinels (quorum 2), each its own process."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = {}
+        self.master_port = free_port()
+        self.replica_port = free_port()
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.server("master", self.master_port)
+        self.server("replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
+        for i, port in enumerate(self.sentinel_ports):
+            conf = tmp / f"sentinel{i}.conf"   # sentinel rewrites its file: one each
+            conf.write_text(f"""port {port}
+bind 127.0.0.1
+dir {tmp}
+sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 2
+sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}
+sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}
+sentinel parallel-syncs {MASTER_NAME} 1
+""")
+            self.spawn(f"sentinel{i}", ["redis-server", str(conf), "--sentinel"], port)
+
+    def server(self, name, port, *extra):
+        d = self.tmp / name
+        d.mkdir()
+        self.spawn(name, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(d), *extra], port)
+
+    def spawn(self, name, argv, port):
+        self.procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(port, name)
+
+    def wait_settled(self, timeout=15):
+        """Until the replica is in sync and every sentinel knows the replica and the two others:
+        only then can they agree on a failover."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            synced = "master_link_status:up" in cli(self.replica_port, "info", "replication")
+            views = [cli(p, "sentinel", "master", MASTER_NAME).split("\n") for p in self.sentinel_ports]
+            def field(lines, key):
+                return lines[lines.index(key) + 1] if key in lines else None
+            if synced and all(field(v, "num-slaves") == "1" and field(v, "num-other-sentinels") == "2" for v in views):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the sentinels did not settle")
+
+    def store_config(self):
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"store: redis+sentinel://{hosts}/{MASTER_NAME}/0"
+
+    def kill(self, name):
+        p = self.procs[name]
+        p.kill()
+        p.wait()
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def sentinelled(tmp_path):
+    s = Sentinelled(tmp_path)
+    yield s
+    s.stop()
+
+
+def metrics(p):
+    with HTTPConn(p.internal_port) as c:
+        c.request("GET", "/metrics")
+        return c.read_response().body.decode()
+
+
+def test_a_killed_master_fails_callbacks_closed_until_the_sentinels_promote_the_replica(
+        proxy_factory, upstream, tmp_path, idp, sentinelled):  # noqa: F811
+    sentinelled.wait_settled()
+    a = start(proxy_factory, upstream, tmp_path, idp, None, "a", store=sentinelled.store_config())
+    b = start(proxy_factory, upstream, tmp_path, idp, None, "b", store=sentinelled.store_config())
+    master = f"127.0.0.1:{sentinelled.master_port}"
+    assert f'callback_proxy_store_master_info{{address="{master}"}} 1' not in metrics(a)  # none used yet
+    idp.request("POST", "/_test/reset-stats")
+
+    results = []   # (started, finished, status)
+    stop = threading.Event()
+    failures = []
+
+    def load():
+        n = 0
+        try:
+            while not stop.is_set():
+                grant = idp.get_code(IOS)
+                p = (a, b)[n % 2]
+                n += 1
+                t0 = time.monotonic()
+                status = callback(p, grant).status
+                results.append((t0, time.monotonic(), status))
+        except Exception as e:  # surfaced by the asserts below
+            failures.append(repr(e))
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    time.sleep(1.5)
+    before = list(results)
+    assert before and all(s == 200 for _, _, s in before), before
+    assert f'callback_proxy_store_master_info{{address="{master}"}} 1' in metrics(a)
+
+    killed = time.monotonic()
+    sentinelled.kill("master")
+    recovered = None
+    deadline = killed + 20
+    while time.monotonic() < deadline and not failures:
+        after = [r for r in results if r[0] > killed]
+        ok = [r for r in after if r[2] == 200]
+        if recovered is None and ok:
+            recovered = ok[0][1]
+        if recovered is not None and len(ok) >= 10:
+            break
+        time.sleep(0.05)
+    stop.set()
+    worker.join(15)
+    assert not failures, failures
+    window = (recovered - killed) if recovered else None
+    print(f"\nsentinel failover window (SIGKILL of the master -> first 200): "
+          f"{window if window is None else round(window, 2)} s with down-after-milliseconds={DOWN_AFTER_MS}, "
+          f"failover-timeout={FAILOVER_TIMEOUT_MS}; {len(results)} callbacks, "
+          f"{sum(1 for r in results if r[2] == 503)} refused 503")
+    assert recovered is not None, f"no callback succeeded within 20 s of the kill: {results[-5:]}"
+
+    statuses = {s for _, _, s in results}
+    assert statuses <= {200, 503}, statuses
+    assert any(s == 503 for _, _, s in results), "the failover was not noticed at all"
+    slowest = max(end - begin for begin, end, _ in results)
+    assert slowest < 3, f"a callback took {slowest:.2f} s: fail closed means at once"
+    # Every 200 is one exchange, and no refused callback reached the IdP.
+    assert idp.stats()["token"]["requests"] == sum(1 for r in results if r[2] == 200)
+
+    # The replay guard holds across the instances on the new master.
+    grant = idp.get_code(IOS)
+    assert callback(a, grant).status == 200
+    assert callback(b, grant).status == 400
+    promoted = f"127.0.0.1:{sentinelled.replica_port}"
+    for p in (a, b):
+        text = metrics(p)
+        assert "callback_proxy_store_failovers_total 1" in text, text
+        assert f'callback_proxy_store_master_info{{address="{promoted}"}} 1' in text
+        log = p.stderr_text()
+        assert "redis master changed" in log and promoted in log, log[-3000:]
+    print(f"window {window:.2f} s (down-after-milliseconds {DOWN_AFTER_MS})")
