@@ -60,7 +60,7 @@ struct OAuthWiring {
             // Every entry costs at least `entryOverhead`: the bytes bound the count as well.
             let bytes = Int(config.storeMaxMemory)
             rawStore = MemoryStore(limits: MemoryStore.Limits(maxEntries: bytes / MemoryStore.entryOverhead, maxBytes: bytes))
-        case .redis(let text) where text.hasPrefix(RedisSentinelURL.scheme):
+        case .redis(let text) where RedisSentinelURL.isSentinel(text):
             var url: RedisSentinelURL
             do {
                 url = try RedisSentinelURL(parsing: text)
@@ -70,6 +70,7 @@ struct OAuthWiring {
             // The master's password, as with redis://; the sentinels have their own.
             if let password = config.storePassword { url.password = password.value }
             var storeConfig = RedisStore.Configuration(sentinel: url)
+            storeConfig.tls = storeTLS
             storeConfig.sentinelPassword = config.storeSentinelPassword?.value
             rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text):

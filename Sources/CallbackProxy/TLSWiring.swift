@@ -26,7 +26,7 @@ struct TLSWiring {
             }
         }
         var store: UpstreamTLSClient? = nil
-        if case .redis(let text) = config.store, let url = try? RedisURL(parsing: text), url.tls {
+        if case .redis(let text) = config.store, let url = Self.tlsStoreURL(text) {
             do { store = try RedisStore.tlsClient(for: url, config.storeTLS) } catch {
                 problems.append(ConfigProblem(path: Self.storeKey(for: error, config.storeTLS), line: nil, message: error.description))
             }
@@ -40,6 +40,17 @@ struct TLSWiring {
         self.credentials = credentials
         self.upstream = upstream
         self.store = store
+    }
+
+    /// The URL a TLS store's client context is built for; nil for a plain store. With Sentinel
+    /// its host is a placeholder: each master connection checks the address announced.
+    private static func tlsStoreURL(_ text: String) -> RedisURL? {
+        if RedisSentinelURL.isSentinel(text) {
+            guard let s = try? RedisSentinelURL(parsing: text), s.tls, let first = s.sentinels.first else { return nil }
+            return RedisURL(host: first.host, tls: true)
+        }
+        guard let url = try? RedisURL(parsing: text), url.tls else { return nil }
+        return url
     }
 
     /// The `store_tls_*` key whose file a set-up error names (`store` when it names none).

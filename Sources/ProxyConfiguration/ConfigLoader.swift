@@ -107,7 +107,7 @@ public struct ConfigLoader {
         if let n = m.int("loops", in: 1...256) { c.loops = n }
         let storeText = m.string("store")
         if let s = storeText {
-            if s == "memory" { c.store = .memory } else if s.hasPrefix("redis+sentinel://") || s.hasPrefix("rediss+sentinel://") {
+            if s == "memory" { c.store = .memory } else if RedisSentinelURL.isSentinel(s) {
                 do {
                     _ = try RedisSentinelURL(parsing: s)
                     c.store = .redis(url: s)
@@ -145,13 +145,14 @@ public struct ConfigLoader {
             m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
         }
         let sentinelPassword = secret(m, "store_sentinel_password", required: false)
-        if case .redis(let url) = c.store, url.hasPrefix("redis+sentinel://") {
+        if case .redis(let url) = c.store, RedisSentinelURL.isSentinel(url) {
             c.storeSentinelPassword = sentinelPassword
         } else if sentinelPassword != nil {
             let key = m.has("store_sentinel_password_env") ? "store_sentinel_password_env" : "store_sentinel_password_file"
-            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis+sentinel:// store")
+            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis+sentinel:// or rediss+sentinel:// store")
         }
-        readStoreTLS(m, tls: storeText?.hasPrefix("rediss://") == true, into: &c.storeTLS)
+        readStoreTLS(m, tls: storeText.map { $0.hasPrefix("rediss://") || $0.hasPrefix(RedisSentinelURL.tlsScheme) } == true,
+                     into: &c.storeTLS)
         if let a = m.string("access_log") { c.accessLog = a }
         if let log = m.mapping("log") {
             if let l = log.parsed("level", "debug, info, warn or error", Logger.Level.init(name:)) { c.logLevel = l }

@@ -23,11 +23,12 @@ struct RedisSentinelTests {
         #expect(bare == RedisSentinelURL(sentinels: [.init(host: "sentinel.internal", port: 26379)], masterName: "mymaster",
                                          password: "pw"))
         #expect(try RedisSentinelURL(parsing: "redis+sentinel://h:1/m/").database == 0)
+        let tls = try RedisSentinelURL(parsing: "rediss+sentinel://10.0.0.1/cbp")
+        #expect(tls.tls && tls.description == "rediss+sentinel://10.0.0.1:26379/cbp/0")
     }
 
     @Test(arguments: [
-        ("redis://h/m", "must start with redis+sentinel://"),
-        ("rediss+sentinel://h/m", "TLS to a Sentinel-managed master is not supported yet"),
+        ("redis://h/m", "must start with redis+sentinel:// or rediss+sentinel://"),
         ("redis+sentinel://h", "missing /MASTER"),
         ("redis+sentinel://h/", "missing /MASTER"),
         ("redis+sentinel://h1,,h2/m", "an empty sentinel address"),
@@ -90,7 +91,7 @@ struct RedisSentinelTests {
         defer { master.stop() }
         let sentinel = try SentinelServer(monitoring: master.port)
         defer { sentinel.stop() }
-        let env = try StoreLoop(Self.store(sentinels: [RedisServer.freePort(), sentinel.port]))
+        let env = try StoreLoop(try Self.store(sentinels: [RedisServer.freePort(), sentinel.port]))
         defer { env.shutdown() }
         let first = await env.setIfAbsent("replay:s", [1], ttl: 60)
         #expect(try first.value.get() == true)
@@ -107,7 +108,7 @@ struct RedisSentinelTests {
         let sentinel = try SentinelServer(monitoring: master.port)
         defer { sentinel.stop() }
         let log = try LogCapture()
-        let env = try StoreLoop(Self.store(sentinels: [sentinel.port], master: "other"), logger: log.logger)
+        let env = try StoreLoop(try Self.store(sentinels: [sentinel.port], master: "other"), logger: log.logger)
         defer { env.shutdown() }
         for i in 0..<5 {
             let outcome = await env.setIfAbsent("k\(i)", [1], ttl: 60)
@@ -129,7 +130,7 @@ struct RedisSentinelTests {
         let sentinel = try SentinelServer(monitoring: master.port)
         defer { sentinel.stop() }
         let log = try LogCapture()
-        let env = try StoreLoop(Self.store(sentinels: [sentinel.port]), logger: log.logger)
+        let env = try StoreLoop(try Self.store(sentinels: [sentinel.port]), logger: log.logger)
         defer { env.shutdown() }
         #expect(try await env.setIfAbsent("before", [0], ttl: 60).value.get() == true)
 
@@ -161,7 +162,7 @@ struct RedisSentinelTests {
         let sentinel = try SentinelServer(monitoring: first.port)
         defer { sentinel.stop() }
         let log = try LogCapture()
-        let env = try StoreLoop(Self.store(sentinels: [sentinel.port]), logger: log.logger)
+        let env = try StoreLoop(try Self.store(sentinels: [sentinel.port]), logger: log.logger)
         defer { env.shutdown() }
         #expect(try await env.setIfAbsent("one", [1], ttl: 60).value.get() == true)
 
@@ -176,10 +177,35 @@ struct RedisSentinelTests {
         #expect(log.text().contains("redis master changed"))
     }
 
-    static func store(sentinels: [Int], master: String = SentinelServer.masterName) -> RedisStore {
-        let url = RedisSentinelURL(sentinels: sentinels.map { .init(host: "127.0.0.1", port: $0) }, masterName: master)
+    /// The master's certificate is checked against the address the sentinel announces: the
+    /// "server" certificate carries IP:127.0.0.1, "othername" does not.
+    @Test(arguments: [("server", true), ("othername", false)])
+    func overTLSTheMastersCertificateIsCheckedAgainstTheAnnouncedAddress(certificate: String, accepted: Bool) async throws {
+        let pki = try TestPKI()
+        let master = try RedisServer(tls: pki.serverTLS(certificate), cliTLS: pki.cliArguments)
+        defer { master.stop() }
+        let sentinel = try SentinelServer(monitoring: master.port, tls: pki.serverTLS("server"))
+        defer { sentinel.stop() }
+        let log = try LogCapture()
+        let env = try StoreLoop(try Self.store(sentinels: [sentinel.port], tls: pki.trust), logger: log.logger)
+        defer { env.shutdown() }
+        let outcome = await env.setIfAbsent("tls", [1], ttl: 60)
+        if accepted {
+            #expect(try outcome.value.get() == true)
+            #expect(master.cli("EXISTS", "cbp:tls").hasPrefix("1"))
+        } else {
+            #expect(outcome.value.redisFailure == .unavailable)
+            #expect(log.text().contains("IP address mismatch"), "\(log.text())")
+        }
+    }
+
+    static func store(sentinels: [Int], master: String = SentinelServer.masterName,
+                      tls: UpstreamTLSSettings? = nil) throws -> RedisStore {
+        let url = RedisSentinelURL(sentinels: sentinels.map { .init(host: "127.0.0.1", port: $0) }, masterName: master,
+                                   tls: tls != nil)
         var config = RedisStore.Configuration(sentinel: url)
         config.backoffMax = 200_000_000
+        if let tls { config.tls = try RedisStore.tlsClient(for: config.url, tls) }
         return RedisStore(config)
     }
 }
@@ -192,7 +218,8 @@ final class SentinelServer: @unchecked Sendable {
     private let dir: String
     private var server: RedisServer!
 
-    init(monitoring masterPort: Int) throws {
+    /// `tls`: the master speaks TLS only; the sentinel reaches it with this certificate.
+    init(monitoring masterPort: Int, tls: RedisServerTLS? = nil) throws {
         dir = NSTemporaryDirectory() + "sentinel-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         // Sentinel rewrites its configuration file: a fresh one each time.
@@ -203,7 +230,7 @@ final class SentinelServer: @unchecked Sendable {
         sentinel monitor \(Self.masterName) 127.0.0.1 \(masterPort) 1
         sentinel down-after-milliseconds \(Self.masterName) 60000
 
-        """
+        """ + (tls.map { "tls-replication yes\ntls-cert-file \($0.cert)\ntls-key-file \($0.key)\ntls-ca-cert-file \($0.ca)\n" } ?? "")
         try conf.write(toFile: dir + "/sentinel.conf", atomically: true, encoding: .utf8)
         server = try RedisServer(port: port, commandLine: [dir + "/sentinel.conf", "--sentinel"])
     }

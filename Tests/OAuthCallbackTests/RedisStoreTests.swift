@@ -428,7 +428,7 @@ struct RedisStoreTests {
 
 /// A throwaway CA, an unrelated CA, and certificates made with the openssl CLI in a temporary
 /// directory: "server" (localhost and 127.0.0.1), "othername" (other.test only), "client".
-private final class TestPKI {
+final class TestPKI {
     let root: String
 
     init() throws {

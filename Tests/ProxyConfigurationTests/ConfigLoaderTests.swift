@@ -230,10 +230,13 @@ import Testing
         #expect(c.storeSentinelPassword?.value == "sentinel-pw")
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/\n")
             == ["store: not a usable redis+sentinel:// URL: redis sentinel url: missing /MASTER (the sentinels' name for the master)"])
-        #expect(problems("upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp\n").map { $0.prefix(50) }
-            == ["store: not a usable redis+sentinel:// URL: redis s"])
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://10.0.0.1/0\nstore_sentinel_password_env: SENTINEL_PW\n")
-            == ["store_sentinel_password_env: is only used with a redis+sentinel:// store"])
+            == ["store_sentinel_password_env: is only used with a redis+sentinel:// or rediss+sentinel:// store"])
+        // TLS to the master: store_tls_* apply to rediss+sentinel:// and only there.
+        let tls = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp\nstore_tls_ca: /keys/apple.p8\n").get()
+        #expect(tls.storeTLS.caFile == "/keys/apple.p8")
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/cbp\nstore_tls_ca: /keys/apple.p8\n")
+            == ["store_tls_ca: is only used with a rediss:// (TLS) store"])
     }
 
     @Test func problemsNeverQuoteSecretValues() {

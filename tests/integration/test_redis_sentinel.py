@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import HTTPConn, free_port
-from test_redis_store import callback, start
+from test_redis_store import callback, make_test_pki, start
 from test_session import IOS, idp  # noqa: F401  (the module's IdP fixture)
 
 MASTER_NAME = "cbp"
@@ -38,8 +38,11 @@ def cli(port, *args):
 class Sentinelled:
     """A master, its replica and three sentinels (quorum 2), each its own process."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, pki=None):
+        """`pki`: the master and the replica speak TLS only (and to each other, and the sentinels
+        to them); the sentinels themselves stay plain."""
         self.tmp = tmp
+        self.pki = pki
         self.procs = {}
         self.master_port = free_port()
         self.replica_port = free_port()
@@ -48,10 +51,15 @@ class Sentinelled:
         self.server("replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
         for i, port in enumerate(self.sentinel_ports):
             conf = tmp / f"sentinel{i}.conf"   # sentinel rewrites its file: one each
+            tls = "" if not pki else f"""tls-replication yes
+tls-cert-file {pki.server_cert}
+tls-key-file {pki.server_key}
+tls-ca-cert-file {pki.ca_cert}
+"""
             conf.write_text(f"""port {port}
 bind 127.0.0.1
 dir {tmp}
-sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 2
+{tls}sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 2
 sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}
 sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}
 sentinel parallel-syncs {MASTER_NAME} 1
@@ -61,7 +69,12 @@ sentinel parallel-syncs {MASTER_NAME} 1
     def server(self, name, port, *extra):
         d = self.tmp / name
         d.mkdir()
-        self.spawn(name, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        ports = ["--port", str(port)]
+        if self.pki:
+            ports = ["--port", "0", "--tls-port", str(port), "--tls-replication", "yes", "--tls-auth-clients", "no",
+                     "--tls-cert-file", self.pki.server_cert, "--tls-key-file", self.pki.server_key,
+                     "--tls-ca-cert-file", self.pki.ca_cert]
+        self.spawn(name, ["redis-server", *ports, "--bind", "127.0.0.1", "--save", "",
                           "--appendonly", "no", "--dir", str(d), *extra], port)
 
     def spawn(self, name, argv, port):
@@ -73,7 +86,7 @@ sentinel parallel-syncs {MASTER_NAME} 1
         only then can they agree on a failover."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            synced = "master_link_status:up" in cli(self.replica_port, "info", "replication")
+            synced = "master_link_status:up" in cli(self.replica_port, *self.cli_tls(), "info", "replication")
             views = [cli(p, "sentinel", "master", MASTER_NAME).split("\n") for p in self.sentinel_ports]
             def field(lines, key):
                 return lines[lines.index(key) + 1] if key in lines else None
@@ -82,8 +95,13 @@ sentinel parallel-syncs {MASTER_NAME} 1
             time.sleep(0.1)
         raise RuntimeError("the sentinels did not settle")
 
+    def cli_tls(self):
+        return ["--tls", "--cacert", self.pki.ca_cert] if self.pki else []
+
     def store_config(self):
         hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        if self.pki:
+            return f"store: rediss+sentinel://{hosts}/{MASTER_NAME}/0\nstore_tls_ca: {self.pki.ca_cert}"
         return f"store: redis+sentinel://{hosts}/{MASTER_NAME}/0"
 
     def kill(self, name):
@@ -101,6 +119,13 @@ sentinel parallel-syncs {MASTER_NAME} 1
 @pytest.fixture
 def sentinelled(tmp_path):
     s = Sentinelled(tmp_path)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def tls_sentinelled(tmp_path):
+    s = Sentinelled(tmp_path, pki=make_test_pki(str(tmp_path / "redis-pki")))
     yield s
     s.stop()
 
@@ -199,3 +224,19 @@ def test_a_killed_master_fails_callbacks_closed_until_the_sentinels_promote_the_
         assert f'callback_proxy_store_master_info{{address="{promoted}"}} 1' in text
         log = p.stderr_text()
         assert "redis master changed" in log and promoted in log, log[-3000:]
+
+
+def test_over_tls_the_master_is_found_through_the_sentinels_and_the_replay_guard_holds(
+        proxy_factory, upstream, tmp_path, idp, tls_sentinelled):  # noqa: F811
+    """rediss+sentinel://: the sentinels are asked in plain TCP, the master is spoken to over TLS,
+    its certificate checked against the address announced (127.0.0.1, in its IP SANs)."""
+    tls_sentinelled.wait_settled()
+    config = tls_sentinelled.store_config()
+    a = start(proxy_factory, upstream, tmp_path, idp, None, "a", store=config)
+    b = start(proxy_factory, upstream, tmp_path, idp, None, "b", store=config)
+    grant = idp.get_code(IOS)
+    idp.request("POST", "/_test/reset-stats")
+    assert callback(a, grant).status == 200
+    assert callback(b, grant).status == 400
+    assert idp.stats()["token"]["requests"] == 1
+    assert f'callback_proxy_store_master_info{{address="127.0.0.1:{tls_sentinelled.master_port}"}} 1' in metrics(a)

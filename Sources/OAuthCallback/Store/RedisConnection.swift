@@ -154,7 +154,8 @@ final class RedisConnection {
             let completion = command.take()
             let ms = timeout / 1_000_000
             if self.stream?.handshaking == true {
-                self.drop(reason: "TLS handshake with \(self.settings.tls?.serverName ?? "redis") did not finish within \(ms) ms")
+                let peer = self.settings.sentinel != nil ? self.target?.description : self.settings.tls?.serverName
+                self.drop(reason: "TLS handshake with \(peer ?? "redis") did not finish within \(ms) ms")
             } else {
                 self.drop(reason: "command timed out after \(ms) ms")
             }
@@ -287,7 +288,13 @@ final class RedisConnection {
     private func open(_ address: SocketAddress) {
         target = address
         do {
-            stream = try OutboundStream(to: address, tls: settings.tls, on: loop) { [weak self] event in
+            // A master announced by Sentinel is checked against the address announced (its
+            // certificate needs that IP SAN): no name for it was configured.
+            let name: String? = switch (settings.sentinel, address) {
+            case (.some, .ipv4(let host, _)), (.some, .ipv6(let host, _)): host
+            default: nil
+            }
+            stream = try OutboundStream(to: address, tls: settings.tls, serverName: name, on: loop) { [weak self] event in
                 self?.streamEvent(event)
             }
         } catch {
@@ -362,7 +369,6 @@ final class RedisConnection {
     private func scheduleReconnect() {
         guard state != .closed else { return }
         state = .backoff
-        failHeld(StoreError(.unavailable, "redis unavailable: \(lastError)"))
         if !outageLogged {
             outageLogged = true
             logger?.warn("redis store unavailable; callbacks fail closed until it returns",
@@ -371,6 +377,8 @@ final class RedisConnection {
             // The reason may change during one outage (a failover: refused, then not the master yet).
             logger?.debug("redis reconnect failed", ["redis": settings.redactedURL, "loop": String(loop.index), "error": lastError])
         }
+        // After the log line: a caller that fails may read the log at once (tests do).
+        failHeld(StoreError(.unavailable, "redis unavailable: \(lastError)"))
         reconnectTimer?.cancel()
         let delay = backoff
         backoff = min(backoff * 2, settings.backoffMax)

@@ -5,8 +5,9 @@
 ///   master called `MASTER` (Sentinel's `sentinel monitor MASTER …` name) has now.
 /// - `user`, `password` and `db` are the master's, as in a `redis://` URL; a sentinel's own
 ///   password is a separate setting (`RedisStore.Configuration.sentinelPassword`).
-/// - TLS to a Sentinel-managed master is not supported yet: the master's address is learnt at
-///   run time, and the certificate name check is bound to a host fixed at set-up.
+/// - `rediss+sentinel://`: TLS to the master (and its replicas, once promoted), whose
+///   certificate is checked against the IP address the sentinels announce (an IP SAN) — no name
+///   for it is configured. The sentinels themselves are asked over plain TCP.
 ///
 /// `description` never shows the password.
 public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
@@ -22,18 +23,22 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
     public var username: String?
     public var password: String?
     public var database: Int
+    /// `rediss+sentinel://`: TLS to the master.
+    public var tls: Bool
 
     public static let scheme = "redis+sentinel://"
+    public static let tlsScheme = "rediss+sentinel://"
+
+    /// Whether `text` is meant as a Sentinel URL (either scheme).
+    public static func isSentinel(_ text: String) -> Bool { text.hasPrefix(scheme) || text.hasPrefix(tlsScheme) }
 
     /// Parses `text`; the error's detail never contains the password. Each host and the
     /// userinfo are read by `RedisURL`'s parser, so both forms accept the same syntax.
     public init(parsing text: String) throws(StoreError) {
         func bad(_ why: String) -> StoreError { StoreError(.invalidArgument, "redis sentinel url: \(why)") }
-        if text.hasPrefix("rediss+sentinel://") {
-            throw bad("TLS to a Sentinel-managed master is not supported yet; use redis+sentinel://")
-        }
-        guard text.hasPrefix(Self.scheme) else { throw bad("must start with \(Self.scheme)") }
-        var rest = Substring(text.dropFirst(Self.scheme.count))
+        let tls = text.hasPrefix(Self.tlsScheme)
+        guard tls || text.hasPrefix(Self.scheme) else { throw bad("must start with \(Self.scheme) or \(Self.tlsScheme)") }
+        var rest = Substring(text.dropFirst(tls ? Self.tlsScheme.count : Self.scheme.count))
         var userinfo: Substring = ""
         // The path never holds an '@' (a master name is a word), so the last one ends userinfo.
         let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
@@ -84,10 +89,12 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
         self.username = username
         self.password = password
         self.database = database
+        self.tls = tls
     }
 
     public init(sentinels: [Endpoint], masterName: String, username: String? = nil, password: String? = nil,
-                database: Int = 0) {
+                database: Int = 0, tls: Bool = false) {
+        self.tls = tls
         self.sentinels = sentinels
         self.masterName = masterName
         self.username = username
@@ -103,7 +110,7 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
 
     /// The URL with the password replaced by `***`.
     public var description: String {
-        var s = Self.scheme
+        var s = tls ? Self.tlsScheme : Self.scheme
         if let username { s += username + (password != nil ? ":***@" : "@") }
         else if password != nil { s += ":***@" }
         s += sentinels.map { ($0.host.contains(":") ? "[\($0.host)]" : $0.host) + ":\($0.port)" }.joined(separator: ",")

@@ -55,7 +55,8 @@ public final class RedisStore: Store {
         /// Unused with `redis://`.
         public var tls: UpstreamTLSClient? = nil
         /// Set: the master is found through these sentinels, and `url` carries only the master's
-        /// credentials and database (its host is unused).
+        /// credentials, database and whether it speaks TLS (its host is unused: with TLS, the
+        /// name checked is the address the sentinels announce).
         public var sentinel: RedisSentinelURL? = nil
         /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
         public var sentinelPassword: String? = nil
@@ -78,7 +79,7 @@ public final class RedisStore: Store {
         public init(sentinel: RedisSentinelURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
             let first = sentinel.sentinels.first ?? RedisSentinelURL.Endpoint(host: "", port: RedisSentinelURL.defaultPort)
             self.init(url: RedisURL(host: first.host, port: first.port, username: sentinel.username,
-                                    password: sentinel.password, database: sentinel.database),
+                                    password: sentinel.password, database: sentinel.database, tls: sentinel.tls),
                       keyPrefix: keyPrefix, commandTimeout: commandTimeout)
             self.sentinel = sentinel
             backoffMax = 500_000_000
@@ -139,7 +140,7 @@ public final class RedisStore: Store {
             }
         }
         var tls = configuration.tls
-        if url.tls && tls == nil && configuration.sentinel == nil {
+        if url.tls && tls == nil {
             do {
                 tls = try Self.tlsClient(for: url)
             } catch {
@@ -150,7 +151,7 @@ public final class RedisStore: Store {
         }
         settings = RedisConnectionSettings(
             resolver: resolver, username: url.username, password: url.password,
-            database: url.database, tls: url.tls && configuration.sentinel == nil ? tls : nil, setupProblem: problem,
+            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),

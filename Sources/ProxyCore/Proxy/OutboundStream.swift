@@ -30,6 +30,8 @@ public final class OutboundStream {
     public let address: SocketAddress
     private let loop: EventLoop
     private let tls: UpstreamTLSClient?
+    /// Checked instead of `tls.serverName` (see `UpstreamTLSClient.makeSession`).
+    private let serverName: String?
     private let handler: (Event) -> Void
     private var state = State.connecting
     private var transport: Transport
@@ -45,11 +47,12 @@ public final class OutboundStream {
 
     /// Starts connecting to `address` (an IP address: names are resolved by the owner, off the
     /// loop). Throws when the connect fails at once (no route, bad address family).
-    public init(to address: SocketAddress, tls: UpstreamTLSClient?, on loop: EventLoop,
+    public init(to address: SocketAddress, tls: UpstreamTLSClient?, serverName: String? = nil, on loop: EventLoop,
                 _ handler: @escaping (Event) -> Void) throws(SystemError) {
         self.address = address
         self.loop = loop
         self.tls = tls
+        self.serverName = serverName
         self.handler = handler
         let fd = try Socket.startConnect(address)
         transport = Transport(fd: fd)
@@ -126,7 +129,7 @@ public final class OutboundStream {
             becomeReady()
             return
         }
-        guard let session = tls.makeSession(fd: transport.fd) else {
+        guard let session = tls.makeSession(fd: transport.fd, serverName: serverName) else {
             fail("cannot allocate a TLS session")
             return
         }
@@ -145,7 +148,7 @@ public final class OutboundStream {
         case .wantWrite:
             watch?.update(readable: false, writable: true)
         case .failed(let failure):
-            fail("TLS handshake with \(tls?.serverName ?? address.description) failed: \(failure.reason)")
+            fail("TLS handshake with \(serverName ?? tls?.serverName ?? address.description) failed: \(failure.reason)")
         }
     }
 

@@ -63,8 +63,12 @@ public final class UpstreamTLSClient: @unchecked Sendable {
 
     deinit { SSL_CTX_free(context) }
 
-    /// A client session on the connected socket `fd`, set up to verify the upstream's name.
-    func makeSession(fd: Int32) -> TLSSession? {
+    /// A client session on the connected socket `fd`, set up to verify the upstream's name, or
+    /// `serverName` instead when the peer is only known at run time (a Redis master announced
+    /// by Sentinel); the context, its trust and client certificate are the same.
+    func makeSession(fd: Int32, serverName override: String? = nil) -> TLSSession? {
+        let serverName = override ?? self.serverName
+        let nameIsIP = override.map { HostSyntax.isIPAddress($0) } ?? self.nameIsIP
         guard let ssl = SSL_new(context) else { TLSErrorQueue.clear(); return nil }
         let session = TLSSession(ssl: ssl)
         guard SSL_set_fd(ssl, fd) == 1 else { TLSErrorQueue.clear(); return nil }
