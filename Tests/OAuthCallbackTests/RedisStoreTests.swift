@@ -547,6 +547,8 @@ final class RedisServer: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         p.arguments = args
+        // A replica's full sync writes dump.rdb to the working directory: never the checkout's.
+        p.currentDirectoryURL = URL(fileURLWithPath: NSTemporaryDirectory())
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
