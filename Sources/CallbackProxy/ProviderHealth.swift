@@ -78,19 +78,20 @@ final class ProviderHealth: Sendable {
     }
 
     private func record(_ name: String, _ found: [ProviderProbe.Problem], round: Int) {
-        let before: [ProviderProbe.Problem]?? = state.withLock { s in
-            guard s.round == round else { return .none }
+        // nil: a reload replaced this round; else whether the provider was down before.
+        let wasDown: Bool? = state.withLock { s in
+            guard s.round == round else { return nil }
             defer { s.problems[name] = found }
-            return .some(s.problems[name])
+            return s.problems[name].map { !$0.isEmpty } ?? false
         }
-        guard case .some(let previous) = before else { return }
+        guard let wasDown else { return }
         up.labels(name).set(found.isEmpty ? 1 : 0)
         for problem in found {
             log.error("provider cannot complete a sign-in", [
                 "provider": name, "setting": problem.setting, "problem": problem.message,
             ])
         }
-        if found.isEmpty, let previous, !previous.isEmpty {
+        if found.isEmpty && wasDown {
             log.info("provider usable again", ["provider": name])
         }
     }

@@ -9,6 +9,7 @@ import pytest
 
 from test_observability import readyz
 from test_session import IOS, idp  # noqa: F401  (idp: the strict test IdP, one per module)
+from test_upstream_names import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -35,13 +36,6 @@ def write(tmp_path, idp, *, ca=True, interval=None, providers=("corp",)):
 
 def log_lines(p, msg):
     return [json.loads(l) for l in p.stderr_text().splitlines() if f'"msg":"{msg}"' in l]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_a_usable_provider_is_up_and_readyz_names_nothing(proxy_factory, upstream, tmp_path, idp):
@@ -81,9 +75,9 @@ def test_a_reload_probes_again_and_the_recovery_is_logged(proxy_factory, upstrea
     assert line["setting"] == "providers.corp.endpoints.discovery", line
     idp.reset()
     p.signal(signal.SIGHUP)     # the same file: the providers are probed again all the same
-    wait_for(lambda: p.providers_up() == {"corp": 1}, 5, "the provider is up after the reload")
+    assert wait_until(lambda: p.providers_up() == {"corp": 1}, timeout=5), "the provider is up after the reload"
     assert readyz(p) == (200, {"ready": True})
-    wait_for(lambda: log_lines(p, "provider usable again"), 3, "the recovery is logged")
+    assert wait_until(lambda: log_lines(p, "provider usable again"), timeout=3), "the recovery is logged"
 
 
 def test_the_providers_are_probed_again_every_interval(proxy_factory, upstream, tmp_path, idp):
@@ -92,7 +86,7 @@ def test_the_providers_are_probed_again_every_interval(proxy_factory, upstream, 
     assert p.wait_providers_probed(["corp"]) == {"corp": 0}
     idp.reset()
     # no signal, no request: the next round (10 s after the first) finds it usable
-    wait_for(lambda: p.providers_up() == {"corp": 1}, 14, "the provider is up after one interval")
+    assert wait_until(lambda: p.providers_up() == {"corp": 1}, timeout=14), "the provider is up after one interval"
     assert "providers_unusable" not in readyz(p)[1]
 
 
@@ -101,8 +95,8 @@ def test_a_provider_removed_by_a_reload_leaves_no_series(proxy_factory, upstream
     assert p.wait_providers_probed(["corp", "other"]) == {"corp": 1, "other": 1}
     write(tmp_path, idp, providers=("corp",))
     p.signal(signal.SIGHUP)
-    wait_for(lambda: "configuration reloaded" in p.stderr_text(), 5, "the reload applied")
-    wait_for(lambda: p.providers_up() == {"corp": 1}, 5, "only corp's series is left")
+    assert wait_until(lambda: "configuration reloaded" in p.stderr_text(), timeout=5), "the reload applied"
+    assert wait_until(lambda: p.providers_up() == {"corp": 1}, timeout=5), "only corp's series is left"
 
 
 def test_provider_check_interval_0_turns_the_probe_off(proxy_factory, upstream, tmp_path, idp):

@@ -83,6 +83,5 @@ public final class LogThrottle: @unchecked Sendable {
                 state.causes[key] = nil
             }
         }
-        if state.causes.values.contains(where: { $0.suppressed > 0 }) { armFlush(state, on: loop) }
     }
 }

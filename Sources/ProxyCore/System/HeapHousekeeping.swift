@@ -23,7 +23,6 @@ public final class HeapHousekeeping: Sendable {
     public static let trimThreshold = 4 << 20
 
     private let trims = Atomic<Int>(0)
-    private let stopped = Atomic<Bool>(false)
 
     public init() {}
 
@@ -45,7 +44,8 @@ public final class HeapHousekeeping: Sendable {
 
     public func start() throws(SystemError) {
         _ = try startThread { [self] in
-            while !stopped.load(ordering: .relaxed) {
+            // For the life of the process: there is nothing to stop it for.
+            while true {
                 usleep(UInt32(Self.interval / 1_000))
                 if Self.heap().free > Self.trimThreshold {
                     _ = CProxyLinux_trim_heap()
