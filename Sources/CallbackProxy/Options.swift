@@ -16,6 +16,8 @@ struct Options {
     private var edits: [(inout AppConfig) -> Void] = []
     /// `--tls-min-version`, applied to whichever TLS settings result from the file and flags.
     var tlsMinVersion: TLSVersion? = nil
+    /// `--no-http2`, applied (like `tlsMinVersion`) to the TLS settings the file and flags give.
+    var noHTTP2 = false
 
     static let version = "0.1.0"
 
@@ -37,6 +39,7 @@ struct Options {
       --max-header-size SIZE          largest request head (default 32k) → 431
       --client-header-timeout DUR     time to receive a request head (default 10s) → 408
       --client-body-timeout DUR       longest pause inside a request body (default 60s) → 408
+      --client-send-timeout DUR       a client that reads nothing of its response for this long is dropped (default 60s)
       --keepalive-timeout DUR         idle keep-alive connections are closed after this (default 75s)
       --upstream-connect-timeout DUR  connecting to the upstream (default 5s) → 504
       --upstream-timeout DUR          waiting for / between upstream response bytes (default 60s) → 504
@@ -48,6 +51,8 @@ struct Options {
       --tls-cert FILE                 serve TLS on the --listen addresses: PEM certificate chain (with --tls-key)
       --tls-key FILE                  PEM private key of --tls-cert (read once; reloaded on SIGHUP with the certificate)
       --tls-min-version V             1.2 or 1.3 (default 1.2; TLS 1.0/1.1 are never accepted)
+      --no-http2                      TLS listeners offer only HTTP/1.1 in ALPN (default: h2 preferred, http/1.1 kept)
+      --http2-cleartext               plain listeners also accept prior-knowledge HTTP/2 (h2c), for a TLS balancer in front
       --tls-handshake-timeout DUR     a client's TLS handshake must finish within this (default 10s)
       --redirect-http HOST:PORT       plain-HTTP listener that answers 308 to https://<host><path> (needs TLS)
       --upstream-ca FILE              trust these CAs (PEM) for an https:// upstream instead of the system store
@@ -128,6 +133,7 @@ struct Options {
                 o.edits.append { $0.proxy.limits.maxHeadBytes = Int(n) }
             case "--client-header-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.clientHeader = d }
             case "--client-body-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.clientBody = d }
+            case "--client-send-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.clientSend = d }
             case "--keepalive-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.keepAlive = d }
             case "--upstream-connect-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.upstreamConnect = d }
             case "--upstream-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.upstreamResponse = d }
@@ -155,6 +161,8 @@ struct Options {
                 guard let version = TLSVersion(v) else { throw OptionError("--tls-min-version: '\(v)' is not 1.2 or 1.3") }
                 // Applied after the file; checked together with the certificate (Check.load).
                 o.tlsMinVersion = version
+            case "--no-http2": o.noHTTP2 = true
+            case "--http2-cleartext": o.edits.append { $0.proxy.http2.cleartext = true }
             case "--tls-handshake-timeout": let d = try duration(); o.edits.append { $0.proxy.timeouts.tlsHandshake = d }
             case "--redirect-http":
                 let v = try value()
@@ -191,6 +199,7 @@ struct Options {
             if c.tls == nil { c.tls = TLSServerSettings(certFile: "", keyFile: "") }
             c.tls!.minVersion = v
         }
+        if noHTTP2 { c.tls?.http2 = false }
         c.proxy.upstream = c.upstream
         return c
     }

@@ -175,6 +175,7 @@ public struct ConfigLoader {
             let d = "a duration like 500ms, 10s or 2m"
             if let v = t.parsed("client_header", d, Units.duration) { c.proxy.timeouts.clientHeader = v }
             if let v = t.parsed("client_body", d, Units.duration) { c.proxy.timeouts.clientBody = v }
+            if let v = t.parsed("client_send", d, Units.duration) { c.proxy.timeouts.clientSend = v }
             if let v = t.parsed("keepalive", d, Units.duration) { c.proxy.timeouts.keepAlive = v }
             if let v = t.parsed("upstream_connect", d, Units.duration) { c.proxy.timeouts.upstreamConnect = v }
             if let v = t.parsed("upstream", d, Units.duration) { c.proxy.timeouts.upstreamResponse = v }
@@ -191,6 +192,25 @@ public struct ConfigLoader {
         }
         if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
+        if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
+    }
+
+    /// `http2: { cleartext, max_concurrent_streams, stream_window, connection_window,
+    /// max_resets_per_second, reset_burst }` (whether TLS offers h2 at all is `tls.http2`).
+    private func readHTTP2(_ m: MappingReader, into h: inout HTTP2Settings) {
+        if let b = m.bool("cleartext") { h.cleartext = b }
+        if let n = m.int("max_concurrent_streams", in: 1...10_000) { h.maxConcurrentStreams = UInt32(n) }
+        // RFC 9113 §6.9.2: a window is at most 2^31-1; below 16 KiB one frame would not fit.
+        let window = "a size from 16k to 16m, like 256k"
+        if let v = m.parsed("stream_window", window, { Units.size($0).flatMap { (16_384...16_777_216 as ClosedRange<UInt64>).contains($0) ? $0 : nil } }) {
+            h.streamWindow = UInt32(v)
+        }
+        if let v = m.parsed("connection_window", window, { Units.size($0).flatMap { (16_384...16_777_216 as ClosedRange<UInt64>).contains($0) ? $0 : nil } }) {
+            h.connectionWindow = UInt32(v)
+        }
+        if let n = m.int("max_resets_per_second", in: 1...100_000) { h.resetsPerSecond = UInt64(n) }
+        if let n = m.int("reset_burst", in: 1...100_000) { h.resetBurst = UInt64(n) }
+        m.finish()
     }
 
     // MARK: TLS
@@ -201,6 +221,7 @@ public struct ConfigLoader {
         let cert = m.string("cert", required: true)
         let key = m.string("key", required: true)
         let minVersion = m.parsed("min_version", "1.2 or 1.3", TLSVersion.init)
+        let http2 = m.bool("http2")
         var sni: [SNICertificate] = []
         if let node = m.node("sni") {
             if case .sequence(let items, _) = node {
@@ -235,7 +256,7 @@ public struct ConfigLoader {
         }
         m.finish()
         guard let cert, let key else { return nil }
-        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni)
+        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni, http2: http2 ?? true)
     }
 
     /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a

@@ -18,15 +18,17 @@ import Testing
     access_log: off
     log: { level: warn, format: text }
     limits: { max_body_size: 10m, max_header_size: 16k, max_connections: 5000 }
-    timeouts: { client_header: 5s, client_body: 30s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
+    timeouts: { client_header: 5s, client_body: 30s, client_send: 20s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
     trusted_proxies: [10.0.0.0/8]
     allow_underscores_in_headers: true
     tls:
       cert: /tls/server.pem
       key: /tls/server.key
       min_version: "1.3"
+      http2: false
       sni: [{ names: [a.example], cert: /tls/a.pem, key: /tls/a.key }]
     redirect_http: 0.0.0.0:8080
+    http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200 }
     upstream_tls: { ca: /tls/ca.pem, client_cert: /tls/client.pem, client_key: /tls/client.key, server_name: app.internal }
     oauth:
       callback_path: /_oauth_callback

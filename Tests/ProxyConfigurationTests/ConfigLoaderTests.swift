@@ -188,6 +188,30 @@ import Testing
         #expect(p.count == 7, "\(p)")
     }
 
+    @Test func http2SettingsHaveDefaultsBoundsAndTheirTLSSwitch() throws {
+        let base = "upstream: http://127.0.0.1:3000\n"
+        let defaults = try loader().load(text: base).get()
+        #expect(defaults.proxy.http2 == HTTP2Settings())
+        #expect(defaults.proxy.http2.maxConcurrentStreams == 128 && !defaults.proxy.http2.cleartext)
+        let c = try loader().load(text: base + """
+            http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200 }
+            tls: { cert: /c.pem, key: /k.pem, http2: false }
+            timeouts: { client_send: 20s }
+            """).get()
+        #expect(c.proxy.http2.cleartext)
+        #expect(c.proxy.http2.maxConcurrentStreams == 64)
+        #expect(c.proxy.http2.streamWindow == 128 << 10 && c.proxy.http2.connectionWindow == 2 << 20)
+        #expect(c.proxy.http2.resetsPerSecond == 20 && c.proxy.http2.resetBurst == 200)
+        #expect(c.tls?.http2 == false)
+        #expect(c.proxy.timeouts.clientSend == 20_000_000_000)
+        #expect(try loader().load(text: base + "tls: { cert: /c.pem, key: /k.pem }\n").get().tls?.http2 == true)
+        #expect(problems(base + "http2: { stream_window: 8k, max_concurrent_streams: 0, bogus: 1 }\n").sorted() == [
+            "http2.bogus: unknown key",
+            "http2.max_concurrent_streams: '0' is not a whole number from 1 to 10000",
+            "http2.stream_window: '8k' is not a size from 16k to 16m, like 256k",
+        ])
+    }
+
     @Test func theProviderCheckIntervalIsOffAtZeroAndBoundedOtherwise() throws {
         let base = "upstream: http://127.0.0.1:3000\noauth: { provider_check_interval: "
         #expect(try loader().load(text: "upstream: http://127.0.0.1:3000\n").get().oauth.providerCheckInterval == 300_000_000_000)

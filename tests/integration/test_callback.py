@@ -53,11 +53,11 @@ def oauth_proxy_factory(proxy_factory, upstream, idp, tmp_path):
     fetch made to write the file nor the probes are counted: the tests count the callback's calls."""
     count = [0]
 
-    def start(target_idp=None, opts=None, **config_kw):
+    def start(target_idp=None, opts=None, extra=(), **config_kw):
         target_idp = target_idp or idp
         count[0] += 1
         path = write_config(tmp_path / f"callback-proxy-{count[0]}.yaml", target_idp, **config_kw)
-        p = proxy_factory(upstream, opts=opts, extra=["--config", path])
+        p = proxy_factory(upstream, opts=opts, extra=["--config", path, *extra])
         p.config_path = path
         p.wait_providers_probed(config_kw.get("providers", PROVIDERS))
         target_idp.reset_stats()
@@ -194,6 +194,28 @@ def test_native_sign_in_is_verified(oauth_proxy, idp, upstream, provider, platfo
     for secret in (grant.code, grant.state, grant.code_verifier):
         assert secret not in page_text(r)
     assert upstream.record.requests() == [], "the callback reached the upstream"
+
+
+def test_native_sign_in_over_http2_runs_the_same_callback(oauth_proxy_factory, idp, upstream):
+    """The callback is a deferred phase (the IdP is called off the loop): over HTTP/2 it runs on
+    the stream exactly as on an HTTP/1.1 connection — verified once, a replay refused."""
+    from h2client import RawH2
+    proxy = oauth_proxy_factory(extra=["--http2-cleartext"])
+    grant = grant_for(idp, "ios")
+    target = callback_target(grant, provider=GOOGLE, platform="ios")
+    with RawH2(proxy.port, tls=False) as c:
+        c.request(1, path=target)
+        r = c.response(1, timeout=10)
+        assert r.status == 200, (r.headers, bytes(r.body)[-300:])
+        assert f"Your {GOOGLE} {VERIFIED}" in bytes(r.body).decode()
+        c.request(3, path=target)
+        r = c.response(3, timeout=10)
+        assert r.status == 400 and ALREADY_USED in bytes(r.body).decode()
+    assert token_totals(idp) == (1, 1, 0, 0)
+    lines = wait_callback_logs(proxy, 2)
+    assert [line["msg"] for line in lines] == ["callback verified", "callback failed"], lines
+    assert lines[1]["reason"] == "replayed_code"
+    assert upstream.record.requests() == []
 
 
 # -------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def scrape(proxy):
         return r.read().decode()
 
 
-SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
 
 def samples(text):

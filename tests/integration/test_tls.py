@@ -93,7 +93,9 @@ def pki(tmp_path_factory):
     return p
 
 
-def client_context(pki, minimum=None, maximum=None, alpn=("h2", "http/1.1")):
+def client_context(pki, minimum=None, maximum=None, alpn=("http/1.1",)):
+    """A client that speaks HTTP/1.1 (TLSConn's requests are HTTP/1.1 bytes): it offers only
+    http/1.1 in ALPN, as a client offering h2 too would be answered in HTTP/2 (test_http2.py)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.load_verify_locations(pki.path("ca.pem"))
     if minimum:
@@ -179,7 +181,7 @@ def test_python_client_reaches_the_upstream_over_tls_with_forwarded_proto_https(
 def test_curl_reaches_the_upstream_over_tls(tls_proxy, pki, flags, expected):
     proxy = tls_proxy()
     out = subprocess.run(
-        ["curl", "-sS", "-v", "--cacert", pki.path("ca.pem"), "--resolve", f"default.test:{proxy.port}:127.0.0.1",
+        ["curl", "-sS", "-v", "--http1.1", "--cacert", pki.path("ca.pem"), "--resolve", f"default.test:{proxy.port}:127.0.0.1",
          *flags, f"https://default.test:{proxy.port}/echo?via=curl"],
         capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr

@@ -33,6 +33,7 @@ public final class EngineMetrics: Sendable {
     private let accepted: MetricFamily<Counter>
     private let tlsFailures: MetricFamily<Counter>
     private let acceptPauses: MetricFamily<Counter>
+    let http2: HTTP2Metrics
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -52,6 +53,7 @@ public final class EngineMetrics: Sendable {
         acceptPauses = registry.counter("callback_proxy_accept_pauses_total",
                                         "Times a listener stopped accepting for a moment: out of file descriptors or memory.",
                                         labels: ["listener"])
+        http2 = HTTP2Metrics(registry: registry)
     }
 
     func listener(_ name: String) -> ListenerMetrics {

@@ -265,12 +265,13 @@ extension ClientConnection {
             sendLength = n
         case .chunked:
             response.body = BodyReader(chunked: ())
-            if head.version == .http11 { response.chunkedToClient = true } else { closeAfterResponse = true }
+            // (An HTTP/2 stream's body ends with END_STREAM: never re-framed.)
+            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { closeAfterResponse = true }
         case .untilClose:
             // Re-framed as chunked for an HTTP/1.1 client, so its connection outlives the
             // upstream's; an HTTP/1.0 client gets the bytes and the close, as sent.
             response.body = BodyReader(untilClose: ())
-            if head.version == .http11 { response.chunkedToClient = true } else { closeAfterResponse = true }
+            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { closeAfterResponse = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         var edits = HeaderEdits()

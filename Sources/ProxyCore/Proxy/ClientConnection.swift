@@ -38,6 +38,7 @@ final class ClientConnection: Channel {
     let transport: Transport
     /// The peer as text (X-Forwarded-For, access log), formatted once per connection:
     /// inet_ntop formats through printf, too slow to repeat per request.
+    /// (An HTTP/2 stream is given its connection's.)
     lazy var peerText: [UInt8] = {
         var b = ByteBuffer()
         defer { b.free() }
@@ -86,6 +87,8 @@ final class ClientConnection: Channel {
     var requestID = RequestID()
     /// Whether a response went out on this connection (a reload closes idle ones that did).
     var servedAny = false
+    /// Set when this exchange is one HTTP/2 stream (`HTTP2Connection`): no socket of its own.
+    var h2: HTTP2Stream? = nil
 
     /// Bytes buffered towards a slow reader before we stop reading from the other side.
     static let highWater = 256 * 1024
@@ -192,6 +195,12 @@ final class ClientConnection: Channel {
         }
         input.writer += n
         bytesIn += UInt64(n)
+        inputArrived()
+    }
+
+    /// New bytes in `input` (from the socket, or from the stream's HTTP/2 connection).
+    @inline(__always)
+    func inputArrived() {
         switch state {
         case .readingHead:
             processInput()
@@ -256,11 +265,18 @@ final class ClientConnection: Channel {
         if state == .readingHead && !inRequest && input.isEmpty { followReload() }
     }
 
+    /// An HTTP/2 stream's wish to read changed: the peer may get window back.
+    override func interestChanged() {
+        h2?.connection.creditStream(self)
+    }
+
     /// At a request boundary: from a replaced context to the one serving the listener now
     /// (its TLS session, socket and peer unchanged). One load per request when no reload came.
     @inline(__always)
     func followReload() {
         guard listener.state(loop).retired else { return }
+        // A stream stays on its connection's configuration (which sends GOAWAY on a reload).
+        if h2 != nil { return }
         let next = listener.newest(loop)
         let old = listener
         listener = next
@@ -280,6 +296,10 @@ final class ClientConnection: Channel {
         case .incomplete:
             want(read: true, write: !output.isEmpty)
         case .error(let error):
+            if _slowPath(config.http2.cleartext) && h2 == nil && !servedAny && startsWithHTTP2Preface {
+                handOverToHTTP2()
+                return
+            }
             beginRequest(headLength: 0)
             respondError(error.status, error.reason)
         case .complete(let length):
@@ -288,7 +308,7 @@ final class ClientConnection: Channel {
         }
     }
 
-    private func beginRequest(headLength: Int) {
+    func beginRequest(headLength: Int) {
         inRequest = true
         self.headLength = headLength
         if headStore.base == nil { headStore = loop.buffers.take() }
@@ -414,6 +434,7 @@ final class ClientConnection: Channel {
         inRequest = false
         servedAny = true
         upstream = nil
+        if _slowPath(h2 != nil) { h2Finished(); return }
         if !requestBodyDone { closeAfterResponse = true }
         if closeAfterResponse {
             state = .lingering
@@ -443,6 +464,7 @@ final class ClientConnection: Channel {
 
     /// Writes as much of `output` as the socket takes; arranges for the rest.
     func flush() {
+        if _slowPath(h2 != nil) { h2Flush(); return }
         if transport.isPlain {
             while !output.isEmpty {
                 let r: IOResult
@@ -503,23 +525,14 @@ final class ClientConnection: Channel {
     }
 
     private func discardInput() {
-        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        for _ in 0..<16 {
-            let r = withUnsafeMutableBytes(of: &scratch) { raw in
-                try? Socket.read(fd, into: raw.baseAddress!, count: raw.count)
-            }
-            switch r {
-            case .done(let n)?: if n == 0 { finishClose(); return }
-            case .wouldBlock?: return
-            case nil: finishClose(); return
-            }
-        }
+        if Socket.discardUntilClosed(fd) { finishClose() }
     }
 
     private func finishClose() {
         guard state != .closed else { return }
         state = .closed
         deadline = 0
+        if _slowPath(h2 != nil) { h2Closed(); return }
         transport.prepareClose()
         loop.close(self)
         loop.buffers.recycle(&input)

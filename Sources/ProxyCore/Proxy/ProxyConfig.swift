@@ -23,6 +23,8 @@ public struct ProxyConfig: Sendable, Equatable {
     /// `X_Forwarded_For` would reach the app as `X-Forwarded-For`. The forwarding fields
     /// (`HeaderKind.isForwarding`) are dropped in their `_` spellings whatever this says.
     public var allowUnderscoresInHeaders = false
+    /// HTTP/2 to clients (ALPN `h2` on TLS listeners; `h2c` on plain ones if asked for).
+    public var http2 = HTTP2Settings()
 
     public init() {}
 }

@@ -83,4 +83,21 @@ enum Socket {
         // MSG_NOSIGNAL as well as the process-wide SIG_IGN: a closed peer must never kill us.
         try syscall("send") { Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL)) }
     }
+
+    /// Lingering: reads and drops what the peer still sends (up to 16 reads of 64 bytes a call).
+    /// True once the peer has closed or the socket failed — the caller closes then.
+    static func discardUntilClosed(_ fd: Int32) -> Bool {
+        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        for _ in 0..<16 {
+            let r = withUnsafeMutableBytes(of: &scratch) { raw in
+                try? Socket.read(fd, into: raw.baseAddress!, count: raw.count)
+            }
+            switch r {
+            case .done(let n)?: if n == 0 { return true }
+            case .wouldBlock?: return false
+            case nil: return true
+            }
+        }
+        return false
+    }
 }

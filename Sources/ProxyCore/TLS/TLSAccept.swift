@@ -90,6 +90,13 @@ final class TLSAccept: Channel {
     private func handOver() {
         deadline = 0
         closed = true
+        if session.negotiatedHTTP2 {
+            let connection = HTTP2Connection(fd: fd, loop: loop, listener: listener, peer: peer,
+                                             transport: Transport(fd: fd, tls: session))
+            loop.handOver(self, to: connection)
+            connection.start(initialBytes: nil)
+            return
+        }
         let connection = ClientConnection(fd: fd, loop: loop, listener: listener, peer: peer,
                                           transport: Transport(fd: fd, tls: session))
         loop.handOver(self, to: connection)
@@ -110,17 +117,7 @@ final class TLSAccept: Channel {
     }
 
     private func discard() {
-        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        for _ in 0..<16 {
-            let r = withUnsafeMutableBytes(of: &scratch) { raw in
-                try? Socket.read(fd, into: raw.baseAddress!, count: raw.count)
-            }
-            switch r {
-            case .done(let n)?: if n == 0 { close(); return }
-            case .wouldBlock?: return
-            case nil: close(); return
-            }
-        }
+        if Socket.discardUntilClosed(fd) { close() }
     }
 
     private func close() {

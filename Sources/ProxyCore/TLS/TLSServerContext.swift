@@ -107,23 +107,31 @@ final class TLSServerContext: @unchecked Sendable {
         do throws(TLSSetupError) {
             try configure(ctx, minVersion: settings.minVersion)
             let summary = try useCertificate(ctx, certFile: certFile, keyFile: keyFile)
-            // ALPN: HTTP/1.1 is all this listener speaks. A client that offers only other
-            // protocols (h2 alone) is served without ALPN rather than refused.
-            SSL_CTX_set_alpn_select_cb(ctx, { _, out, outLength, offered, offeredLength, _ in
+            // ALPN: h2 when the client offers it and the listener allows it (the server's
+            // preference, RFC 7301 §3.2: every client that offers h2 prefers it anyway), else
+            // http/1.1. A client that offers neither is served HTTP/1.1 without ALPN rather than
+            // refused. The callback's argument says whether h2 may be chosen (non-nil = yes).
+            SSL_CTX_set_alpn_select_cb(ctx, { _, out, outLength, offered, offeredLength, allowH2 in
                 guard let out, let outLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
+                var http11: UnsafePointer<UInt8>? = nil
                 var i = 0
                 let count = Int(offeredLength)
                 while i < count {
                     let length = Int(offered[i])
-                    if length == 8 && i + 9 <= count && memcmp(offered + i + 1, "http/1.1", 8) == 0 {
+                    guard i + 1 + length <= count else { break }
+                    if allowH2 != nil && length == 2 && offered[i + 1] == 0x68 && offered[i + 2] == 0x32 {
                         out.pointee = offered + i + 1
-                        outLength.pointee = 8
+                        outLength.pointee = 2
                         return SSL_TLSEXT_ERR_OK
                     }
+                    if length == 8 && memcmp(offered + i + 1, "http/1.1", 8) == 0 { http11 = offered + i + 1 }
                     i += 1 + length
                 }
-                return SSL_TLSEXT_ERR_NOACK
-            }, nil)
+                guard let http11 else { return SSL_TLSEXT_ERR_NOACK }
+                out.pointee = http11
+                outLength.pointee = 8
+                return SSL_TLSEXT_ERR_OK
+            }, settings.http2 ? UnsafeMutableRawPointer(bitPattern: 1) : nil)
             return (ctx, summary)
         } catch {
             SSL_CTX_free(ctx)

@@ -26,6 +26,15 @@ final class TLSSession {
 
     deinit { SSL_free(ssl) }
 
+    /// The handshake chose `h2` in ALPN (`TLSServerContext` picks it only where allowed).
+    var negotiatedHTTP2: Bool {
+        var p: UnsafePointer<UInt8>? = nil
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &p, &length)
+        guard let p, length == 2 else { return false }
+        return p[0] == 0x68 && p[1] == 0x32
+    }
+
     enum HandshakeStep {
         case done
         case wantRead

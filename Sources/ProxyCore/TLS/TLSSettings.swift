@@ -9,12 +9,16 @@ public struct TLSServerSettings: Sendable, Equatable {
     public var minVersion: TLSVersion = .tls12
     /// Certificates chosen by the client's server name; the default one serves every other name.
     public var sni: [SNICertificate] = []
+    /// Offer `h2` in ALPN (preferred; `http/1.1` stays offered). Off: HTTP/1.1 only.
+    public var http2 = true
 
-    public init(certFile: String, keyFile: String, minVersion: TLSVersion = .tls12, sni: [SNICertificate] = []) {
+    public init(certFile: String, keyFile: String, minVersion: TLSVersion = .tls12, sni: [SNICertificate] = [],
+                http2: Bool = true) {
         self.certFile = certFile
         self.keyFile = keyFile
         self.minVersion = minVersion
         self.sni = sni
+        self.http2 = http2
     }
 }
 
