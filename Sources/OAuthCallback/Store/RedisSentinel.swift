@@ -48,19 +48,7 @@ public final class RedisSentinel: Sendable {
         self.password = password
         self.queryTimeout = queryTimeout
         self.logger = logger
-        sentinels = url.sentinels.map { endpoint in
-            let resolver = HostResolver(name: endpoint.host, port: UInt16(clamping: endpoint.port),
-                                        interval: RedisStore.resolveInterval, log: logger, role: "redis sentinel")
-            if PeerAddress(text: endpoint.host) == nil {
-                do {
-                    try resolver.start()
-                } catch {
-                    logger?.error("cannot start the sentinel resolver thread; the name is looked up at set-up only",
-                                  ["sentinel": endpoint.host, "error": "\(error)"])
-                }
-            }
-            return resolver
-        }
+        sentinels = url.sentinels.map { $0.resolver(role: "redis sentinel", logger: logger) }
         state = Mutex(State(order: Array(sentinels.indices), master: nil))
     }
 

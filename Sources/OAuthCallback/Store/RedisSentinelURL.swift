@@ -11,10 +11,7 @@
 ///
 /// `description` never shows the password.
 public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
-    public struct Endpoint: Sendable, Equatable {
-        public var host: String
-        public var port: Int
-    }
+    public typealias Endpoint = RedisEndpoint
 
     public static let defaultPort = 26379
 
@@ -38,17 +35,11 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
         func bad(_ why: String) -> StoreError { StoreError(.invalidArgument, "redis sentinel url: \(why)") }
         let tls = text.hasPrefix(Self.tlsScheme)
         guard tls || text.hasPrefix(Self.scheme) else { throw bad("must start with \(Self.scheme) or \(Self.tlsScheme)") }
-        var rest = Substring(text.dropFirst(tls ? Self.tlsScheme.count : Self.scheme.count))
-        var userinfo: Substring = ""
-        // The path never holds an '@' (a master name is a word), so the last one ends userinfo.
-        let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
-        if let at = rest[..<pathStart].lastIndex(of: "@") {
-            userinfo = rest[...at]
-            rest = rest[rest.index(after: at)...]
-        }
-        guard let slash = rest.firstIndex(of: "/") else { throw bad("missing /MASTER (the sentinels' name for the master)") }
-        let hostList = rest[..<slash]
-        var path = rest[rest.index(after: slash)...]
+        // A sentinel given without a port is on Sentinel's port, not Redis's.
+        let list = try RedisHostList(parsing: text.dropFirst(tls ? Self.tlsScheme.count : Self.scheme.count),
+                                     what: "sentinel", defaultPort: Self.defaultPort, bad)
+        guard !list.path.isEmpty else { throw bad("missing /MASTER (the sentinels' name for the master)") }
+        var path = list.path.dropFirst()
         if let q = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<q] }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard let name = parts.first, !name.isEmpty else { throw bad("missing /MASTER (the sentinels' name for the master)") }
@@ -59,35 +50,10 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
             guard let db = Int(parts[1]), db >= 0, db <= 1_000_000 else { throw bad("database must be a number ≥ 0") }
             database = db
         }
-        var sentinels: [Endpoint] = []
-        for host in hostList.split(separator: ",", omittingEmptySubsequences: false) {
-            guard !host.isEmpty else { throw bad("an empty sentinel address in the list") }
-            // A sentinel given without a port is on Sentinel's port, not Redis's.
-            let bare = host.hasPrefix("[") ? host.hasSuffix("]") : !host.contains(":")
-            let one: RedisURL
-            do {
-                one = try RedisURL(parsing: "redis://" + host + (bare ? ":\(Self.defaultPort)" : ""))
-            } catch {
-                throw bad("sentinel '\(host)': \(Self.why(error))")
-            }
-            sentinels.append(Endpoint(host: one.host, port: one.port))
-        }
-        var username: String?
-        var password: String?
-        if !userinfo.isEmpty {
-            // Read with a placeholder host: only the credentials are taken from it.
-            do {
-                let creds = try RedisURL(parsing: "redis://" + userinfo + "placeholder")
-                username = creds.username
-                password = creds.password
-            } catch {
-                throw bad(Self.why(error))
-            }
-        }
-        self.sentinels = sentinels
+        self.sentinels = list.endpoints
         self.masterName = String(name)
-        self.username = username
-        self.password = password
+        self.username = list.username
+        self.password = list.password
         self.database = database
         self.tls = tls
     }
@@ -102,18 +68,9 @@ public struct RedisSentinelURL: Sendable, Equatable, CustomStringConvertible {
         self.database = database
     }
 
-    /// A `RedisURL` parse error without its own prefix.
-    private static func why(_ error: StoreError) -> String {
-        let prefix = "redis url: "
-        return error.detail.hasPrefix(prefix) ? String(error.detail.dropFirst(prefix.count)) : error.detail
-    }
-
     /// The URL with the password replaced by `***`.
     public var description: String {
-        var s = tls ? Self.tlsScheme : Self.scheme
-        if let username { s += username + (password != nil ? ":***@" : "@") }
-        else if password != nil { s += ":***@" }
-        s += sentinels.map { ($0.host.contains(":") ? "[\($0.host)]" : $0.host) + ":\($0.port)" }.joined(separator: ",")
+        let s = (tls ? Self.tlsScheme : Self.scheme) + RedisHostList.redacted(sentinels, username: username, password: password)
         return s + "/\(masterName)/\(database)"
     }
 }
