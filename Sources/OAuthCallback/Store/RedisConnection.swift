@@ -23,6 +23,13 @@ struct RedisConnectionSettings: Sendable {
     /// A Sentinel-managed master: every connection attempt asks the sentinels where it is,
     /// sends `ROLE` first and holds our commands until the answer is `master`.
     var sentinel: RedisSentinel? = nil
+    /// Cluster: the one node this connection speaks to, at the address the cluster announced
+    /// (or a seed's), instead of `resolver`'s.
+    var node: SocketAddress? = nil
+    /// With TLS, the name checked against the server's certificate instead of the TLS client's
+    /// (a cluster seed's configured host). nil: for a node announced by the cluster or the
+    /// sentinels, its IP address; otherwise the TLS client's own host.
+    var serverName: String? = nil
 }
 
 /// One command waiting for its reply. `done` makes the completion run once even when we fail
@@ -154,7 +161,8 @@ final class RedisConnection {
             let completion = command.take()
             let ms = timeout / 1_000_000
             if self.stream?.handshaking == true {
-                let peer = self.settings.sentinel != nil ? self.target?.description : self.settings.tls?.serverName
+                let peer = self.settings.sentinel != nil || self.settings.node != nil
+                    ? self.target?.description : self.settings.tls?.serverName
                 self.drop(reason: "TLS handshake with \(peer ?? "redis") did not finish within \(ms) ms")
             } else {
                 self.drop(reason: "command timed out after \(ms) ms")
@@ -277,6 +285,10 @@ final class RedisConnection {
             }
             return
         }
+        if let node = settings.node {
+            open(node)
+            return
+        }
         // Round robin over the name's addresses: after a failed attempt the next one is tried.
         guard let address = settings.resolver?.address(after: nil) else {
             failedToConnect(settings.resolver?.problem?.description ?? "no address")
@@ -288,10 +300,12 @@ final class RedisConnection {
     private func open(_ address: SocketAddress) {
         target = address
         do {
-            // A master announced by Sentinel is checked against the address announced (its
-            // certificate needs that IP SAN): no name for it was configured.
-            let name: String? = switch (settings.sentinel, address) {
-            case (.some, .ipv4(let host, _)), (.some, .ipv6(let host, _)): host
+            // A master announced by Sentinel, or a node by the cluster, is checked against the
+            // address announced (its certificate needs that IP SAN): no name for it was configured.
+            let announced = settings.sentinel != nil || settings.node != nil
+            let name: String? = switch (announced, address) {
+            case _ where settings.serverName != nil: settings.serverName
+            case (true, .ipv4(let host, _)), (true, .ipv6(let host, _)): host
             default: nil
             }
             stream = try OutboundStream(to: address, tls: settings.tls, serverName: name, on: loop) { [weak self] event in

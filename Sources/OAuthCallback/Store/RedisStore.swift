@@ -38,6 +38,10 @@ import Glibc
 ///   asked again at every reconnection, and is verified with `ROLE` before use; a master that
 ///   goes away or answers `READONLY`/`MASTERDOWN`/`LOADING` is dropped and looked up again
 ///   (`RedisSentinel`). Meanwhile callers fail `.unavailable`, as with any outage.
+/// - **Cluster** (`Configuration(cluster:)`): each loop keeps the slot map (`CLUSTER SLOTS`)
+///   and one connection per primary, sends each command to its key's slot's primary and
+///   follows `MOVED`/`ASK` (`RedisClusterRouter`, `RedisCluster`); a node whose connection
+///   fails makes its commands fail `.unavailable` at once while the map is fetched again.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
         public var url: RedisURL
@@ -63,6 +67,17 @@ public final class RedisStore: Store {
         /// How long one sentinel may take to answer, connect included (nanoseconds; the spec
         /// asks for a few hundred milliseconds, then the next sentinel is tried).
         public var sentinelTimeout: UInt64 = 300_000_000
+        /// Set: a Redis Cluster, found through these seed nodes; `url` carries only the
+        /// credentials and whether it speaks TLS (its host is unused).
+        public var cluster: RedisClusterURL? = nil
+        /// How long one node may take to answer `CLUSTER SLOTS`, connect included (nanoseconds).
+        public var clusterQueryTimeout: UInt64 = 300_000_000
+        /// At most one slot-map refresh per loop in this long (nanoseconds).
+        public var clusterRefreshInterval: UInt64 = 100_000_000
+        /// Redirections (`MOVED`, `ASK`) followed for one command before it fails `.unavailable`.
+        public var clusterMaxRedirects = 2
+        /// Where redirections and refreshes are counted (the metrics registry's, when wired).
+        public var clusterCounters = RedisCluster.Counters()
 
         /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
         ///   (the configuration's choice) is set on `url.password` by the caller.
@@ -84,6 +99,18 @@ public final class RedisStore: Store {
             self.sentinel = sentinel
             backoffMax = 500_000_000
         }
+
+        /// A Redis Cluster (`redis+cluster://`). Node reconnects back off at most 500 ms, as
+        /// with Sentinel: a promoted replica is found by the map refresh, and a node that comes
+        /// back is retried soon.
+        public init(cluster: RedisClusterURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
+            let first = cluster.seeds.first ?? RedisEndpoint(host: "", port: RedisClusterURL.defaultPort)
+            self.init(url: RedisURL(host: first.host, port: first.port, username: cluster.username,
+                                    password: cluster.password, database: 0, tls: cluster.tls),
+                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
+            self.cluster = cluster
+            backoffMax = 500_000_000
+        }
     }
 
     public let configuration: Configuration
@@ -92,6 +119,8 @@ public final class RedisStore: Store {
     private let resolver: HostResolver?
     /// With Sentinel: where the master is, and how often it moved (metrics).
     public let sentinel: RedisSentinel?
+    /// With Cluster: the seeds, the counters and what the last slot map said (metrics).
+    public let cluster: RedisCluster?
     /// How often the host name is looked up again.
     static let resolveInterval: UInt64 = 10_000_000_000
     private let prefix: [UInt8]
@@ -120,7 +149,11 @@ public final class RedisStore: Store {
         self.logger = logger
         let url = configuration.url
         var problem: String? = nil
-        if let sentinelURL = configuration.sentinel {
+        if configuration.cluster != nil {
+            resolver = nil
+            sentinel = nil
+            if configuration.cluster?.seeds.isEmpty == true { problem = "no cluster node configured" }
+        } else if let sentinelURL = configuration.sentinel {
             resolver = nil
             sentinel = RedisSentinel(sentinelURL, password: configuration.sentinelPassword,
                                      queryTimeout: max(1_000_000, configuration.sentinelTimeout), logger: logger)
@@ -151,11 +184,19 @@ public final class RedisStore: Store {
         }
         settings = RedisConnectionSettings(
             resolver: resolver, username: url.username, password: url.password,
-            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
+            database: configuration.cluster != nil ? 0 : url.database, tls: url.tls ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),
-            redactedURL: configuration.sentinel?.description ?? url.description, sentinel: sentinel)
+            redactedURL: configuration.cluster?.description ?? configuration.sentinel?.description ?? url.description,
+            sentinel: sentinel)
+        let template = settings
+        cluster = configuration.cluster.map {
+            RedisCluster($0, template: template, counters: configuration.clusterCounters,
+                         queryTimeout: max(1_000_000, configuration.clusterQueryTimeout),
+                         refreshInterval: configuration.clusterRefreshInterval,
+                         maxRedirects: max(0, configuration.clusterMaxRedirects), logger: logger)
+        }
         prefix = Array(configuration.keyPrefix.utf8)
     }
 
@@ -163,6 +204,7 @@ public final class RedisStore: Store {
         close()
         resolver?.stop()
         sentinel?.stop()
+        cluster?.stop()
     }
 
     // MARK: Store
@@ -230,7 +272,7 @@ public final class RedisStore: Store {
             return Array(slots.byLoop.values)
         }
         for slot in all {
-            slot.loop.execute { slot.connection.close() }
+            slot.loop.execute { slot.close() }
         }
     }
 
@@ -247,18 +289,19 @@ public final class RedisStore: Store {
             loop.execute { bound.value(.failure(error)) }
             return
         }
-        let args = command(prefix + Array(key.utf8))
+        let prefixed = prefix + Array(key.utf8)
+        let args = command(prefixed)
         let send: () -> Void = { [self] in
-            let connection: RedisConnection
-            switch self.connection(for: loop) {
-            case .success(let c):
-                connection = c
+            let link: RedisSlot
+            switch self.link(for: loop) {
+            case .success(let l):
+                link = l
             case .failure(let error):
                 let bound = RedisLoopBound(completion)
                 loop.execute { bound.value(.failure(error)) }
                 return
             }
-            connection.send(args) { result in
+            link.send(args, key: prefixed) { result in
                 switch result {
                 case .failure(let error):
                     completion(.failure(error))
@@ -278,20 +321,38 @@ public final class RedisStore: Store {
         }
     }
 
-    /// This loop's connection, made on first use (on the loop's thread).
-    private func connection(for loop: EventLoop) -> Result<RedisConnection, StoreError> {
+    /// This loop's connection (or cluster router), made on first use (on the loop's thread).
+    private func link(for loop: EventLoop) -> Result<RedisSlot, StoreError> {
         let made = slots.withLock { slots -> (RedisSlot, RedisSlot?)? in
             guard !slots.closed else { return nil }
             let existing = slots.byLoop[loop.index]
             if let existing, existing.loop === loop { return (existing, nil) }
             // A different loop object under the same index (loops rebuilt, as in tests).
-            let slot = RedisSlot(loop: loop, connection: RedisConnection(loop: loop, settings: settings, logger: logger))
+            let slot = if let cluster {
+                RedisSlot(loop: loop, link: .cluster(RedisClusterRouter(loop: loop, cluster: cluster,
+                                                                        commandTimeout: settings.commandTimeout, logger: logger)))
+            } else {
+                RedisSlot(loop: loop, link: .single(RedisConnection(loop: loop, settings: settings, logger: logger)))
+            }
             slots.byLoop[loop.index] = slot
             return (slot, existing)
         }
         guard let (slot, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
-        if let replaced { replaced.loop.execute { replaced.connection.close() } }
-        return .success(slot.connection)
+        if let replaced { replaced.loop.execute { replaced.close() } }
+        return .success(slot)
+    }
+
+    /// For `/readyz`, on `loop`'s thread: nil when the store can serve every key. With Cluster,
+    /// every primary of the loop's slot map answers `PING` and every slot has a primary (one
+    /// key's `GET` would test one primary of several); otherwise nil — the caller's own probe
+    /// command says it. `done` runs on `loop`, never inside this call.
+    public func probeCluster(on loop: EventLoop, _ done: @escaping (StoreError?) -> Void) {
+        guard cluster != nil, case .success(let slot) = link(for: loop), case .cluster(let router) = slot.link else {
+            let bound = RedisLoopBound(done)
+            loop.execute { bound.value(nil) }
+            return
+        }
+        router.probe(done)
     }
 
     private func validate(key: String, ttlSeconds: Int64) -> StoreError? {
@@ -323,18 +384,39 @@ public final class RedisStore: Store {
 
 }
 
-/// One loop's connection in the store's table.
+/// One loop's connection (or, with Cluster, its router over one connection per primary) in
+/// the store's table.
 ///
 /// `@unchecked Sendable`: the table is shared by all loops (behind the store's mutex, which
-/// guards only the table), but each connection is only ever used on its own loop's thread —
-/// by store calls made there, `close` tasks posted there, and its stream's events on that loop.
-/// `RedisConnection` asserts this.
+/// guards only the table), but each link is only ever used on its own loop's thread — by store
+/// calls made there, `close` tasks posted there, and its streams' events on that loop.
+/// `RedisConnection` and `RedisClusterRouter` assert this.
 private final class RedisSlot: @unchecked Sendable {
-    let loop: EventLoop
-    let connection: RedisConnection
+    enum Link {
+        case single(RedisConnection)
+        case cluster(RedisClusterRouter)
+    }
 
-    init(loop: EventLoop, connection: RedisConnection) {
+    let loop: EventLoop
+    let link: Link
+
+    init(loop: EventLoop, link: Link) {
         self.loop = loop
-        self.connection = connection
+        self.link = link
+    }
+
+    /// `key`: the key as sent (a cluster routes by its slot).
+    func send(_ args: [[UInt8]], key: [UInt8], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
+        switch link {
+        case .single(let connection): connection.send(args, completion)
+        case .cluster(let router): router.send(args, key: key, completion)
+        }
+    }
+
+    func close() {
+        switch link {
+        case .single(let connection): connection.close()
+        case .cluster(let router): router.close()
+        }
     }
 }
