@@ -64,7 +64,7 @@ struct Generation {
     /// Called once this generation serves: its resolver starts refreshing, the one it
     /// replaced (if not the same) stops; the store gauges follow its store.
     func activate(replacing old: Generation?, log: Logger, storeGauges: StoreGauges) {
-        storeGauges.watch(oauth.memoryStore, sentinel: oauth.sentinel)
+        storeGauges.watch(oauth.memoryStore, sentinel: oauth.sentinel, cluster: oauth.cluster?.cluster)
         if let old = old?.upstreamResolver, old !== upstreamResolver { old.stop() }
         do {
             try upstreamResolver?.start()

@@ -21,6 +21,8 @@ struct OAuthWiring {
     let memoryStore: MemoryStore?
     /// The sentinels of a `redis+sentinel://` store: failovers and the master are exported.
     let sentinel: RedisSentinel?
+    /// The raw store of a `redis+cluster://` store: its slot map is exported and probed by `/readyz`.
+    let cluster: RedisStore?
 
     /// With no providers configured, the proxy is a plain reverse proxy. `storeTLS`: the
     /// `rediss://` store's TLS client, built (its files read) by `TLSWiring`.
@@ -37,6 +39,7 @@ struct OAuthWiring {
             storeSentinelPassword = nil
             memoryStore = nil
             sentinel = nil
+            cluster = nil
             return
         }
         let http = previous?.http.flatMap { $0.caFile == config.oauth.caFile ? $0 : nil }
@@ -73,6 +76,19 @@ struct OAuthWiring {
             storeConfig.tls = storeTLS
             storeConfig.sentinelPassword = config.storeSentinelPassword?.value
             rawStore = RedisStore(storeConfig, logger: log)
+        case .redis(let text) where RedisClusterURL.isCluster(text):
+            var url: RedisClusterURL
+            do {
+                url = try RedisClusterURL(parsing: text)
+            } catch {
+                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis+cluster:// URL: \(error)")])
+            }
+            // Every node's password (a cluster shares one), as with redis://.
+            if let password = config.storePassword { url.password = password.value }
+            var storeConfig = RedisStore.Configuration(cluster: url)
+            storeConfig.tls = storeTLS
+            storeConfig.clusterCounters = StoreGauges.clusterCounters(registry)
+            rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text):
             // The password never sits in the file: the loader took it from store_password_env /
             // store_password_file, or CALLBACK_PROXY_REDIS_PASSWORD.
@@ -91,6 +107,7 @@ struct OAuthWiring {
         let store = kept ?? rawStore.measured(by: metrics)
         memoryStore = kept != nil ? previous!.memoryStore : rawStore as? MemoryStore
         sentinel = kept != nil ? previous!.sentinel : (rawStore as? RedisStore)?.sentinel
+        cluster = kept != nil ? previous!.cluster : (rawStore as? RedisStore).flatMap { $0.cluster != nil ? $0 : nil }
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil

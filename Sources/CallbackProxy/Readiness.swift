@@ -9,7 +9,15 @@ final class Readiness: Sendable {
     /// 0: starting, 1: serving, 2: draining (a load balancer should stop sending new work).
     private let phase = Atomic<Int>(0)
     /// What is checked: replaced by a configuration reload.
-    private let targets = Mutex<(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?)>((nil, nil, nil))
+    private let targets = Mutex<Targets>(Targets())
+
+    private struct Targets {
+        var store: (any Store)?
+        /// A `redis+cluster://` store (the same as `store`, unwrapped): every primary is probed.
+        var cluster: RedisStore?
+        var upstream: UpstreamTarget?
+        var resolver: HostResolver?
+    }
     private let timeout: UInt64
     /// Named in the body, never in the status (see ProviderHealth).
     private let providers: ProviderHealth?
@@ -19,8 +27,8 @@ final class Readiness: Sendable {
         self.providers = providers
     }
 
-    func check(store: (any Store)?, upstream: UpstreamTarget?, resolver: HostResolver?) {
-        targets.withLock { $0 = (store, upstream, resolver) }
+    func check(store: (any Store)?, cluster: RedisStore? = nil, upstream: UpstreamTarget?, resolver: HostResolver?) {
+        targets.withLock { $0 = Targets(store: store, cluster: cluster, upstream: upstream, resolver: resolver) }
     }
 
     /// Called once every listener is bound and the loops run.
@@ -36,26 +44,30 @@ final class Readiness: Sendable {
     }
 
     private func check(_ sink: ResponseSink, on loop: EventLoop) {
-        let (store, upstream, resolver) = targets.withLock { $0 }
+        let t = targets.withLock { $0 }
         var problems: [String: String] = [:]
         switch phase.load(ordering: .acquiring) {
         case 0: problems["listeners"] = "not started"
         case 2: problems["listeners"] = "draining"
         default: break
         }
-        checkStore(store, on: loop) { storeProblem in
+        checkStore(t.store, cluster: t.cluster, on: loop) { storeProblem in
             if let storeProblem { problems["store"] = storeProblem }
-            self.checkUpstream(upstream, resolver, on: loop) { upstreamProblem in
+            self.checkUpstream(t.upstream, t.resolver, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
                 sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:]))
             }
         }
     }
 
-    private func checkStore(_ store: (any Store)?, on loop: EventLoop, _ done: @escaping (String?) -> Void) {
+    /// With Cluster, one key's `GET` reaches one primary of several: every primary is
+    /// pinged too, and every slot must have one.
+    private func checkStore(_ store: (any Store)?, cluster: RedisStore?, on loop: EventLoop, _ done: @escaping (String?) -> Void) {
         guard let store else { return done(nil) }
         store.get(key: "readyz:probe", on: loop) { result in
-            if case .failure(let e) = result { done(e.code.rawValue) } else { done(nil) }
+            if case .failure(let e) = result { return done(e.code.rawValue) }
+            guard let cluster else { return done(nil) }
+            cluster.probeCluster(on: loop) { error in done(error?.code.rawValue) }
         }
     }
 

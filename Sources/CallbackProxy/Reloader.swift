@@ -79,7 +79,8 @@ final class Reloader {
             return refuseReload([error.message])
         }
         log.setLevel(fresh.logLevel)
-        readiness.check(store: next.oauth.store, upstream: fresh.upstream, resolver: next.upstreamResolver)
+        readiness.check(store: next.oauth.store, cluster: next.oauth.cluster, upstream: fresh.upstream,
+                        resolver: next.upstreamResolver)
         next.activate(replacing: current, log: log, storeGauges: storeGauges)
         providerHealth.watch(fresh.oauth)
         current = next

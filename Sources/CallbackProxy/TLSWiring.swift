@@ -43,10 +43,16 @@ struct TLSWiring {
     }
 
     /// The URL a TLS store's client context is built for; nil for a plain store. With Sentinel
-    /// its host is a placeholder: each master connection checks the address announced.
+    /// or Cluster its host is a placeholder: each connection checks the address announced (or
+    /// a cluster seed's configured host).
     private static func tlsStoreURL(_ text: String) -> RedisURL? {
         if RedisSentinelURL.isSentinel(text) {
             guard let s = try? RedisSentinelURL(parsing: text), s.tls, let first = s.sentinels.first else { return nil }
+            return RedisURL(host: first.host, tls: true)
+        }
+        if RedisClusterURL.isCluster(text) {
+            // Each node connection checks its seed's host or the address the cluster announced.
+            guard let c = try? RedisClusterURL(parsing: text), c.tls, let first = c.seeds.first else { return nil }
             return RedisURL(host: first.host, tls: true)
         }
         guard let url = try? RedisURL(parsing: text), url.tls else { return nil }

@@ -68,7 +68,7 @@ do {
     for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
     exit(2)
 }
-readiness.check(store: first.oauth.store, upstream: config.upstream, resolver: first.upstreamResolver)
+readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream: config.upstream, resolver: first.upstreamResolver)
 
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()

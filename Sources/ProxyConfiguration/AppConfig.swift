@@ -47,7 +47,8 @@ public enum StoreSetting: Sendable, Equatable {
     /// In-process (one instance only).
     case memory
     /// `redis://[user:password@]host:port/db`, or `rediss://…` over TLS (shared by several instances),
-    /// or `redis+sentinel://host:port,…/master/db` (the master found through Sentinel).
+    /// `redis+sentinel://host:port,…/master/db` (the master found through Sentinel), or
+    /// `redis+cluster://host:port,…` (a Redis Cluster, found through these seed nodes).
     case redis(url: String)
 }
 

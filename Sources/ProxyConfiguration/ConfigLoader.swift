@@ -114,6 +114,13 @@ public struct ConfigLoader {
                 } catch {
                     m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis+sentinel:// URL: \(error.detail)")
                 }
+            } else if RedisClusterURL.isCluster(s) {
+                do {
+                    _ = try RedisClusterURL(parsing: s)
+                    c.store = .redis(url: s)
+                } catch {
+                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis+cluster:// URL: \(error.detail)")
+                }
             } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") {
                 // Parsed here as at start-up, so a URL that passes check also starts.
                 do {
@@ -123,7 +130,7 @@ public struct ConfigLoader {
                     m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis:// URL: \(error.detail)")
                 }
             } else {
-                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB, rediss://HOST:PORT/DB or redis+sentinel://HOST:PORT,…/MASTER/DB")
+                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT,…/MASTER/DB or redis+cluster://HOST:PORT,…")
             }
         }
         // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
@@ -151,7 +158,9 @@ public struct ConfigLoader {
             let key = m.has("store_sentinel_password_env") ? "store_sentinel_password_env" : "store_sentinel_password_file"
             m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis+sentinel:// or rediss+sentinel:// store")
         }
-        readStoreTLS(m, tls: storeText.map { $0.hasPrefix("rediss://") || $0.hasPrefix(RedisSentinelURL.tlsScheme) } == true,
+        readStoreTLS(m, tls: storeText.map {
+                         $0.hasPrefix("rediss://") || $0.hasPrefix(RedisSentinelURL.tlsScheme) || $0.hasPrefix(RedisClusterURL.tlsScheme)
+                     } == true,
                      into: &c.storeTLS)
         if let a = m.string("access_log") { c.accessLog = a }
         if let log = m.mapping("log") {

@@ -263,6 +263,23 @@ import Testing
             == ["store_tls_ca: is only used with a rediss:// (TLS) store"])
     }
 
+    @Test func aClusterStoreHasOnlyDatabaseZeroAndNoSentinelPassword() throws {
+        let c = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1,10.0.0.2:7001\n").get()
+        #expect(c.store == .redis(url: "redis+cluster://10.0.0.1,10.0.0.2:7001"))
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1/0\n").get().store
+                == .redis(url: "redis+cluster://10.0.0.1/0"))
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1/2\n")
+            == ["store: not a usable redis+cluster:// URL: redis cluster url: Redis Cluster has only database 0 (it refuses SELECT): "
+                + "leave the path out or use /0, not /2"])
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1\nstore_sentinel_password_env: SENTINEL_PW\n")
+            == ["store_sentinel_password_env: is only used with a redis+sentinel:// or rediss+sentinel:// store"])
+        // TLS to every node: store_tls_* apply to rediss+cluster:// and only there.
+        let tls = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+cluster://10.0.0.1\nstore_tls_ca: /keys/apple.p8\n").get()
+        #expect(tls.storeTLS.caFile == "/keys/apple.p8")
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1\nstore_tls_ca: /keys/apple.p8\n")
+            == ["store_tls_ca: is only used with a rediss:// (TLS) store"])
+    }
+
     @Test func problemsNeverQuoteSecretValues() {
         let p = problems("""
         providers:
