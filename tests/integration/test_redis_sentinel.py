@@ -35,15 +35,38 @@ def cli(port, *args):
     return out.stdout
 
 
-class Sentinelled:
+class RedisProcesses:
+    """redis-server processes by name, each started in its own working directory (a replica's
+    full sync writes dump.rdb there: never into the checkout); SIGKILL, not a clean shutdown."""
+
+    def __init__(self):
+        self.procs = {}
+
+    def spawn(self, name, argv, port, cwd):
+        self.procs[name] = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(port, name)
+
+    def kill(self, name):
+        p = self.procs[name]
+        p.kill()
+        p.wait()
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+class Sentinelled(RedisProcesses):
     """A master, its replica and three sentinels (quorum 2), each its own process."""
 
     def __init__(self, tmp, pki=None):
         """`pki`: the master and the replica speak TLS only (and to each other, and the sentinels
         to them); the sentinels themselves stay plain."""
+        super().__init__()
         self.tmp = tmp
         self.pki = pki
-        self.procs = {}
         self.master_port = free_port()
         self.replica_port = free_port()
         self.sentinel_ports = [free_port() for _ in range(3)]
@@ -64,7 +87,7 @@ sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}
 sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}
 sentinel parallel-syncs {MASTER_NAME} 1
 """)
-            self.spawn(f"sentinel{i}", ["redis-server", str(conf), "--sentinel"], port)
+            self.spawn(f"sentinel{i}", ["redis-server", str(conf), "--sentinel"], port, tmp)
 
     def server(self, name, port, *extra):
         d = self.tmp / name
@@ -75,11 +98,7 @@ sentinel parallel-syncs {MASTER_NAME} 1
                      "--tls-cert-file", self.pki.server_cert, "--tls-key-file", self.pki.server_key,
                      "--tls-ca-cert-file", self.pki.ca_cert]
         self.spawn(name, ["redis-server", *ports, "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--dir", str(d), *extra], port)
-
-    def spawn(self, name, argv, port):
-        self.procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(port, name)
+                          "--appendonly", "no", "--dir", str(d), *extra], port, d)
 
     def wait_settled(self, timeout=15):
         """Until the replica is in sync and every sentinel knows the replica and the two others:
@@ -103,17 +122,6 @@ sentinel parallel-syncs {MASTER_NAME} 1
         if self.pki:
             return f"store: rediss+sentinel://{hosts}/{MASTER_NAME}/0\nstore_tls_ca: {self.pki.ca_cert}"
         return f"store: redis+sentinel://{hosts}/{MASTER_NAME}/0"
-
-    def kill(self, name):
-        p = self.procs[name]
-        p.kill()
-        p.wait()
-
-    def stop(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 @pytest.fixture

@@ -213,13 +213,14 @@ def test_a_redis_reply_declaring_a_huge_array_is_a_store_error(proxy_factory, up
         server.close()
 
 
-def relay_config(tmp_path, idp, redis):
-    """A relay-mode configuration on `redis` (the app's secret in the environment)."""
+def relay_config(tmp_path, idp, redis, store=None):
+    """A relay-mode configuration on `redis`, or on the `store` URL given instead (the app's
+    secret in the environment)."""
     from test_relay import CALLBACK, WEB, WEB_SECRET
     os.environ["WEB_SECRET"] = WEB_SECRET
     config = tmp_path / "relay.yaml"
     config.write_text(f"""
-store: redis://127.0.0.1:{redis.port}/0
+store: {store or f"redis://127.0.0.1:{redis.port}/0"}
 oauth: {{ ca_file: {idp.ca_cert} }}
 providers:
   google:
@@ -304,11 +305,12 @@ def test_a_session_cookie_issued_by_one_instance_is_honoured_by_another(proxy_fa
     assert info.status == 200 and info.json()["email"] == "alice@example.test"
 
 
-def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2):
-    """`n` session-mode proxies sharing the redis store (server-side sessions by default)."""
+def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2, store=None):
+    """`n` session-mode proxies sharing the redis store, or the `store` URL given instead
+    (server-side sessions by default)."""
     from test_session import session_config
     config = tmp_path / "server-side.yaml"
-    config.write_text(session_config(idp, store=f"redis://127.0.0.1:{redis.port}/0"))
+    config.write_text(session_config(idp, store=store or f"redis://127.0.0.1:{redis.port}/0"))
     return [proxy_factory(upstream, extra=["--config", str(config)]) for _ in range(n)]
 
 
