@@ -409,6 +409,9 @@ final class RedisConnection {
     /// otherwise we dropped it (timeout, refused handshake, protocol error).
     private func drop(reason: String, lost: Bool = false) {
         guard stream != nil else { return }
+        // A sentinel's answer that did not give a usable master (refused, not the master, not
+        // ready): that sentinel may not have seen the failover yet; the next walk starts elsewhere.
+        if state == .connecting, let sentinel = settings.sentinel, let target { sentinel.unusable(target) }
         lastError = reason
         detach()
         if state != .closed { scheduleReconnect() }

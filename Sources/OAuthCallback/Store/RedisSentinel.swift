@@ -39,6 +39,8 @@ public final class RedisSentinel: Sendable {
         var order: [Int]
         /// The last address a connection verified as the master (`ROLE`).
         var master: SocketAddress?
+        /// What each sentinel (by index) answered last.
+        var lastAnswer: [Int: SocketAddress] = [:]
     }
 
     /// Resolves the sentinels' names now (blocking; at set-up). `password`: the sentinels' own
@@ -87,12 +89,25 @@ public final class RedisSentinel: Sendable {
     }
 
     /// The spec's step 1: the sentinel that answered goes first.
-    fileprivate func answered(_ index: Int) {
+    fileprivate func answered(_ index: Int, _ address: SocketAddress) {
         state.withLock { s in
+            s.lastAnswer[index] = address
             if let at = s.order.firstIndex(of: index), at != 0 {
                 s.order.remove(at: at)
                 s.order.insert(index, at: 0)
             }
+        }
+    }
+
+    /// The address a sentinel answered gave no usable master (the connection was refused, or
+    /// `ROLE` was not `master`): if that sentinel is first in the order, it goes last, so the
+    /// next walk asks the others first. Without this, a sentinel that has not yet seen a
+    /// failover keeps being asked first — it answered last — and keeps naming the dead master.
+    func unusable(_ address: SocketAddress) {
+        state.withLock { s in
+            guard let first = s.order.first, s.lastAnswer[first] == address, s.order.count > 1 else { return }
+            s.order.removeFirst()
+            s.order.append(first)
         }
     }
 
@@ -183,7 +198,7 @@ private final class SentinelQuery {
             let name = sentinel.name(of: index)
             switch result.flatMap(RedisSentinel.address) {
             case .success(let address):
-                sentinel.answered(index)
+                sentinel.answered(index, address)
                 done(.success(address))
             case .failure(let why):
                 failures.append("\(name) \(why.detail)")
