@@ -218,7 +218,7 @@ def proxy_factory(proxy_bin, ports, tmp_path, request, idp, rails, token_tap, ap
         text = proxy_config(port=ports.proxy, internal_port=ports.internal, upstream=upstream,
                             idp=idp if handoff else None, handoff=handoff, **config)
         p = Proxy(proxy_bin, tmp_path, text, port=ports.proxy, internal_port=ports.internal,
-                  name=f"proxy{len(started)}")
+                  name=f"proxy{len(started)}", tls=config.get("tls") is not None)
         started.append(p)
         return p
 

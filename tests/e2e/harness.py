@@ -214,10 +214,11 @@ class RailsApp:
 
 
 def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca_file=None,
-                 web_secret_env="WEB_CLIENT_SECRET", params_provider=False) -> str:
+                 web_secret_env="WEB_CLIENT_SECRET", params_provider=False, tls=None) -> str:
     """The proxy's YAML. Without `idp`: plain proxying (no providers). With it: provider `google`
     (kind google, endpoints overridden to the test IdP) in `handoff` mode, the app's web client
-    for the relay token endpoint, and the two native clients."""
+    for the relay token endpoint, and the two native clients. `tls`: (cert, key) to serve HTTPS
+    (and with it HTTP/2) on the public listener."""
     q = json.dumps
     lines = [f"listen: {q(f'127.0.0.1:{port}')}",
              f"internal_listen: {q(f'127.0.0.1:{internal_port}')}",
@@ -225,6 +226,8 @@ def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca
              "loops: 1",
              "access_log: stdout",
              "log: { level: debug, format: json }"]
+    if tls is not None:
+        lines += [f"tls: {{ cert: {q(str(tls[0]))}, key: {q(str(tls[1]))} }}"]
     if idp is not None:
         lines += ["oauth:",
                   f"  ca_file: {q(str(ca_file or idp.ca_cert))}",
@@ -282,14 +285,14 @@ class Proxy:
     # (test_log_secrets.py) reads all their lines.
     started: list["Proxy"] = []
 
-    def __init__(self, binary, workdir, config_text, *, port, internal_port, name="proxy"):
+    def __init__(self, binary, workdir, config_text, *, port, internal_port, name="proxy", tls=False):
         for p in (port, internal_port):     # the session's fixed ports: still ours?
             if not port_is_free(p):
                 raise RuntimeError(f"port {p} is taken by another process; the proxy of this "
                                    f"test would share it (SO_REUSEPORT)")
         self.port = port
         self.internal_port = internal_port
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self.internal_url = f"http://127.0.0.1:{internal_port}"
         workdir = Path(workdir)
         self.config_path = workdir / f"{name}.yaml"

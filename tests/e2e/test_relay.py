@@ -98,6 +98,26 @@ def test_native_sign_in_signs_the_user_into_the_app(webview, relay_proxy, wrappe
     assert any("/_oauth_callback?" in u for u in wrapper.seen_by_webview)
 
 
+def test_native_sign_in_over_https_and_http2(webview, proxy_factory, pki, wrapper_factory, idp, token_tap,
+                                            username):
+    """The same sign-in with the proxy serving TLS: Chromium speaks HTTP/2 to it (ALPN h2), so the
+    app's pages, the callback and the relayed app callback are all HTTP/2 streams."""
+    proxy = proxy_factory("relay", tls=(pki.server_cert, pki.server_key))
+    wrapper = wrapper_factory(proxy)
+    native_sign_in(webview, proxy, wrapper, "ios", username)
+    assert webview.current_url == proxy.url + "/"
+    assert status(webview) == f"Signed in as {username}"
+    assert sign_ins(webview) == 1
+    assert webview.execute_script(
+        "return performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2"
+    assert idp.stats()["token"]["requests"] == 1
+    [(form, code, _)] = relay_records(token_tap)
+    assert code == 200 and form["redirect_uri"] == f"{proxy.url}{APP_CALLBACK}"
+    metrics = requests.get(proxy.internal_url + "/metrics", timeout=5).text
+    streams = [line for line in metrics.splitlines() if line.startswith("callback_proxy_http2_streams_total ")]
+    assert streams and float(streams[0].split()[1]) >= 3, streams
+
+
 @pytest.mark.parametrize("platform", ["ios", "android"])
 @pytest.mark.parametrize("action", ["deny", "cancel"])
 def test_denied_or_cancelled_sign_in_lands_on_the_apps_failure_page(

@@ -82,9 +82,11 @@ def header_app(sm_ports):
     app.stop()
 
 
-def proxy_yaml(ports, idp) -> str:
+def proxy_yaml(ports, idp, tls=None) -> str:
+    """`tls`: (cert, key) — HTTPS (and with it HTTP/2) on the public listener, secure cookies."""
     q = json.dumps
     return "\n".join([
+        *([f"tls: {{ cert: {q(str(tls[0]))}, key: {q(str(tls[1]))} }}"] if tls else []),
         f"listen: {q('127.0.0.1:%d' % ports['proxy'])}",
         f"internal_listen: {q('127.0.0.1:%d' % ports['internal'])}",
         f"upstream: {q('http://127.0.0.1:%d' % ports['app'])}",
@@ -92,7 +94,7 @@ def proxy_yaml(ports, idp) -> str:
         "oauth:",
         f"  ca_file: {q(str(idp.ca_cert))}",
         "  idp_timeout: 5s",
-        "  session: { secret_env: SESSION_SECRET, secure: false, protect: all, "
+        f"  session: {{ secret_env: SESSION_SECRET, secure: {'true' if tls else 'false'}, protect: all, "
         "skip: [/public], server_side: true }",
         "providers:",
         "  google:",
@@ -122,6 +124,18 @@ def proxy(proxy_bin, sm_ports, sm_idp, header_app, tmp_path, request):
         print(f"--- app saw {header_app.seen()}\n--- IdP log\n{tail(sm_idp.log_path, 3000)}")
     if not alive:
         pytest.fail("the proxy exited during the test", pytrace=False)
+
+
+@pytest.fixture
+def tls_proxy(proxy_bin, sm_ports, sm_idp, pki, header_app, tmp_path):
+    """The same proxy serving HTTPS with the test PKI's certificate (the browser trusts it)."""
+    sm_idp.reset()
+    header_app.clear()
+    os.environ["SESSION_SECRET"] = SESSION_SECRET
+    p = Proxy(proxy_bin, tmp_path, proxy_yaml(sm_ports, sm_idp, tls=(pki.server_cert, pki.server_key)),
+              port=sm_ports["proxy"], internal_port=sm_ports["internal"], name="session-tls-proxy", tls=True)
+    yield p
+    p.stop()
 
 
 @pytest.fixture
@@ -208,6 +222,27 @@ def test_the_wrapper_apps_native_sign_in_signs_the_user_into_the_app(webview, pr
     assert stats["clients"][NATIVE[platform][0]]["successes"] == 1
     assert WEB_CLIENT not in stats["clients"], "the native code, not a web one"
     assert emails_seen(header_app) == [username]
+
+
+def test_native_sign_in_in_session_mode_over_https_and_http2(webview, tls_proxy, sm_idp, pki, sim_bin, tmp_path,
+                                                            header_app, username):
+    """Session mode with the proxy on TLS: Chromium speaks HTTP/2 (ALPN h2); the protected page, the
+    /_oauth/start redirect, the callback and the signed-in page are streams; the cookie is Secure."""
+    w = WrapperApp(webview, initial_url=tls_proxy.url,
+                   authorization_endpoint=sm_idp.discovery()["authorization_endpoint"],
+                   native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path)
+    try:
+        webview.execute_script("window.location.href = arguments[0]", tls_proxy.url + "/inbox")
+        w.sign_in("ios", username=username)
+        signed_in_as(webview, username)
+    finally:
+        w.close()
+    assert webview.current_url == tls_proxy.url + "/inbox"
+    assert webview.execute_script(
+        "return performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2"
+    assert emails_seen(header_app) == [username]
+    cookies = [c for c in webview.get_cookies() if c["name"] == "__Host-_oauth_session"]
+    assert cookies and all(c["secure"] for c in cookies), webview.get_cookies()
 
 
 def test_two_tabs_signing_in_at_once_both_end_signed_in(webview, proxy, sm_idp, header_app, username):

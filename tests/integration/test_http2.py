@@ -182,6 +182,43 @@ def test_response_bodies_stream_back_whole(h2_proxy, cert):
     assert out.stdout == bytes(pattern_bytes(0, 3_000_000))
 
 
+def test_a_gibibyte_each_way_streams_through_in_bounded_memory(h2_proxy, cert):
+    proxy = h2_proxy(opts={"--max-body-size": "0"})
+    n = 1 << 30
+    base = proxy.vm_kib("VmHWM")
+    up = subprocess.Popen(f"head -c {n} /dev/zero | {CURL} -sS --http2 --cacert {cert[0]} -T - "
+                          f"'{url(proxy, '/sink?nosha=1')}'", shell=True, stdout=subprocess.PIPE)
+    down = subprocess.run([CURL, "-sS", "--http2", "--cacert", cert[0], "-o", "/dev/null", "-w", "%{size_download} %{http_version}",
+                           url(proxy, f"/bytes?n={n}")], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert down.stdout == f"{n} 2"
+    out, _ = up.communicate(timeout=120)
+    assert up.returncode == 0
+    assert json.loads(out)["len"] == n
+    # both bodies crossed at once; what the proxy held is its windows and buffers, not the bodies
+    grown = proxy.vm_kib("VmHWM") - base
+    assert grown < 32 * 1024, f"peak RSS grew by {grown} KiB"
+
+
+def test_a_body_past_max_body_size_gets_413_then_the_stream_is_cut(h2_proxy, upstream):
+    proxy = h2_proxy(opts={"--max-body-size": "100k"})
+    with h2(proxy) as c:
+        c.request(1, method="POST", path="/sink", end_stream=False)  # no content-length: counted as it comes
+        c.data(1, b"q" * 200_000)
+        r = c.response(1)
+        assert r.status == 413, (r.headers, r.reset)
+        assert b"larger than 102400 bytes" in bytes(r.body)
+        # the response is whole; the unread rest of the body is refused with NO_ERROR (RFC 9113 §8.1)
+        c.read_until(lambda c: c.responses[1].reset is not None, timeout=2)
+        assert r.reset == "NO_ERROR"
+        c.request(3, path="/echo")
+        assert c.response(3).status == 200
+        # declared too large: refused before a byte goes upstream
+        c.request(5, method="POST", path="/sink", end_stream=False, extra=[("content-length", "200000")])
+        assert c.response(5).status == 413
+    assert not any(e.get("ev") == "body_done" and e.get("len", 0) > 0 for e in upstream.record.events())
+
+
 def test_head_and_bodiless_statuses_end_on_headers(h2_proxy):
     proxy = h2_proxy()
     with h2(proxy) as c:
