@@ -136,13 +136,14 @@ def test_an_unknown_variable_fails_check_and_start_naming_it(proxy_bin, tmp_path
 
 SECRETS = {"GOOGLE_CLIENT_SECRET": "dummy-google", "FACEBOOK_APP_SECRET": "dummy-facebook",
            "CORP_CLIENT_SECRET": "dummy-corp", "CORP_WEB_SECRET": "dummy-corp-web", "SESSION_SECRET": "s" * 40,
-           "REDIS_PASSWORD": "dummy-redis"}
+           "REDIS_PASSWORD": "dummy-redis", "SENTINEL_PASSWORD": "dummy-sentinel"}
 
 EXAMPLES = sorted(f for f in os.listdir(os.path.join(DEPLOY, "examples")) if f.endswith(".yaml"))
 
 
 def test_the_named_examples_exist():
-    assert {"rails-devise-relay.yaml", "header-auth-session.yaml", "oidc-relay-confidential.yaml"} <= set(EXAMPLES)
+    assert {"rails-devise-relay.yaml", "header-auth-session.yaml", "oidc-relay-confidential.yaml",
+            "redis-scale-out.yaml", "redis-sentinel.yaml"} <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -154,6 +155,136 @@ def test_every_example_configuration_passes_check(proxy_bin, name):
     # the examples keep their secrets out of the file: without the variables, check fails
     r = run(proxy_bin, "check", "--config", path)
     assert r.returncode == 1 and b"is not set" in r.stdout, r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The Sentinel example: its Redis files, moved to loopback, make a set-up the proxy follows
+
+SENTINEL_EXAMPLE = os.path.join(DEPLOY, "examples", "redis-sentinel.yaml")
+
+
+def example_redis_files(path):
+    """The `# --- FILE on HOST …` blocks in an example's comments, {(file, host): text}: each block's
+    `#   ` lines up to the first line that is not one."""
+    files, current = {}, None
+    with open(path) as f:
+        for line in f:
+            header = re.match(r"# --- (\S+) on (\S+) ", line)
+            if header:
+                current = files.setdefault((header[1], header[2]), [])
+            elif current is not None and line.startswith("#   "):
+                current.append(line[4:].rstrip("\n"))
+            else:
+                current = None
+    return {k: "\n".join(v) + "\n" for k, v in files.items()}
+
+
+def replaced(text, *pairs):
+    """`text` with each (old, new) replaced; every old must occur, so no line is skipped silently."""
+    for old, new in pairs:
+        assert old in text, f"{old!r} not in:\n{text}"
+        text = text.replace(old, new)
+    return text
+
+
+def redis_cli(port, password, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), "-a", password, "--no-auth-warning", *args],
+                          capture_output=True, text=True, timeout=5).stdout
+
+
+def test_the_sentinel_examples_redis_files_make_a_set_up_the_proxy_follows_through_a_failover(
+        start, upstream, tmp_path):
+    if not os.access("/usr/bin/redis-server", os.X_OK):
+        pytest.skip("redis-server is not installed")
+    from test_redis_sentinel import RedisProcesses
+    files = example_redis_files(SENTINEL_EXAMPLE)
+    assert set(files) == {("redis.conf", "10.0.0.11"), ("redis.conf", "10.0.0.12"), ("sentinel.conf", "10.0.0.11")}
+    hosts = ["10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    data = {h: free_port() for h in hosts[:2]}          # master, replica
+    sentinels = {h: free_port() for h in hosts}
+    redis_password = ("@REDIS_PASSWORD@", SECRETS["REDIS_PASSWORD"])
+    master_at = ("10.0.0.11 6379", f"127.0.0.1 {data['10.0.0.11']}")
+    redis = RedisProcesses()
+    try:
+        for h in hosts[:2]:
+            d = tmp_path / f"redis-{h}"
+            d.mkdir()
+            extra = [master_at] if h == "10.0.0.12" else []
+            conf = replaced(files[("redis.conf", h)], (f"bind {h}", "bind 127.0.0.1"),
+                            ("port 6379", f"port {data[h]}"), *extra, redis_password)
+            (d / "redis.conf").write_text(conf + f"dir {d}\n")
+            redis.spawn(h, ["redis-server", str(d / "redis.conf")], data[h], d)
+        for h in hosts:
+            d = tmp_path / f"sentinel-{h}"
+            d.mkdir()
+            # One block for all three sentinels: each with its own address; a shorter failover.
+            conf = replaced(files[("sentinel.conf", "10.0.0.11")], ("bind 10.0.0.11", "bind 127.0.0.1"),
+                            ("port 26379", f"port {sentinels[h]}"), master_at, redis_password,
+                            ("@SENTINEL_PASSWORD@", SECRETS["SENTINEL_PASSWORD"]),
+                            ("down-after-milliseconds cbp 5000", "down-after-milliseconds cbp 1000"),
+                            ("failover-timeout cbp 60000", "failover-timeout cbp 2000"))
+            (d / "sentinel.conf").write_text(conf + f"dir {d}\n")
+            redis.spawn(f"sentinel-{h}", ["redis-server", str(d / "sentinel.conf"), "--sentinel"], sentinels[h], d)
+
+        # Settled: the replica in sync, each sentinel knowing it and the two others.
+        def settled():
+            if "master_link_status:up" not in redis_cli(data["10.0.0.12"], SECRETS["REDIS_PASSWORD"],
+                                                        "info", "replication"):
+                return False
+            for port in sentinels.values():
+                lines = redis_cli(port, SECRETS["SENTINEL_PASSWORD"], "sentinel", "master", "cbp").split("\n")
+                view = dict(zip(lines[::2], lines[1::2]))
+                if view.get("num-slaves") != "1" or view.get("num-other-sentinels") != "2":
+                    return False
+            return True
+        deadline = time.monotonic() + 20
+        while not settled():
+            assert time.monotonic() < deadline, "the example's master, replica and sentinels did not settle"
+            time.sleep(0.1)
+
+        # The proxy with the example file, its sentinel addresses moved to the same loopback ports.
+        with open(SENTINEL_EXAMPLE) as f:
+            config = f.read()
+        config = replaced(config, *[(f"{h}:26379", f"127.0.0.1:{sentinels[h]}") for h in hosts])
+        (tmp_path / "redis-sentinel.yaml").write_text(config)
+        public, internal = free_port(), free_port()
+        p = start(["--config", str(tmp_path / "redis-sentinel.yaml"), "--upstream", upstream.url,
+                   "--listen", f"127.0.0.1:{public}", "--internal-listen", f"127.0.0.1:{internal}",
+                   "--access-log", "off"], clean_env(**SECRETS))
+        wait_healthy(p.proc, internal)
+
+        def ready_on(address, timeout):
+            """Polls /readyz (which pings the store, so a lost master is noticed and the sentinels
+            asked again) until it is 200 and /metrics names `address` as the master."""
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if http_get_status(internal, "/readyz")[0] == 200:
+                    body = http_get_status(internal, "/metrics")[1].decode()
+                    if f'callback_proxy_store_master_info{{address="{address}"}} 1' in body:
+                        return body
+                time.sleep(0.1)
+            raise AssertionError(f"not ready on {address}: {http_get_status(internal, '/readyz')}, "
+                                 f"{p.stderr()[-3000:]}")
+
+        ready_on(f"127.0.0.1:{data['10.0.0.11']}", 10)
+        redis.kill("10.0.0.11")
+        body = ready_on(f"127.0.0.1:{data['10.0.0.12']}", 20)
+        assert "callback_proxy_store_failovers_total 1" in body, body
+    finally:
+        redis.stop()
+
+
+def test_the_sentinel_examples_redis_cluster_variant_passes_check(proxy_bin, tmp_path):
+    with open(SENTINEL_EXAMPLE) as f:
+        text = f.read()
+    cluster = re.search(r"^#   (store: redis\+cluster://\S+)$", text, re.M)
+    assert cluster, "no commented redis+cluster:// store in the example"
+    sentinel_store = re.search(r"^store: redis\+sentinel://\S+$", text, re.M)[0]
+    sentinel_password = re.search(r"^store_sentinel_password_env: .*\n", text, re.M)[0]
+    path = tmp_path / "redis-cluster.yaml"
+    path.write_text(replaced(text, (sentinel_store, cluster[1]), (sentinel_password, "")))
+    r = run(proxy_bin, "check", "--config", str(path), env=clean_env(**SECRETS))
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
 
 
 # ---------------------------------------------------------------------------------------------
