@@ -460,13 +460,24 @@ def test_every_path_the_container_file_copies_exists():
 
 
 # ---------------------------------------------------------------------------------------------
-# Kubernetes: the proxy as a sidecar
+# Kubernetes: the proxy as a sidecar, sharing one Redis or a Sentinel-watched one (every
+# manifest in deploy/kubernetes passes every test below)
 
-K8S = os.path.join(DEPLOY, "kubernetes", "callback-proxy-sidecar.yaml")
+K8S_DIR = os.path.join(DEPLOY, "kubernetes")
+K8S_MANIFESTS = sorted(f for f in os.listdir(K8S_DIR) if f.endswith(".yaml"))
 
 
-def k8s_objects():
-    with open(K8S) as f:
+def test_the_named_manifests_exist():
+    assert {"callback-proxy-sidecar.yaml", "callback-proxy-sentinel.yaml"} <= set(K8S_MANIFESTS)
+
+
+@pytest.fixture(params=K8S_MANIFESTS)
+def manifest(request):
+    return os.path.join(K8S_DIR, request.param)
+
+
+def k8s_objects(manifest):
+    with open(manifest) as f:
         return [d for d in yaml.safe_load_all(f) if d]
 
 
@@ -501,8 +512,8 @@ def port_number(container, port):
     return next(p["containerPort"] for p in container["ports"] if p["name"] == port)
 
 
-def test_the_sidecar_probes_target_the_internal_listener():
-    objects = k8s_objects()
+def test_the_sidecar_probes_target_the_internal_listener(manifest):
+    objects = k8s_objects(manifest)
     _, container = proxy_container(objects)
     _, config = sidecar_config(objects)
     internal_port = int(config["internal_listen"].rsplit(":", 1)[1])
@@ -513,8 +524,8 @@ def test_the_sidecar_probes_target_the_internal_listener():
     assert (ready["path"], port_number(container, ready["port"])) == ("/readyz", internal_port)
 
 
-def test_the_service_sends_traffic_to_the_proxy_not_the_app_nor_the_internal_port():
-    objects = k8s_objects()
+def test_the_service_sends_traffic_to_the_proxy_not_the_app_nor_the_internal_port(manifest):
+    objects = k8s_objects(manifest)
     deployment, container = proxy_container(objects)
     _, config = sidecar_config(objects)
     public_port = int(str(config["listen"]).rsplit(":", 1)[1])
@@ -532,21 +543,57 @@ def test_the_service_sends_traffic_to_the_proxy_not_the_app_nor_the_internal_por
     assert config["upstream"] == f"http://127.0.0.1:{app_port}"
 
 
-def test_several_replicas_share_one_redis():
-    objects = k8s_objects()
+def test_several_replicas_share_one_redis(manifest):
+    objects = k8s_objects(manifest)
     deployment, container = proxy_container(objects)
     _, config = sidecar_config(objects)
     assert deployment["spec"]["replicas"] > 1
-    assert config["store"].startswith("redis://")
-    redis_host = config["store"][len("redis://"):].split(":")[0].split("/")[0]
-    one(objects, "Service", redis_host)
+    if config["store"].startswith("redis://"):
+        redis_host = config["store"][len("redis://"):].split(":")[0].split("/")[0]
+        one(objects, "Service", redis_host)
+    else:
+        # the Redis side is a chart's (test_the_sentinel_manifest_matches_its_chart_command)
+        assert config["store"].startswith("redis+sentinel://"), config["store"]
     # the drain fits in the grace period
     drain = int(config.get("timeouts", {}).get("drain", "30s").rstrip("s"))
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > drain
 
 
-def test_secrets_are_referenced_never_inlined():
-    objects = k8s_objects()
+def test_the_sentinel_manifest_matches_its_chart_command():
+    """The store URL, the secret and the probes agree with the `helm install` the comments give
+    for the Redis side: the chart's pod names, master name, secret, IP announcements and failover
+    time (not installed here: there is no cluster)."""
+    path = os.path.join(K8S_DIR, "callback-proxy-sentinel.yaml")
+    with open(path) as f:
+        comments = "\n".join(l[1:].strip() for l in f if l.startswith("#"))
+    command = re.search(r"helm install (\S+) (?:[^\n]*\\\n)*[^\n]*", comments)
+    assert command, "no helm install in the comments"
+    release = command[1]
+    values = dict(re.findall(r"--set ([\w.]+)=(\S+)", command[0]))
+    objects = k8s_objects(path)
+    _, config = sidecar_config(objects)
+    _, container = proxy_container(objects)
+    hosts, master, db = config["store"][len("redis+sentinel://"):].split("/")
+    assert (master, db) == (values["sentinel.masterSet"], "0")
+    sentinels = hosts.split(",")
+    assert len(sentinels) >= 2 and len(sentinels) <= int(values["replica.replicaCount"]), sentinels
+    assert sentinels == [f"{release}-node-{i}.{release}-headless:26379" for i in range(len(sentinels))]
+    # host names announced by the sentinels are refused by the proxy
+    assert values["useHostnames"] == "false" and values["sentinel.enabled"] == "true"
+    # the chart's password is the one the proxy reads, for the master and the sentinels alike
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert config["store_password_env"] == config["store_sentinel_password_env"]
+    ref = env[config["store_password_env"]]
+    assert (ref["name"], ref["key"]) == (values["auth.existingSecret"], values["auth.existingSecretPasswordKey"])
+    # a failover (down-after plus up to 2 s) ends before the readiness probe can take the pod out
+    # of the Service: the earliest it can is (failureThreshold - 1) periods after the first failure
+    ready = container["readinessProbe"]
+    window = int(values["sentinel.downAfterMilliseconds"]) / 1000 + 2
+    assert (ready["failureThreshold"] - 1) * ready["periodSeconds"] > window, (ready, window)
+
+
+def test_secrets_are_referenced_never_inlined(manifest):
+    objects = k8s_objects(manifest)
     assert not [o for o in objects if o["kind"] == "Secret"], "a Secret with its values in the example"
     text, config = sidecar_config(objects)
     _, container = proxy_container(objects)
@@ -562,8 +609,8 @@ def test_secrets_are_referenced_never_inlined():
                 assert "value" not in e, f"{c['name']}: {e['name']} has an inline value"
 
 
-def test_the_sidecar_configuration_passes_check(proxy_bin, tmp_path):
-    objects = k8s_objects()
+def test_the_sidecar_configuration_passes_check(manifest, proxy_bin, tmp_path):
+    objects = k8s_objects(manifest)
     text, _ = sidecar_config(objects)
     path = tmp_path / "callback-proxy.yaml"
     path.write_text(text)
@@ -571,25 +618,25 @@ def test_the_sidecar_configuration_passes_check(proxy_bin, tmp_path):
     assert r.returncode == 0, r.stdout.decode()
 
 
-def test_the_proxy_container_runs_unprivileged():
-    _, container = proxy_container(k8s_objects())
+def test_the_proxy_container_runs_unprivileged(manifest):
+    _, container = proxy_container(k8s_objects(manifest))
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"]["drop"] == ["ALL"] and sc["runAsUser"] != 0
 
 
-def test_kubectl_renders_the_manifest_offline(tmp_path):
+def test_kubectl_renders_the_manifest_offline(manifest, tmp_path):
     # `kubectl apply/create --dry-run=client` asks an API server for its resource types even
     # with --validate=false; kustomize renders offline and refuses objects without kind or name.
     if not os.access("/usr/bin/kubectl", os.X_OK):
         pytest.skip("kubectl is not installed")
     import shutil
-    shutil.copy(K8S, tmp_path / "sidecar.yaml")
-    (tmp_path / "kustomization.yaml").write_text("resources:\n- sidecar.yaml\n")
+    shutil.copy(manifest, tmp_path / "manifest.yaml")
+    (tmp_path / "kustomization.yaml").write_text("resources:\n- manifest.yaml\n")
     r = subprocess.run(["/usr/bin/kubectl", "kustomize", str(tmp_path)], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode()
     rendered = [d for d in yaml.safe_load_all(r.stdout) if d]
-    assert sorted(o["kind"] for o in rendered) == sorted(o["kind"] for o in k8s_objects())
+    assert sorted(o["kind"] for o in rendered) == sorted(o["kind"] for o in k8s_objects(manifest))
 
 
 # ---------------------------------------------------------------------------------------------
