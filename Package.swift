@@ -58,7 +58,7 @@ let package = Package(
         .testTarget(name: "NativeSignInTests", dependencies: ["NativeSignIn"]),
         // Every parser that reads untrusted bytes, as fuzz targets (the Fuzz product below drives
         // them; FuzzCorpusTests replays fuzz/corpus through them on every test run).
-        .target(name: "FuzzTargets", dependencies: ["ProxyCore", "OAuthCallback"]),
+        .target(name: "FuzzTargets", dependencies: ["ProxyCore", "OAuthCallback", "CNghttp2"]),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
     ],
     swiftLanguageModes: [.v6]

@@ -14,6 +14,7 @@ public enum FuzzTargets {
         "chunked": HTTPTargets.chunked,
         "path": HTTPTargets.path,
         "proxy-protocol": HTTPTargets.proxyProtocol,
+        "h2-request": HTTP2Targets.requestHead,
         "callback-query": OAuthTargets.callbackQuery,
         "json": OAuthTargets.json,
         "jwt": OAuthTargets.jwt,

@@ -8,7 +8,7 @@ import pytest
 
 from helpers import HTTPConn, closed_port
 
-KEYS = {"method", "path", "status", "bytes_in", "bytes_out", "duration_ms", "upstream_status",
+KEYS = {"method", "path", "protocol", "status", "bytes_in", "bytes_out", "duration_ms", "upstream_status",
         "remote"}
 
 
@@ -30,6 +30,7 @@ def test_one_line_per_request_with_all_keys(proxy):
         assert str(line["remote"]).startswith("127.0.0.3"), line
         assert isinstance(line["duration_ms"], (int, float)) and line["duration_ms"] >= 0
     get, post, big, nf = lines
+    assert {line["protocol"] for line in lines} == {"http/1.1"}
     assert get["method"] == "GET" and get["path"].split("?")[0] == "/echo"
     assert get["status"] == 200 and get["upstream_status"] == 200
     assert post["method"] == "POST" and post["bytes_in"] >= 1000

@@ -238,7 +238,9 @@ def test_many_streams_on_one_connection_each_logged(h2_proxy):
                          capture_output=True, text=True, timeout=60)
     assert "2000 succeeded, 0 failed, 0 errored" in out.stdout, out.stdout
     assert "status codes: 2000 2xx" in out.stdout
-    proxy.wait_access_log(2000, timeout=10)
+    lines = proxy.wait_access_log(2000, timeout=10)
+    assert len(lines) == 2000 and all(line["protocol"] == "h2" and line["status"] == 200 for line in lines)
+    assert len({line["request_id"] for line in lines}) == 2000
     s = samples(scrape(proxy))
     assert value(s, "callback_proxy_http2_connections_total") == 1
     assert value(s, "callback_proxy_http2_streams_total") == 2000
@@ -306,6 +308,22 @@ def test_a_slow_upstream_holds_back_the_clients_window_not_our_memory(h2_proxy, 
         assert sent == 4 * window
         r = c.response(1, timeout=10)
         assert r.status == 200 and json.loads(bytes(r.body))["len"] == 4 * window
+
+
+def test_a_stalled_request_body_gets_408_and_an_idle_connection_a_goaway(h2_proxy, upstream):
+    """Streams keep the HTTP/1.1 timeouts (client_body: 3 s in these tests); a connection without
+    streams ends after keepalive, with a GOAWAY rather than a silent close."""
+    proxy = h2_proxy(opts={"--keepalive-timeout": "2s"})
+    with h2(proxy) as c:
+        c.request(1, method="POST", path="/sink", end_stream=False, extra=[("content-length", "100")])
+        c.data(1, b"x" * 10)
+        started = time.monotonic()
+        r = c.response(1, timeout=8)
+        assert r.status == 408, (r.headers, r.reset)
+        assert 2.5 < time.monotonic() - started < 6
+        assert c.read_until(lambda c: c.goaway is not None, timeout=6)
+        assert c.goaway_code == "NO_ERROR"
+        assert c.wait_closed(4)
 
 
 # ---------------------------------------------------------------------------------------------

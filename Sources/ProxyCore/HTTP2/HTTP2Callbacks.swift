@@ -26,8 +26,9 @@ final class HTTP2Callbacks: @unchecked Sendable {
             guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }  // trailers: dropped
             let c = connection(user)
             guard let stream = c.streams[frame.pointee.hd.stream_id], let h2 = stream.h2 else { return 0 }
-            h2.field(name: UnsafeBufferPointer(start: name, count: nameLength),
-                     value: UnsafeBufferPointer(start: value, count: valueLength), limits: c.listener.config.limits)
+            h2.request.field(name: UnsafeBufferPointer(start: name, count: nameLength),
+                             value: UnsafeBufferPointer(start: value, count: valueLength),
+                             limit: HTTP2Stream.headerListLimit(c.listener.config.limits))
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
@@ -39,10 +40,10 @@ final class HTTP2Callbacks: @unchecked Sendable {
             let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
             if type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
                 stream.h2PrepareInput()
-                h2.deliverHead(into: &stream.input, endStream: endStream)
+                h2.request.deliverHead(into: &stream.input, endStream: endStream)
             } else if endStream {
                 stream.h2PrepareInput()
-                h2.deliverEnd(into: &stream.input)
+                h2.request.deliverEnd(into: &stream.input)
             } else {
                 return 0
             }
@@ -57,7 +58,8 @@ final class HTTP2Callbacks: @unchecked Sendable {
                 return 0
             }
             stream.h2PrepareInput()
-            h2.deliverData(UnsafeRawBufferPointer(start: data, count: length), into: &stream.input)
+            h2.request.deliverData(UnsafeRawBufferPointer(start: data, count: length), into: &stream.input)
+            h2.unconsumed += length
             stream.bytesIn += UInt64(length)
             c.markPending(stream)
             return 0

@@ -1,34 +1,10 @@
-import CNghttp2
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What a `ClientConnection` running one HTTP/2 stream holds besides the exchange itself: the
-/// request as nghttp2 decodes it, until it is delivered as an HTTP/1.1 head, and the stream's
-/// flow-control and ending state.
+/// request as nghttp2 decodes it (`request`, until it is delivered as an HTTP/1.1 head), and the
+/// stream's flow-control and ending state.
 final class HTTP2Stream {
     unowned(unsafe) let connection: HTTP2Connection
     let id: Int32
-
-    // The request head, field by field (nghttp2 has checked every name and value, RFC 9113 §8.2).
-    private var method: [UInt8] = []
-    private var path: [UInt8] = []
-    private var authority: [UInt8] = []
-    private var host: [UInt8]? = nil
-    /// Regular fields as HTTP/1.1 lines, `name: value\r\n`.
-    private var fields: [UInt8] = []
-    /// `cookie` crumbs, joined with `; ` into one field (RFC 9113 §8.2.3).
-    private var cookies: [UInt8] = []
-    private var hasContentLength = false
-    /// RFC 9113 §6.5.2's header list size so far (name + value + 32 per field).
-    private var listBytes = 0
-    /// Set while decoding: the request is answered with this instead of being run.
-    private(set) var refusal: (status: Int, reason: String)? = nil
-
-    /// DATA is re-framed as chunked for the exchange: the request has a body but no `content-length`.
-    private(set) var chunked = false
-    /// The request's END_STREAM arrived.
-    private(set) var bodyEnded = false
+    var request = HTTP2RequestHead()
     /// DATA bytes delivered to the exchange and not yet given back to the peer's window.
     var unconsumed = 0
     /// In the connection's `pending` list.
@@ -49,109 +25,5 @@ final class HTTP2Stream {
     /// the HTTP/1.1 head limit plus RFC 9113's 32 bytes of overhead per field.
     static func headerListLimit(_ limits: HTTPLimits) -> Int {
         limits.maxHeadBytes + 32 * limits.maxHeaderCount
-    }
-
-    /// One decoded request field. Decoding goes on after a refusal (HPACK's state must stay in
-    /// step with the peer's), but nothing more is kept.
-    func field(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, limits: HTTPLimits) {
-        listBytes += name.count + value.count + 32
-        guard refusal == nil else { return }
-        let limit = HTTP2Stream.headerListLimit(limits)
-        if listBytes > limit {
-            refusal = (431, "request header list larger than \(limit) bytes")
-            fields = []
-            cookies = []
-            return
-        }
-        if name.first == 0x3A {  // ':'
-            switch String(decoding: name, as: UTF8.self) {
-            case ":method": method = Array(value)
-            case ":path": path = Array(value)
-            case ":authority": authority = Array(value)
-            default: break  // :scheme (X-Forwarded-Proto is the listener's), :protocol (never enabled)
-            }
-            return
-        }
-        if equals(name, "host") {
-            host = Array(value)
-            return
-        }
-        if equals(name, "cookie") {
-            if !cookies.isEmpty { cookies.append(contentsOf: [0x3B, 0x20]) }
-            cookies.append(contentsOf: value)
-            return
-        }
-        if equals(name, "content-length") { hasContentLength = true }
-        fields.append(contentsOf: name)
-        fields.append(contentsOf: [0x3A, 0x20])
-        fields.append(contentsOf: value)
-        fields.append(contentsOf: [0x0D, 0x0A])
-    }
-
-    /// The request's HEADERS are complete: writes the HTTP/1.1 head they stand for into the
-    /// exchange's input. `endStream`: no body follows.
-    func deliverHead(into input: inout ByteBuffer, endStream: Bool) {
-        if endStream { bodyEnded = true }
-        guard refusal == nil else { return }
-        if let host, !authority.isEmpty, !sameHost(host, authority) {
-            refusal = (400, "host differs from :authority")
-            return
-        }
-        input.append(method)
-        input.append(byte: 0x20)
-        // CONNECT has no :path; its target is the authority (the exchange refuses it: 501).
-        input.append(path.isEmpty ? authority : path)
-        input.append(" HTTP/1.1\r\n")
-        if let value = authority.isEmpty ? host : authority {
-            input.append("Host: ")
-            input.append(value)
-            input.append("\r\n")
-        }
-        input.append(fields)
-        if !cookies.isEmpty {
-            input.append("Cookie: ")
-            input.append(cookies)
-            input.append("\r\n")
-        }
-        chunked = !endStream && !hasContentLength
-        if chunked { input.append("Transfer-Encoding: chunked\r\n") }
-        input.append("\r\n")
-        fields = []
-        cookies = []
-    }
-
-    /// Request DATA for the exchange.
-    func deliverData(_ data: UnsafeRawBufferPointer, into input: inout ByteBuffer) {
-        unconsumed += data.count
-        guard !data.isEmpty else { return }
-        if chunked {
-            input.append(hex: UInt64(data.count))
-            input.append("\r\n")
-            input.append(data)
-            input.append("\r\n")
-        } else {
-            input.append(data)
-        }
-    }
-
-    /// The request's END_STREAM (after DATA, or after trailers, which are not forwarded).
-    func deliverEnd(into input: inout ByteBuffer) {
-        guard !bodyEnded else { return }
-        bodyEnded = true
-        if chunked { input.append("0\r\n\r\n") }
-    }
-
-    private func equals(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
-        name.count == literal.utf8CodeUnitCount && memcmp(name.baseAddress!, literal.utf8Start, name.count) == 0
-    }
-
-    private func sameHost(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
-    }
-}
-
-private extension ByteBuffer {
-    mutating func append(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { append($0) }
     }
 }

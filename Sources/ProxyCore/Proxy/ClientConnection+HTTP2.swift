@@ -21,7 +21,7 @@ extension ClientConnection {
             input.clear()
             return
         }
-        if state == .readingHead && !inRequest, let refusal = h2.refusal {
+        if state == .readingHead && !inRequest, let refusal = h2.request.refusal {
             input.clear()
             beginRequest(headLength: 0)
             respondError(refusal.status, refusal.reason)
