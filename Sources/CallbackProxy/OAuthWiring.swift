@@ -16,6 +16,9 @@ struct OAuthWiring {
     let storeSetting: StoreSetting?
     let storePassword: Secret?
     let storeSentinelPassword: Secret?
+    /// `store_wait_replicas` and `store_wait_timeout` (milliseconds) the store was built with.
+    let storeWait: StoreWait?
+    struct StoreWait: Equatable { var replicas: Int; var timeoutMS: Int }
     let storeTLS: UpstreamTLSSettings
     /// The same store when it is the in-memory one: its fill level is exported as gauges.
     let memoryStore: MemoryStore?
@@ -37,6 +40,7 @@ struct OAuthWiring {
             storeSetting = nil
             storePassword = nil
             storeSentinelPassword = nil
+            storeWait = nil
             memoryStore = nil
             sentinel = nil
             cluster = nil
@@ -56,7 +60,8 @@ struct OAuthWiring {
         switch config.store {
         case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword
                      && previous?.storeTLS == config.storeTLS
-                     && previous?.storeSentinelPassword == config.storeSentinelPassword:
+                     && previous?.storeSentinelPassword == config.storeSentinelPassword
+                     && previous?.storeWait == Self.storeWait(config):
             kept = previous!.store!
             rawStore = kept!
         case .memory:
@@ -74,6 +79,8 @@ struct OAuthWiring {
             if let password = config.storePassword { url.password = password.value }
             var storeConfig = RedisStore.Configuration(sentinel: url)
             storeConfig.tls = storeTLS
+            storeConfig.waitReplicas = config.storeWaitReplicas
+            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
             storeConfig.sentinelPassword = config.storeSentinelPassword?.value
             rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text) where RedisClusterURL.isCluster(text):
@@ -87,6 +94,8 @@ struct OAuthWiring {
             if let password = config.storePassword { url.password = password.value }
             var storeConfig = RedisStore.Configuration(cluster: url)
             storeConfig.tls = storeTLS
+            storeConfig.waitReplicas = config.storeWaitReplicas
+            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
             storeConfig.clusterCounters = StoreGauges.clusterCounters(registry)
             rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text):
@@ -101,6 +110,8 @@ struct OAuthWiring {
             if let password = config.storePassword { url.password = password.value }
             var storeConfig = RedisStore.Configuration(url: url)
             storeConfig.tls = storeTLS
+            storeConfig.waitReplicas = config.storeWaitReplicas
+            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
             rawStore = RedisStore(storeConfig, logger: log)
         }
         // A kept store is already measured (the same counters: the registry returns them).
@@ -131,6 +142,11 @@ struct OAuthWiring {
         storeSetting = config.store
         storePassword = config.storePassword
         storeSentinelPassword = config.storeSentinelPassword
+        storeWait = Self.storeWait(config)
+    }
+
+    static func storeWait(_ config: AppConfig) -> StoreWait {
+        StoreWait(replicas: config.storeWaitReplicas, timeoutMS: config.storeWaitTimeoutMS)
     }
 
     /// One provider per configured entry; every problem is reported, not just the first.

@@ -35,6 +35,10 @@ public struct AppConfig: Sendable, Equatable {
     public var storePassword: Secret? = nil
     /// The sentinels' own password (`store_sentinel_password_env`/`_file`; `redis+sentinel://` only).
     public var storeSentinelPassword: Secret? = nil
+    /// Replicas a replay-guard write must reach before the callback goes on (`store_wait_replicas`,
+    /// Redis `WAIT`; 0 = none) and how long to wait for them (`store_wait_timeout`, milliseconds).
+    public var storeWaitReplicas = 0
+    public var storeWaitTimeoutMS = 100
     /// Trust and client certificate for a `rediss://` store (`store_tls_*`); the name checked
     /// is always the URL's host (`serverName` stays nil). Verification is never off.
     public var storeTLS = UpstreamTLSSettings()

@@ -14,6 +14,8 @@ extension ConfigLoader {
         ConfigKey("store_password_file"),
         ConfigKey("store_sentinel_password_env"),
         ConfigKey("store_sentinel_password_file"),
+        ConfigKey("store_wait_replicas"),
+        ConfigKey("store_wait_timeout"),
         ConfigKey("store_tls_ca"),
         ConfigKey("store_tls_client_cert"),
         ConfigKey("store_tls_client_key"),

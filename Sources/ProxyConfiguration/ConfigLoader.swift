@@ -151,6 +151,17 @@ public struct ConfigLoader {
             let key = m.has("store_password_env") ? "store_password_env" : "store_password_file"
             m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
         }
+        if let n = m.int("store_wait_replicas", in: 0...16) {
+            if case .redis = c.store { c.storeWaitReplicas = n } else if n > 0 {
+                m.problems.add(m.child("store_wait_replicas"), m.node("store_wait_replicas")?.line,
+                               "is only used with a Redis store (the memory store has no replicas)")
+            }
+        }
+        if let v = m.parsed("store_wait_timeout", "a duration from 1ms to 10s, like 100ms", {
+            Units.duration($0).flatMap { $0 >= 1_000_000 && $0 <= 10_000_000_000 ? $0 : nil }
+        }) {
+            c.storeWaitTimeoutMS = Int(v / 1_000_000)
+        }
         let sentinelPassword = secret(m, "store_sentinel_password", required: false)
         if case .redis(let url) = c.store, RedisSentinelURL.isSentinel(url) {
             c.storeSentinelPassword = sentinelPassword

@@ -12,6 +12,8 @@ import Testing
     loops: 2
     store: rediss://10.0.0.7:6379/0
     store_password_env: REDIS_PW
+    store_wait_replicas: 1
+    store_wait_timeout: 50ms
     store_tls_ca: /tls/ca.pem
     store_tls_client_cert: /tls/client.pem
     store_tls_client_key: /tls/client.key

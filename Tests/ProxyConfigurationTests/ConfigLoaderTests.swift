@@ -212,6 +212,17 @@ import Testing
         ])
     }
 
+    @Test func storeWaitReplicasIsForRedisStoresOnly() throws {
+        let redis = "upstream: http://127.0.0.1:3000\nstore: redis://127.0.0.1:6379/0\n"
+        let c = try loader().load(text: redis + "store_wait_replicas: 2\nstore_wait_timeout: 250ms\n").get()
+        #expect(c.storeWaitReplicas == 2 && c.storeWaitTimeoutMS == 250)
+        let defaults = try loader().load(text: redis).get()
+        #expect(defaults.storeWaitReplicas == 0 && defaults.storeWaitTimeoutMS == 100)
+        #expect(problems("upstream: http://127.0.0.1:3000\nstore_wait_replicas: 1\n")
+                == ["store_wait_replicas: is only used with a Redis store (the memory store has no replicas)"])
+        #expect(problems(redis + "store_wait_timeout: 20s\n") == ["store_wait_timeout: '20s' is not a duration from 1ms to 10s, like 100ms"])
+    }
+
     @Test func theProviderCheckIntervalIsOffAtZeroAndBoundedOtherwise() throws {
         let base = "upstream: http://127.0.0.1:3000\noauth: { provider_check_interval: "
         #expect(try loader().load(text: "upstream: http://127.0.0.1:3000\n").get().oauth.providerCheckInterval == 300_000_000_000)

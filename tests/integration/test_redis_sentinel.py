@@ -256,3 +256,39 @@ def test_over_tls_the_master_is_found_through_the_sentinels_and_the_replay_guard
     assert callback(b, grant).status == 400
     assert idp.stats()["token"]["requests"] == 1
     assert f'callback_proxy_store_master_info{{address="127.0.0.1:{tls_sentinelled.master_port}"}} 1' in metrics(a)
+
+
+def test_store_wait_replicas_holds_the_callback_until_the_replica_has_the_replay_guard(
+        proxy_factory, upstream, tmp_path, idp, sentinelled):  # noqa: F811
+    """With `store_wait_replicas: 1` the replay guard is WAITed for: on the replica before the
+    code is exchanged. A replica that stops answering makes callbacks fail closed after
+    `store_wait_timeout` (503, the IdP never called), and they succeed again once it is back."""
+    sentinelled.wait_settled()
+    config = sentinelled.store_config() + "\nstore_wait_replicas: 1\nstore_wait_timeout: 300ms"
+    a = start(proxy_factory, upstream, tmp_path, idp, None, "a", store=config)
+    idp.request("POST", "/_test/reset-stats")
+    grant = idp.get_code(IOS)
+    assert callback(a, grant).status == 200
+    # the guard is on the replica itself
+    keys = cli(sentinelled.replica_port, "--scan", "--pattern", "cbp:*")
+    assert keys.strip(), "the replay guard did not reach the replica"
+    replica = sentinelled.procs["replica"]
+    replica.send_signal(19)  # SIGSTOP: the replica stops acknowledging
+    try:
+        started = time.monotonic()
+        r = callback(a, idp.get_code(IOS))
+        took = time.monotonic() - started
+        assert r.status == 503, r.status
+        assert 0.25 < took < 2, took
+        line = next(l for l in reversed(a.stderr_text().splitlines()) if "callback failed" in l)
+        assert "store_wait_replicas" in line and "store_unavailable" in line, line
+    finally:
+        replica.send_signal(18)  # SIGCONT
+    deadline = time.monotonic() + 5
+    status = None
+    while time.monotonic() < deadline and status != 200:
+        status = callback(a, idp.get_code(IOS)).status
+        time.sleep(0.1)
+    assert status == 200
+    # one exchange per 200: the refused callback never reached the IdP
+    assert idp.stats()["token"]["requests"] == 2

@@ -101,6 +101,11 @@ struct MeasuredStore: Store {
         inner.setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, counted(completion))
     }
 
+    func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                                 _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        inner.setIfAbsentAcknowledged(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, counted(completion))
+    }
+
     func getAndDelete(key: String, on loop: EventLoop, _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
         inner.getAndDelete(key: key, on: loop, counted(completion))
     }

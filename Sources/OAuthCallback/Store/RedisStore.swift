@@ -64,6 +64,11 @@ public final class RedisStore: Store {
         public var sentinel: RedisSentinelURL? = nil
         /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
         public var sentinelPassword: String? = nil
+        /// `setIfAbsentAcknowledged` (the replay guard) answers `true` only once this many
+        /// replicas have the entry (`WAIT`); 0: no wait. Fewer within `waitTimeoutMS` fails
+        /// `.unavailable` (the callback fails closed; the entry stays on the master).
+        public var waitReplicas = 0
+        public var waitTimeoutMS = 100
         /// How long one sentinel may take to answer, connect included (nanoseconds; the spec
         /// asks for a few hundred milliseconds, then the next sentinel is tried).
         public var sentinelTimeout: UInt64 = 300_000_000
@@ -218,6 +223,27 @@ public final class RedisStore: Store {
             case .status: .success(true)     // OK
             case .null: .success(false)      // NX: the key was there
             default: nil
+            }
+        }
+    }
+
+    /// `SET NX`, then (when it stored the entry) `WAIT replicas timeout` on the same connection —
+    /// to the same node, for a cluster: Redis's replication is asynchronous, and an entry the
+    /// master acknowledged can be lost with it in a failover; `WAIT` says how many replicas
+    /// have it. While `WAIT` blocks (normally one replication round trip), the commands behind
+    /// it on that loop's connection wait too.
+    public func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        let replicas = configuration.waitReplicas, timeout = configuration.waitTimeoutMS
+        guard replicas > 0 else { return setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion) }
+        setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop) { [self] result in
+            guard case .success(true) = result else { return completion(result) }
+            run(on: loop, key: key, ttlSeconds: ttlSeconds, completion) { _ in
+                [Array("WAIT".utf8), Array(String(replicas).utf8), Array(String(timeout).utf8)]
+            } map: { reply in
+                guard case .integer(let acknowledged) = reply else { return nil }
+                return acknowledged >= replicas ? .success(true)
+                    : .failure(StoreError(.unavailable, "written to \(acknowledged) of the \(replicas) replicas store_wait_replicas asks for within \(timeout) ms"))
             }
         }
     }

@@ -34,7 +34,7 @@ public struct ReplayGuard: Sendable {
     public func admit(provider: String, code: String, on loop: EventLoop,
                       _ completion: @escaping (Result<Void, CallbackFailure>) -> Void) {
         // The value is irrelevant (only the key's presence matters); one byte keeps it small.
-        store.setIfAbsent(key: Self.key(provider: provider, code: code), value: [0x31],
+        store.setIfAbsentAcknowledged(key: Self.key(provider: provider, code: code), value: [0x31],
                           ttlSeconds: windowSeconds, on: loop) { result in
             switch result {
             case .success(true):

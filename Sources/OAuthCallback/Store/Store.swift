@@ -19,6 +19,12 @@ public protocol Store: Sendable {
     func setIfAbsent(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
                      _ completion: @escaping (Result<Bool, StoreError>) -> Void)
 
+    /// `setIfAbsent`, and `true` only once the entry is also on the replicas the store was
+    /// configured to wait for (Redis `WAIT`, `store_wait_replicas`): the replay guard's write,
+    /// which a failover must not lose. Stores without replicas: `setIfAbsent`.
+    func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                                 _ completion: @escaping (Result<Bool, StoreError>) -> Void)
+
     /// Returns the live value and removes it, atomically (single-use tokens: of two
     /// concurrent calls, at most one gets the value).
     func getAndDelete(key: String, on loop: EventLoop,
@@ -34,6 +40,13 @@ public protocol Store: Sendable {
     /// Removes the entry; `true` if a live one was there.
     func delete(key: String, on loop: EventLoop,
                 _ completion: @escaping (Result<Bool, StoreError>) -> Void)
+}
+
+extension Store {
+    public func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
+                                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion)
+    }
 }
 
 /// Why a store operation failed. Callers on the sign-in path fail closed on any of them.
