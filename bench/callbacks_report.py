@@ -240,6 +240,8 @@ def load(d, tag, conns, store=None):
         if v is not None and elapsed:
             r[f"{name}_cores"] = v / elapsed
     r["other_cpu_cores"] = cpu.get("other_cpu_cores")
+    if r.get("proxy_us") and r.get("stub_us"):
+        r["proxy_per_stub"] = r["proxy_us"] / r["stub_us"]
     procs = store_procs(store, (cpu.get("cpu_s") or {}).keys())
     if procs and n:
         r["store_proc_us"] = {p: (cpu["cpu_s"][p] or 0) / n * 1e6 for p in procs}
@@ -424,7 +426,9 @@ def cmd_report(a):
           f"| {f2(m(k, 'other_cpu_cores'))} |")
     w("")
 
-    def compare(title, pairs):
+    def compare(title, pairs, yardstick=False):
+        """`yardstick`: also the proxy's CPU per callback in units of the stub's, which does the same work
+        per callback in both variants (same hand-off): it factors out how fast the shared machine was."""
         pairs = [(x, y) for x, y in pairs if x in kinds and y in kinds]
         if not pairs:
             return
@@ -432,13 +436,17 @@ def cmd_report(a):
         w("")
         w("Ratio of the medians, and in brackets the per-round ratios (runs of the same round; the order rotates, "
           f"so they ran close together). Quiet rounds: the median throughput ratio over the rounds in which both "
-          f"runs had other processes under {QUIET} cores, and how many there were.")
+          f"runs had other processes under {QUIET} cores, and how many there were."
+          + (" Proxy ÷ stub CPU: the proxy's CPU per callback divided by the stub nginx's in the same run; the stub "
+             "does the same work per callback whatever the store, so this ratio factors out how fast the shared "
+             "machine was during each run (the CPU per callback of every process moves with it)." if yardstick else ""))
         w("")
-        w("| | throughput | quiet rounds | p50 | p99 | proxy CPU / request | proxy + store CPU / request |")
-        w("|---|---|---|---|---|---|---|")
+        w("| | throughput | quiet rounds | p50 | p99 | proxy CPU / request | proxy + store CPU / request |"
+          + (" proxy ÷ stub CPU |" if yardstick else ""))
+        w("|---|---|---|---|---|---|---|" + ("---|" if yardstick else ""))
         for x, y in pairs:
             cells = []
-            for f in ("rps", "p50", "p99", "proxy_us", "total_us"):
+            for f in ("rps", "p50", "p99", "proxy_us", "total_us") + (("proxy_per_stub",) if yardstick else ()):
                 per = []
                 for rx, ry in zip(runs[x], runs[y]):
                     if ok(rx) and ok(ry):
@@ -454,9 +462,9 @@ def cmd_report(a):
             w(f"| {label(x)} ÷ {label(y)} | " + " | ".join(cells) + " |")
         w("")
 
-    compare("Redis ÷ in-memory store", [(f"cb-{h}-redis", f"cb-{h}-memory") for h in ("relay", "verify")])
+    compare("Redis ÷ in-memory store", [(f"cb-{h}-redis", f"cb-{h}-memory") for h in ("relay", "verify")], True)
     compare("Sentinel and Cluster ÷ single Redis", [(f"cb-{h}-{s_}", f"cb-{h}-redis")
-                                                     for s_ in ("sentinel", "cluster") for h in ("relay", "verify")])
+                                                     for s_ in ("sentinel", "cluster") for h in ("relay", "verify")], True)
     compare("relay ÷ verify hand-off", [(f"cb-relay-{s_}", f"cb-verify-{s_}") for s_ in STORES])
 
     # The stores' own processes
