@@ -26,8 +26,11 @@ public final class EventLoop: @unchecked Sendable {
     /// Monotonic nanoseconds, refreshed once per loop iteration.
     private(set) var now: UInt64 = EventLoop.monotonicNow()
     private var nextSweep: UInt64 = 0
+    private var nextPoolTrim: UInt64 = 0
     /// Standard-size buffers shared by this loop's connections.
     let buffers = BufferPool()
+    /// Header-field lists shared by this loop's connections.
+    let headerLists = HeaderListPool()
     let requestIDs = RequestIDGenerator()
     let httpDate = HTTPDateCache()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
@@ -193,6 +196,10 @@ public final class EventLoop: @unchecked Sendable {
             if now >= nextSweep {
                 sweepDeadlines()
                 nextSweep = now + EventLoop.sweepInterval
+                if now >= nextPoolTrim {
+                    buffers.trim()
+                    nextPoolTrim = now + BufferPool.trimInterval
+                }
             }
             for hook in afterBatch { hook() }
             while !onceAfterBatch.isEmpty {

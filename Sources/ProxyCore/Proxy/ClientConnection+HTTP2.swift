@@ -117,6 +117,8 @@ extension ClientConnection {
         loop.buffers.recycle(&output)
         loop.buffers.recycle(&headStore)
         loop.buffers.recycle(&upstreamHead)
+        loop.headerLists.recycle(&head.headers)
+        loop.headerLists.recycle(&response.head.headers)
     }
 
     // MARK: h2c with prior knowledge

@@ -291,6 +291,7 @@ final class ClientConnection: Channel {
         guard state == .readingHead, !input.isEmpty else { return }
         if !inRequest { followReload() }
         if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
+        if head.headers.capacity == 0 { head.headers = loop.headerLists.take() }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
         switch result {
         case .incomplete:
@@ -324,7 +325,12 @@ final class ClientConnection: Channel {
         requestID = RequestID()
         retried = false
         connectAttempts = 0
+        // The previous response's field list is reused, not reallocated.
+        var fields = response.head.headers
+        response.head.headers = []
         response = ResponseState()
+        if fields.capacity == 0 { fields = loop.headerLists.take() }
+        response.head.headers = fields
         requestBodyBytes = 0
         input.reader += headLength
         setDeadline(.none, 0)
@@ -457,6 +463,8 @@ final class ClientConnection: Channel {
             loop.buffers.recycle(&output)
             loop.buffers.recycle(&headStore)
             loop.buffers.recycle(&upstreamHead)
+            loop.headerLists.recycle(&head.headers)
+            loop.headerLists.recycle(&response.head.headers)
         }
     }
 
@@ -539,6 +547,8 @@ final class ClientConnection: Channel {
         loop.buffers.recycle(&output)
         loop.buffers.recycle(&headStore)
         loop.buffers.recycle(&upstreamHead)
+        loop.headerLists.recycle(&head.headers)
+        loop.headerLists.recycle(&response.head.headers)
         listener.connectionClosed(loop)
     }
 
