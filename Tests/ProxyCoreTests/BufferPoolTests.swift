@@ -28,28 +28,20 @@ import Testing
     }
 }
 
-@Suite struct HeaderListPoolTests {
-    @Test func aRecycledListComesBackEmptyWithItsRoomAndTheConnectionKeepsNone() {
-        let pool = HeaderListPool(limit: 2)
-        var list: [HeaderField] = []
-        list.reserveCapacity(16)
-        list.append(HeaderField(name: ByteRange(start: 0, count: 4), value: ByteRange(start: 6, count: 1)))
-        pool.recycle(&list)
-        #expect(list.capacity == 0, "an idle connection holds no list")
+@Suite struct RequestStatePoolTests {
+    @Test func aRecycledStateComesBackWithItsFieldListsRoomAndTheConnectionKeepsNone() {
+        let pool = RequestStatePool(limit: 1)
+        var state: RequestState? = pool.take()
+        state!.head.headers.reserveCapacity(16)
+        let first = ObjectIdentifier(state!)
+        pool.recycle(&state)
+        #expect(state == nil, "an idle connection holds no request state")
         let again = pool.take()
-        #expect(again.isEmpty && again.capacity >= 16)
-        #expect(pool.take().capacity == 0, "an empty pool hands out an empty list")
-    }
-
-    @Test func beyondItsLimitListsGoBackToTheAllocator() {
-        let pool = HeaderListPool(limit: 1)
-        var a = [HeaderField](), b = [HeaderField]()
-        a.reserveCapacity(4)
-        b.reserveCapacity(4)
+        #expect(ObjectIdentifier(again) == first && again.head.headers.capacity >= 16)
+        #expect(ObjectIdentifier(pool.take()) != first, "an empty pool makes a new one")
+        var a: RequestState? = RequestState(), b: RequestState? = RequestState()
         pool.recycle(&a)
         pool.recycle(&b)
-        #expect(a.capacity == 0 && b.capacity == 0)
-        #expect(pool.take().capacity >= 4)
-        #expect(pool.take().capacity == 0)
+        #expect(pool.count == 1, "beyond its limit a state is freed")
     }
 }

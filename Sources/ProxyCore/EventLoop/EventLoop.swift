@@ -29,8 +29,8 @@ public final class EventLoop: @unchecked Sendable {
     private var nextPoolTrim: UInt64 = 0
     /// Standard-size buffers shared by this loop's connections.
     let buffers = BufferPool()
-    /// Header-field lists shared by this loop's connections.
-    let headerLists = HeaderListPool()
+    /// Request states shared by this loop's connections (`RequestState`).
+    let requestStates = RequestStatePool()
     let requestIDs = RequestIDGenerator()
     let httpDate = HTTPDateCache()
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.

@@ -117,8 +117,7 @@ extension ClientConnection {
         loop.buffers.recycle(&output)
         loop.buffers.recycle(&headStore)
         loop.buffers.recycle(&upstreamHead)
-        loop.headerLists.recycle(&head.headers)
-        loop.headerLists.recycle(&response.head.headers)
+        loop.requestStates.recycle(&current)
     }
 
     // MARK: h2c with prior knowledge

@@ -50,12 +50,20 @@ final class ClientConnection: Channel {
 
     var input = ByteBuffer()
     var output = ByteBuffer()
-    var head = RequestHead()
+    /// The current request's state; nil while the connection is idle (see `RequestState`).
+    var current: RequestState?
+    var head: RequestHead {
+        @inline(__always) get { current!.head }
+        @inline(__always) _modify { yield &current!.head }
+    }
     /// The current request's head bytes (`head`'s ranges point here).
     var headStore = ByteBuffer()
     var headLength = 0
     /// The request body still to be read from the client.
-    var requestBody = BodyReader()
+    var requestBody: BodyReader {
+        @inline(__always) get { current!.requestBody }
+        @inline(__always) _modify { yield &current!.requestBody }
+    }
     var requestBodyDone = true
     var requestBodyBytes: UInt64 = 0
     /// The connection ends after the current response.
@@ -69,7 +77,10 @@ final class ClientConnection: Channel {
     var retried = false
     /// New upstream connections tried for this request (a name's addresses, one each).
     var connectAttempts: UInt8 = 0
-    var response = ResponseState()
+    var response: ResponseState {
+        @inline(__always) get { current!.response }
+        @inline(__always) _modify { yield &current!.response }
+    }
     var deferredToken: UInt64 = 0
     /// `.collectBody`: the body read so far, its limit and who gets it.
     var collected = ByteBuffer()
@@ -291,7 +302,7 @@ final class ClientConnection: Channel {
         guard state == .readingHead, !input.isEmpty else { return }
         if !inRequest { followReload() }
         if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
-        if head.headers.capacity == 0 { head.headers = loop.headerLists.take() }
+        if current == nil { current = loop.requestStates.take() }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
         switch result {
         case .incomplete:
@@ -310,6 +321,8 @@ final class ClientConnection: Channel {
     }
 
     func beginRequest(headLength: Int) {
+        // (Refusals that never parsed a head, an HTTP/2 stream's among them, start here.)
+        if current == nil { current = loop.requestStates.take() }
         inRequest = true
         self.headLength = headLength
         if headStore.base == nil { headStore = loop.buffers.take() }
@@ -329,7 +342,6 @@ final class ClientConnection: Channel {
         var fields = response.head.headers
         response.head.headers = []
         response = ResponseState()
-        if fields.capacity == 0 { fields = loop.headerLists.take() }
         response.head.headers = fields
         requestBodyBytes = 0
         input.reader += headLength
@@ -463,8 +475,7 @@ final class ClientConnection: Channel {
             loop.buffers.recycle(&output)
             loop.buffers.recycle(&headStore)
             loop.buffers.recycle(&upstreamHead)
-            loop.headerLists.recycle(&head.headers)
-            loop.headerLists.recycle(&response.head.headers)
+            loop.requestStates.recycle(&current)
         }
     }
 
@@ -547,8 +558,7 @@ final class ClientConnection: Channel {
         loop.buffers.recycle(&output)
         loop.buffers.recycle(&headStore)
         loop.buffers.recycle(&upstreamHead)
-        loop.headerLists.recycle(&head.headers)
-        loop.headerLists.recycle(&response.head.headers)
+        loop.requestStates.recycle(&current)
         listener.connectionClosed(loop)
     }
 
