@@ -18,6 +18,7 @@ struct OAuthWiring {
     let storeSentinelPassword: Secret?
     /// `store_wait_replicas` and `store_wait_timeout` (milliseconds) the store was built with.
     let storeWait: StoreWait?
+    let storeSentinelTLS: Bool
     struct StoreWait: Equatable { var replicas: Int; var timeoutMS: Int }
     let storeTLS: UpstreamTLSSettings
     /// The same store when it is the in-memory one: its fill level is exported as gauges.
@@ -41,6 +42,7 @@ struct OAuthWiring {
             storePassword = nil
             storeSentinelPassword = nil
             storeWait = nil
+            storeSentinelTLS = false
             memoryStore = nil
             sentinel = nil
             cluster = nil
@@ -61,7 +63,8 @@ struct OAuthWiring {
         case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword
                      && previous?.storeTLS == config.storeTLS
                      && previous?.storeSentinelPassword == config.storeSentinelPassword
-                     && previous?.storeWait == Self.storeWait(config):
+                     && previous?.storeWait == Self.storeWait(config)
+                     && previous?.storeSentinelTLS == config.storeSentinelTLS:
             kept = previous!.store!
             rawStore = kept!
         case .memory:
@@ -82,6 +85,7 @@ struct OAuthWiring {
             storeConfig.waitReplicas = config.storeWaitReplicas
             storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
             storeConfig.sentinelPassword = config.storeSentinelPassword?.value
+            storeConfig.sentinelTLS = config.storeSentinelTLS
             rawStore = RedisStore(storeConfig, logger: log)
         case .redis(let text) where RedisClusterURL.isCluster(text):
             var url: RedisClusterURL
@@ -143,6 +147,7 @@ struct OAuthWiring {
         storePassword = config.storePassword
         storeSentinelPassword = config.storeSentinelPassword
         storeWait = Self.storeWait(config)
+        storeSentinelTLS = config.storeSentinelTLS
     }
 
     static func storeWait(_ config: AppConfig) -> StoreWait {

@@ -35,6 +35,8 @@ public struct AppConfig: Sendable, Equatable {
     public var storePassword: Secret? = nil
     /// The sentinels' own password (`store_sentinel_password_env`/`_file`; `redis+sentinel://` only).
     public var storeSentinelPassword: Secret? = nil
+    /// The sentinels speak TLS too (`store_sentinel_tls`; `rediss+sentinel://` only).
+    public var storeSentinelTLS = false
     /// Replicas a replay-guard write must reach before the callback goes on (`store_wait_replicas`,
     /// Redis `WAIT`; 0 = none) and how long to wait for them (`store_wait_timeout`, milliseconds).
     public var storeWaitReplicas = 0

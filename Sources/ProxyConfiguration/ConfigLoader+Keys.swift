@@ -14,6 +14,7 @@ extension ConfigLoader {
         ConfigKey("store_password_file"),
         ConfigKey("store_sentinel_password_env"),
         ConfigKey("store_sentinel_password_file"),
+        ConfigKey("store_sentinel_tls"),
         ConfigKey("store_wait_replicas"),
         ConfigKey("store_wait_timeout"),
         ConfigKey("store_tls_ca"),

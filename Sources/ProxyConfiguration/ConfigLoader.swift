@@ -162,6 +162,12 @@ public struct ConfigLoader {
         }) {
             c.storeWaitTimeoutMS = Int(v / 1_000_000)
         }
+        if let b = m.bool("store_sentinel_tls") {
+            if case .redis(let url) = c.store, url.hasPrefix(RedisSentinelURL.tlsScheme) { c.storeSentinelTLS = b } else if b {
+                m.problems.add(m.child("store_sentinel_tls"), m.node("store_sentinel_tls")?.line,
+                               "is only used with a rediss+sentinel:// store (the sentinels share its TLS settings)")
+            }
+        }
         let sentinelPassword = secret(m, "store_sentinel_password", required: false)
         if case .redis(let url) = c.store, RedisSentinelURL.isSentinel(url) {
             c.storeSentinelPassword = sentinelPassword

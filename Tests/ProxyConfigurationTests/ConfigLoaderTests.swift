@@ -267,6 +267,11 @@ import Testing
             == ["store: not a usable redis+sentinel:// URL: redis sentinel url: missing /MASTER (the sentinels' name for the master)"])
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://10.0.0.1/0\nstore_sentinel_password_env: SENTINEL_PW\n")
             == ["store_sentinel_password_env: is only used with a redis+sentinel:// or rediss+sentinel:// store"])
+        // TLS to the sentinels too: only where the master is spoken to over TLS.
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp/0\nstore_sentinel_tls: true\n")
+            .get().storeSentinelTLS)
+        #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/cbp/0\nstore_sentinel_tls: true\n")
+            == ["store_sentinel_tls: is only used with a rediss+sentinel:// store (the sentinels share its TLS settings)"])
         // TLS to the master: store_tls_* apply to rediss+sentinel:// and only there.
         let tls = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp\nstore_tls_ca: /keys/apple.p8\n").get()
         #expect(tls.storeTLS.caFile == "/keys/apple.p8")

@@ -61,12 +61,13 @@ class RedisProcesses:
 class Sentinelled(RedisProcesses):
     """A master, its replica and three sentinels (quorum 2), each its own process."""
 
-    def __init__(self, tmp, pki=None):
+    def __init__(self, tmp, pki=None, sentinel_tls=False):
         """`pki`: the master and the replica speak TLS only (and to each other, and the sentinels
-        to them); the sentinels themselves stay plain."""
+        to them); the sentinels themselves stay plain unless `sentinel_tls`."""
         super().__init__()
         self.tmp = tmp
         self.pki = pki
+        self.sentinel_tls = sentinel_tls
         self.master_port = free_port()
         self.replica_port = free_port()
         self.sentinel_ports = [free_port() for _ in range(3)]
@@ -79,7 +80,10 @@ tls-cert-file {pki.server_cert}
 tls-key-file {pki.server_key}
 tls-ca-cert-file {pki.ca_cert}
 """
-            conf.write_text(f"""port {port}
+            listen = f"port {port}" if not sentinel_tls else f"""port 0
+tls-port {port}
+tls-auth-clients no"""
+            conf.write_text(f"""{listen}
 bind 127.0.0.1
 dir {tmp}
 {tls}sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 2
@@ -106,7 +110,7 @@ sentinel parallel-syncs {MASTER_NAME} 1
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             synced = "master_link_status:up" in cli(self.replica_port, *self.cli_tls(), "info", "replication")
-            views = [cli(p, "sentinel", "master", MASTER_NAME).split("\n") for p in self.sentinel_ports]
+            views = [self.sentinel_cli(p, "sentinel", "master", MASTER_NAME).split("\n") for p in self.sentinel_ports]
             def field(lines, key):
                 return lines[lines.index(key) + 1] if key in lines else None
             if synced and all(field(v, "num-slaves") == "1" and field(v, "num-other-sentinels") == "2" for v in views):
@@ -114,13 +118,17 @@ sentinel parallel-syncs {MASTER_NAME} 1
             time.sleep(0.1)
         raise RuntimeError("the sentinels did not settle")
 
+    def sentinel_cli(self, port, *args):
+        return cli(port, *(self.cli_tls() if self.sentinel_tls else []), *args)
+
     def cli_tls(self):
         return ["--tls", "--cacert", self.pki.ca_cert] if self.pki else []
 
     def store_config(self):
         hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
         if self.pki:
-            return f"store: rediss+sentinel://{hosts}/{MASTER_NAME}/0\nstore_tls_ca: {self.pki.ca_cert}"
+            tls = "\nstore_sentinel_tls: true" if self.sentinel_tls else ""
+            return f"store: rediss+sentinel://{hosts}/{MASTER_NAME}/0\nstore_tls_ca: {self.pki.ca_cert}{tls}"
         return f"store: redis+sentinel://{hosts}/{MASTER_NAME}/0"
 
 
@@ -131,9 +139,9 @@ def sentinelled(tmp_path):
     s.stop()
 
 
-@pytest.fixture
-def tls_sentinelled(tmp_path):
-    s = Sentinelled(tmp_path, pki=make_test_pki(str(tmp_path / "redis-pki")))
+@pytest.fixture(params=["plain sentinels", "tls sentinels"])
+def tls_sentinelled(tmp_path, request):
+    s = Sentinelled(tmp_path, pki=make_test_pki(str(tmp_path / "redis-pki")), sentinel_tls=request.param == "tls sentinels")
     yield s
     s.stop()
 
@@ -244,8 +252,9 @@ def test_a_killed_master_fails_callbacks_closed_until_the_sentinels_promote_the_
 
 def test_over_tls_the_master_is_found_through_the_sentinels_and_the_replay_guard_holds(
         proxy_factory, upstream, tmp_path, idp, tls_sentinelled):  # noqa: F811
-    """rediss+sentinel://: the sentinels are asked in plain TCP, the master is spoken to over TLS,
-    its certificate checked against the address announced (127.0.0.1, in its IP SANs)."""
+    """rediss+sentinel://: the master is spoken to over TLS, its certificate checked against the
+    address announced (127.0.0.1, in its IP SANs); the sentinels in plain TCP, or over TLS too with
+    `store_sentinel_tls` (each checked against its configured host)."""
     tls_sentinelled.wait_settled()
     config = tls_sentinelled.store_config()
     a = start(proxy_factory, upstream, tmp_path, idp, None, "a", store=config)
@@ -256,6 +265,12 @@ def test_over_tls_the_master_is_found_through_the_sentinels_and_the_replay_guard
     assert callback(b, grant).status == 400
     assert idp.stats()["token"]["requests"] == 1
     assert f'callback_proxy_store_master_info{{address="127.0.0.1:{tls_sentinelled.master_port}"}} 1' in metrics(a)
+    if tls_sentinelled.sentinel_tls:
+        # the same sentinels asked in plain TCP: no answer, so no master, so callbacks fail closed
+        plain = start(proxy_factory, upstream, tmp_path, idp, None, "c",
+                      store=config.replace("\nstore_sentinel_tls: true", ""))
+        assert callback(plain, idp.get_code(IOS)).status == 503
+        assert "no sentinel gave the address" in plain.stderr_text()
 
 
 def test_store_wait_replicas_holds_the_callback_until_the_replica_has_the_replay_guard(

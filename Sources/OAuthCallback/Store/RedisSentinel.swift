@@ -28,6 +28,8 @@ public final class RedisSentinel: Sendable {
     /// One per configured sentinel, in the configured order; names are kept resolved off the loops.
     private let sentinels: [HostResolver]
     private let password: String?
+    /// Set: the sentinels are spoken to over TLS (`store_sentinel_tls`).
+    private let tls: UpstreamTLSClient?
     /// How long one sentinel may take to answer (connect included), nanoseconds.
     let queryTimeout: UInt64
     private let logger: Logger?
@@ -45,9 +47,10 @@ public final class RedisSentinel: Sendable {
 
     /// Resolves the sentinels' names now (blocking; at set-up). `password`: the sentinels' own
     /// (`requirepass` in sentinel.conf), not the master's.
-    init(_ url: RedisSentinelURL, password: String?, queryTimeout: UInt64, logger: Logger?) {
+    init(_ url: RedisSentinelURL, password: String?, tls: UpstreamTLSClient? = nil, queryTimeout: UInt64, logger: Logger?) {
         masterName = url.masterName
         self.password = password
+        self.tls = tls
         self.queryTimeout = queryTimeout
         self.logger = logger
         sentinels = url.sentinels.map { $0.resolver(role: "redis sentinel", logger: logger) }
@@ -74,9 +77,11 @@ public final class RedisSentinel: Sendable {
 
     /// One sentinel's connection for one query: its password, no database, our timeout.
     fileprivate func settings(for index: Int) -> RedisConnectionSettings {
-        RedisConnectionSettings(resolver: sentinels[index], username: nil, password: password, database: 0, tls: nil,
+        RedisConnectionSettings(resolver: sentinels[index], username: nil, password: password, database: 0, tls: tls,
                                 setupProblem: nil, commandTimeout: queryTimeout, backoffMin: queryTimeout,
-                                backoffMax: queryTimeout, redactedURL: name(of: index))
+                                backoffMax: queryTimeout, redactedURL: name(of: index),
+                                // Its certificate names the host the operator configured for it.
+                                serverName: tls == nil ? nil : sentinels[index].name)
     }
 
     fileprivate func name(of index: Int) -> String {

@@ -64,6 +64,10 @@ public final class RedisStore: Store {
         public var sentinel: RedisSentinelURL? = nil
         /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
         public var sentinelPassword: String? = nil
+        /// The sentinels speak TLS too (`store_sentinel_tls`, `rediss+sentinel://` only), with
+        /// `tls`'s trust and client certificate; each one's certificate is checked against its
+        /// host as configured.
+        public var sentinelTLS = false
         /// `setIfAbsentAcknowledged` (the replay guard) answers `true` only once this many
         /// replicas have the entry (`WAIT`); 0: no wait. Fewer within `waitTimeoutMS` fails
         /// `.unavailable` (the callback fails closed; the entry stays on the master).
@@ -161,6 +165,7 @@ public final class RedisStore: Store {
         } else if let sentinelURL = configuration.sentinel {
             resolver = nil
             sentinel = RedisSentinel(sentinelURL, password: configuration.sentinelPassword,
+                                     tls: configuration.sentinelTLS ? configuration.tls : nil,
                                      queryTimeout: max(1_000_000, configuration.sentinelTimeout), logger: logger)
             if sentinelURL.sentinels.isEmpty { problem = "no sentinel configured" }
         } else {
