@@ -289,6 +289,104 @@ def access_log_section(rps, runs, rounds, w):
 
 
 # --------------------------------------------------------------------------------------------
+# the matrix (MATRIX=1)
+
+
+MATRIX_TITLES = {
+    "close": "`Connection: close` on every request (accept + a new client connection per request; upstream keep-alive on)",
+    "64k": "64 KiB responses",
+    "1m": "1 MiB responses",
+    "post": "64 KiB request bodies (POST, streamed to the upstream, which reads all of it before answering)",
+}
+MATRIX_KEYS = (("cp", "callback-proxy"), ("nginx", "nginx"), ("haproxy", "HAProxy"), ("caddy", "Caddy"))
+
+
+def matrix_section(d, rounds, w):
+    """One table per matrix scenario (bench/run with MATRIX=1): requests/s, p99 and CPU per request
+    of each proxy, and callback-proxy's ratios to each peer (median of the rounds, per-round ratios
+    in brackets). Returns (summary rows, notes about failed runs)."""
+    path = os.path.join(d, "matrix.txt")
+    if not os.path.exists(path):
+        return [], []
+    scenarios = [line.rstrip("\n").split("\t", 1) for line in open(path) if line.strip()]
+    w("## Matrix: other shapes of traffic")
+    w("")
+    w("The same proxies and upstream as above (access logs off), one scenario at a time, the proxies alternating "
+      "inside each round (order rotated), one warm-up run each. CPU per request = the proxy's CPU time (all its "
+      "processes and threads, from `/proc`) ÷ requests wrk completed: the figure least moved by other work on the "
+      "machine. Ratios are callback-proxy ÷ peer: higher is better for requests/s, lower for p99 and CPU.")
+    w("")
+    summary, notes = [], []
+    fields = (("rps", "requests/s", fmt_rps), ("p99", "p99 (ms)", fmt_ms),
+              ("proxy_us", "CPU µs / request", lambda v: "—" if v is None else f"{v:.1f}"))
+    for name, cmd in scenarios:
+        if name.startswith("conns"):
+            title = f"{int(name[5:]):,} keep-alive connections (GET /, 1 KiB)"
+        else:
+            title = MATRIX_TITLES.get(name, name)
+        runs = {k: [load(os.path.join(d, f"mx-{name}-{k}-r{r}.txt")) for r in range(1, rounds + 1)]
+                for k, _ in MATRIX_KEYS}
+        w(f"### {title}")
+        w("")
+        w(f"`{cmd}`")
+        w("")
+        w("| proxy | requests/s per round | requests/s | p99 (ms) | CPU µs / request | other processes (cores) per round |")
+        w("|---|---|---|---|---|---|")
+        medians = {}
+        for k, label in MATRIX_KEYS:
+            for f, _, _ in fields:
+                medians[(k, f)] = med([p.get(f) if p["ok"] else None for p in runs[k]])
+            cells = []
+            for i, p in enumerate(runs[k], 1):
+                if p.get("error"):
+                    cells.append(f"FAILED ({p['error']})")
+                    notes.append(f"matrix {name}, {label}, round {i}: {p['error']}")
+                elif not p["ok"]:
+                    errs = ", ".join(f"{a} {b}" for a, b in p["errors"].items())
+                    cells.append(f"{fmt_rps(p.get('rps'))} ⚠ {errs}")
+                    notes.append(f"matrix {name}, {label}, round {i}: errors {errs} — excluded from the median")
+                else:
+                    cells.append(fmt_rps(p.get("rps")))
+            other = " ".join("—" if p.get("other") is None else f"{p['other']:.2f}" for p in runs[k])
+            w(f"| {label} | {' / '.join(cells)} | **{fmt_rps(medians[(k, 'rps')])}** | "
+              f"{fmt_ms(medians[(k, 'p99')])} | {fields[2][2](medians[(k, 'proxy_us')])} | {other} |")
+        w("")
+        w("| callback-proxy ÷ | " + " | ".join(h for _, h, _ in fields) + " |")
+        w("|---|---|---|---|")
+        row = {}
+        for pk, plabel in MATRIX_KEYS[1:]:
+            cells = []
+            for f, _, _ in fields:
+                rm = ratio(medians[("cp", f)], medians[(pk, f)])
+                per = [ratio(a.get(f), b.get(f)) if a["ok"] and b["ok"] else None
+                       for a, b in zip(runs["cp"], runs[pk])]
+                row[(pk, f)] = rm
+                cells.append(f"**{fmt_ratio(rm)}** [{' '.join(fmt_ratio(x) for x in per)}]")
+            w(f"| {plabel} | " + " | ".join(cells) + " |")
+        w("")
+        summary.append((title, row))
+    w("### Matrix summary (callback-proxy ÷ peer, ratio of medians)")
+    w("")
+    w("Aim (issue 15): ≥ 1.2× nginx's requests/s in every row, p99 ≤ nginx's.")
+    w("")
+    w("| scenario | requests/s ÷ nginx | ÷ HAProxy | ÷ Caddy | p99 ÷ nginx | CPU / request ÷ nginx | vs the aim |")
+    w("|---|---|---|---|---|---|---|")
+    for title, row in summary:
+        t, p = row.get(("nginx", "rps")), row.get(("nginx", "p99"))
+        if t is None:
+            verdict = "no data"
+        else:
+            verdict = ("met" if t >= 1.2 else ("≥ nginx, below 1.2×" if t >= 1.0 else "**behind nginx**"))
+            if p is not None and p > 1.0:
+                verdict += "; **p99 above nginx's**"
+        w(f"| {title} | {fmt_ratio(t)} | {fmt_ratio(row.get(('haproxy', 'rps')))} | "
+          f"{fmt_ratio(row.get(('caddy', 'rps')))} | {fmt_ratio(p)} | {fmt_ratio(row.get(('nginx', 'proxy_us')))} | "
+          f"{verdict} |")
+    w("")
+    return summary, notes
+
+
+# --------------------------------------------------------------------------------------------
 # report
 
 
@@ -428,6 +526,7 @@ def cmd_report(a):
     p99 = table("Latency p99 (ms)", "p99", fmt_ms, "lower is better for callback-proxy")
     access_log_section(rps, runs, rounds, w)
     metrics_ok = metrics_section(d, keys, rounds, w)
+    _, matrix_notes = matrix_section(d, rounds, w)
 
     # Noise
     w(f"## Machine noise: CPU used by other processes during each run (cores busy, of {meta['nproc']})")
@@ -575,6 +674,7 @@ def cmd_report(a):
                 notes.append(f"{label}, round {i}: " + (p.get("error") or
                              "errors " + ", ".join(f"{k2} {v}" for k2, v in p["errors"].items())) +
                              " — excluded from the median")
+    notes += matrix_notes
     if os.path.exists(os.path.join(d, "events.log")):
         notes += [l.strip() for l in open(os.path.join(d, "events.log")) if l.strip()]
     w("## Notes")
