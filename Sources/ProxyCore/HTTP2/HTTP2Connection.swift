@@ -65,7 +65,7 @@ final class HTTP2Connection: Channel {
     /// When `output` last stopped draining (0: it drains): a client that reads nothing for
     /// `timeouts.clientSend` is dropped.
     private var stalledSince: UInt64 = 0
-    /// The peer's last connection-level error or the reason we end, for the debug log.
+    /// Why the connection ends (the peer left, a protocol error, idle…), for the debug line at close.
     var endReason = ""
 
     /// Bytes queued towards the socket before frames stop being produced.
@@ -331,17 +331,7 @@ final class HTTP2Connection: Channel {
         var rounds = 0
         repeat {
             rounds += 1
-            inSession = true
-            var failed: Int = 0
-            while output.readable < HTTP2Connection.highWater {
-                var data: UnsafePointer<UInt8>? = nil
-                let n = nghttp2_session_mem_send(session, &data)
-                if n < 0 { failed = n; break }
-                if n == 0 { break }
-                if output.base == nil { output = loop.buffers.take() }
-                output.append(UnsafeRawPointer(data!), count: n)
-            }
-            inSession = false
+            let failed = produceFrames()
             if failed < 0 {
                 protocolFailure(String(cString: nghttp2_strerror(Int32(failed))))
                 return
@@ -374,6 +364,22 @@ final class HTTP2Connection: Channel {
             return
         }
         updateDeadline()
+    }
+
+    /// Serialises what nghttp2 has queued into `output`, up to `highWater`; nghttp2's error
+    /// code if it failed (negative), else 0. Callbacks run meanwhile (`inSession`).
+    private func produceFrames() -> Int {
+        inSession = true
+        defer { inSession = false }
+        while output.readable < HTTP2Connection.highWater {
+            var data: UnsafePointer<UInt8>? = nil
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 { return n }
+            if n == 0 { break }
+            if output.base == nil { output = loop.buffers.take() }
+            output.append(UnsafeRawPointer(data!), count: n)
+        }
+        return 0
     }
 
     private func writeOut() {
@@ -446,15 +452,7 @@ final class HTTP2Connection: Channel {
         endReason = reason
         listener.log.debug("HTTP/2 connection error", ["peer": peer.text, "reason": reason])
         listener.engineMetrics.http2.connectionErrors.increment()
-        inSession = true
-        while output.readable < HTTP2Connection.highWater {
-            var data: UnsafePointer<UInt8>? = nil
-            let n = nghttp2_session_mem_send(session, &data)
-            if n <= 0 { break }
-            if output.base == nil { output = loop.buffers.take() }
-            output.append(UnsafeRawPointer(data!), count: n)
-        }
-        inSession = false
+        _ = produceFrames()
         abortStreams()
         writeOut()
         if !closed { startLinger() }
@@ -497,6 +495,9 @@ final class HTTP2Connection: Channel {
         guard !closed else { return }
         closed = true
         deadline = 0
+        if listener.log.level <= .debug {
+            listener.log.debug("HTTP/2 connection closed", ["peer": peer.text, "reason": endReason.isEmpty ? "goaway" : endReason])
+        }
         if !lingering { transport.prepareClose() }
         loop.close(self)
         loop.buffers.recycle(&input)
