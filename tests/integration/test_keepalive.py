@@ -2,6 +2,8 @@
 keep-alive timeout, and the stale-pooled-connection race (retry idempotent requests only)."""
 
 import hashlib
+import os
+import socket
 import time
 
 from helpers import ClosedEarly
@@ -75,6 +77,56 @@ def test_client_connection_close_is_honoured(proxy):
         assert r.closes(), "response to Connection: close lacks Connection: close"
         assert c.wait_closed(2)
 
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_client_connection_close_ends_without_waiting_for_the_client(proxy):
+    # The client asked for the close and sent nothing after its request: the proxy closes its
+    # socket as soon as the response is written (nginx's `lingering_close on`), instead of
+    # half-closing and holding the descriptor until the client's FIN or the 1 s linger.
+    with proxy.conn() as c:  # the upstream connection, pooled before the count is taken
+        c.request("GET", "/echo")
+        c.read_response()
+    time.sleep(0.2)
+    base = open_fds(proxy.pid)
+    clients = []
+    try:
+        for i in range(10):
+            c = proxy.conn()
+            clients.append(c)  # kept open: the client never sends its FIN
+            c.request("GET", f"/echo?i={i}", [("Connection", "close")])
+            r = c.read_response()
+            assert r.status == 200 and r.closes()
+            assert c.wait_closed(0.5), "no EOF after the response to Connection: close"
+        deadline = time.monotonic() + 0.5
+        while open_fds(proxy.pid) > base and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert open_fds(proxy.pid) <= base, \
+            f"{open_fds(proxy.pid) - base} client sockets still held after their responses"
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_client_connection_close_with_bytes_after_it_still_lingers(proxy):
+    # Bytes after a `Connection: close` request: closing at once would leave them (and what
+    # follows) unread, and the kernel would answer with an RST, which can destroy the response
+    # at a client that has not read it yet (Linux keeps what was received, so the check here is
+    # the RST itself). The proxy lingers, reading and dropping until the client's FIN.
+    junk = b"x" * (2 << 20)
+    with proxy.conn() as c:
+        c.send(b"GET /echo?first=1 HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\r\n" + junk)
+        try:
+            r = c.read_response()
+        except ClosedEarly as e:
+            raise AssertionError(f"response lost ({e.reason}): the proxy closed with unread "
+                                 f"input instead of lingering") from None
+        assert r.status == 200 and r.json()["target"] == "/echo?first=1"
+        c.sock.shutdown(socket.SHUT_WR)
+        assert c.wait_closed(2)
+        assert c.eof == "eof", "the proxy reset the connection: it closed with unread input"
 
 def test_upstream_connection_close_does_not_close_the_client(proxy, upstream):
     with proxy.conn() as c:
