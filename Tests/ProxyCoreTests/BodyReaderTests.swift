@@ -88,4 +88,47 @@ import Testing
             i += size + 2
         }
     }
+
+    /// Feeds `input` in pieces of `step` bytes to `discard`; returns the last step and what is left.
+    private func discard(_ reader: inout BodyReader, _ input: String, step: Int) -> (last: BodyReader.Step, left: String) {
+        var source = ByteBuffer()
+        defer { source.free() }
+        let bytes = Array(input.utf8)
+        var last = BodyReader.Step.more
+        var i = 0
+        while i < bytes.count {
+            let end = min(i + step, bytes.count)
+            bytes[i..<end].withUnsafeBytes { source.append($0) }
+            i = end
+            last = reader.discard(from: &source)
+            if last != .more { break }
+        }
+        return (last, String(decoding: source.readableBytes, as: UTF8.self) + String(decoding: bytes[i...], as: UTF8.self))
+    }
+
+    @Test(arguments: [1, 4, 1000])
+    func discardingASizedBodyStopsAtItsEnd(step: Int) {
+        var r = BodyReader(contentLength: 6)
+        #expect(r.remaining == 6)
+        let (last, left) = discard(&r, "abcdefGET /next HTTP/1.1\r\n", step: step)
+        #expect(last == .done)
+        #expect(left == "GET /next HTTP/1.1\r\n")
+        #expect(r.total == 6 && r.remaining == 0)
+    }
+
+    @Test(arguments: [1, 3, 1000])
+    func discardingAChunkedBodyStopsAfterItsTrailers(step: Int) {
+        var r = BodyReader(chunked: ())
+        #expect(r.remaining == nil)
+        let (last, left) = discard(&r, "3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\nGET /", step: step)
+        #expect(last == .done)
+        #expect(left == "GET /")
+        #expect(r.total == 5)
+    }
+
+    @Test func discardingMalformedChunkedFramingFails() {
+        var r = BodyReader(chunked: ())
+        let (last, _) = discard(&r, "zz\r\nabc\r\n", step: 100)
+        guard case .error = last else { Issue.record("malformed chunk size accepted: \(last)"); return }
+    }
 }

@@ -113,6 +113,10 @@ def test_expect_with_upstream_refusing_the_body(proxy, upstream):
                         "expectation (RFC 9110 §10.1.1); the upstream refused the body")
         assert r.status == 403
         assert time.monotonic() - t0 < 2
+        # The client got no 100 Continue, so it may never send the body: its next request
+        # would be taken for body bytes. The connection must end, and say so.
+        assert r.closes(), f"403 to an unanswered Expect without Connection: close: {r.headers}"
+        assert c.wait_closed(2)
 
 
 def test_http10_expect_is_not_answered_with_100(proxy):

@@ -216,3 +216,58 @@ def test_many_sequential_connections_do_not_leak(proxy):
     import os
     fds = len(os.listdir(f"/proc/{proxy.pid}/fd"))
     assert fds < 64, f"proxy holds {fds} file descriptors after 200 closed connections"
+
+
+def test_upstream_answering_before_the_body_keeps_the_client_connection(proxy, upstream):
+    # The upstream refuses the upload before reading it. The proxy reads the body's rest and
+    # drops it, so the connection stays usable (a client that does not retry would otherwise
+    # lose the request it sends next, on a connection the response said was kept).
+    with proxy.conn() as c:
+        c.send(b"POST /early HTTP/1.1\r\nHost: test.local\r\nContent-Length: 200000\r\n\r\n" +
+               b"a" * 1000)
+        r = c.read_response(timeout=3)
+        assert r.status == 413 and r.body == b"refused early\n"
+        assert not r.closes(), "the connection was given up although the body's rest is small"
+        c.send(b"a" * 199000)
+        c.request("GET", "/echo?after=early")
+        r2 = c.read_response(timeout=3)
+        assert r2.status == 200 and r2.json()["target"] == "/echo?after=early"
+    assert upstream.record.violations() == []
+    targets = [q["target"] for q in upstream.record.requests()]
+    assert targets == ["/early", "/echo?after=early"], targets
+
+
+def test_upstream_answering_before_a_chunked_body_keeps_the_client_connection(proxy, upstream):
+    with proxy.conn() as c:
+        c.send(b"POST /early?status=401 HTTP/1.1\r\nHost: test.local\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n400\r\n" + b"b" * 1024 + b"\r\n")
+        r = c.read_response(timeout=3)
+        assert r.status == 401 and not r.closes()
+        # More chunks (one with an extension), the end, and the next request in one write.
+        c.send(b"10;ext=1\r\n" + b"c" * 16 + b"\r\n0\r\n\r\n"
+               b"GET /echo?after=chunked HTTP/1.1\r\nHost: test.local\r\n\r\n")
+        r2 = c.read_response(timeout=3)
+        assert r2.status == 200 and r2.json()["target"] == "/echo?after=chunked"
+    assert upstream.record.violations() == []
+
+
+def test_upstream_answering_before_a_large_body_closes_and_says_so(proxy, upstream):
+    # More than the proxy reads only to drop (1 MiB): the response says Connection: close.
+    with proxy.conn() as c:
+        c.send(b"POST /early HTTP/1.1\r\nHost: test.local\r\nContent-Length: 5000000\r\n\r\n" +
+               b"a" * 1000)
+        r = c.read_response(timeout=3)
+        assert r.status == 413
+        assert r.closes(), f"413 mid-upload without Connection: close: {r.headers}"
+        assert c.wait_closed(3)
+
+
+def test_client_stalling_while_its_body_is_dropped_is_closed(proxy_factory, upstream):
+    p = proxy_factory(upstream, opts={"--client-body-timeout": "1s"})
+    with p.conn() as c:
+        c.send(b"POST /early HTTP/1.1\r\nHost: test.local\r\nContent-Length: 5000\r\n\r\nabc")
+        r = c.read_response(timeout=3)
+        assert r.status == 413 and not r.closes()
+        t0 = time.monotonic()
+        assert c.wait_closed(3), "a client that stopped sending its body was kept forever"
+        assert time.monotonic() - t0 > 0.5

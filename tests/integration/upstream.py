@@ -505,6 +505,20 @@ class Conn(threading.Thread):
             self.rec("response", index=req.index, status=-1)
             self.sendall(b"THIS IS NOT HTTP\x00\x01\x02 at all\r\n\r\nmore garbage\r\n")
             return False
+        if p == "/early":
+            # Answers before reading any of the body (an app refusing an upload), then closes
+            # as a careful server does: half-close, and drop what still arrives.
+            self.rec("event", what="early-answer")
+            self.respond(req, req.qint("status", 413), [("Content-Type", "text/plain")],
+                         b"refused early\n", close=True)
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+                self.sock.settimeout(2)
+                while self.sock.recv(65536):
+                    pass
+            except OSError:
+                pass
+            return False
         if p == "/close":
             self.discard_body(req)
             self.rec("event", what="close-without-answer")

@@ -89,6 +89,50 @@ struct BodyReader {
     }
 }
 
+extension BodyReader {
+    /// Consumes what is available of the body in `source` without keeping it: the rest of a
+    /// request body once its response is complete (see `ClientConnection.discardRequestBody`).
+    mutating func discard(from source: inout ByteBuffer) -> Step {
+        switch mode {
+        case .none:
+            return .done
+        case .length(let remaining):
+            let n = min(UInt64(source.readable), remaining)
+            source.reader += Int(n)
+            total += n
+            if n == remaining { mode = .none; return .done }
+            mode = .length(remaining: remaining - n)
+            return .more
+        case .untilClose:
+            total += UInt64(source.readable)
+            source.reader = source.writer
+            return .more
+        case .chunked(var decoder):
+            defer { if case .chunked = mode { mode = .chunked(decoder) } }
+            while true {
+                let bytes = UnsafeRawBufferPointer(start: source.base.map { $0 + source.reader }, count: source.readable)
+                let (event, consumed) = decoder.decode(bytes, from: 0)
+                source.reader += consumed
+                switch event {
+                case .data(let range): total += UInt64(range.count)
+                case .needMore: return .more
+                case .end: mode = .none; return .done
+                case .error(let e): mode = .none; return .error(e)
+                }
+            }
+        }
+    }
+
+    /// Body bytes still to come, when the framing says (a sized body); nil for chunked.
+    var remaining: UInt64? {
+        switch mode {
+        case .none: return 0
+        case .length(let r): return r
+        case .chunked, .untilClose: return nil
+        }
+    }
+}
+
 /// Where the current response stands.
 struct ResponseState {
     /// The response head has been written to the client.
@@ -99,5 +143,7 @@ struct ResponseState {
     var chunkedToClient = false
     /// The upstream connection can be reused once the response ends.
     var upstreamKeepAlive = false
+    /// A `100 Continue` went to the client (it was told to send its body).
+    var continueSent = false
     var head = ResponseHead()
 }

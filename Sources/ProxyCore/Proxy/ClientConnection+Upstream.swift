@@ -312,6 +312,10 @@ extension ClientConnection {
             output.append("\r\n")
         }
         if response.chunkedToClient { output.append("Transfer-Encoding: chunked\r\n") }
+        // The upstream answers before the request body is all in (a 413, a redirect, an app
+        // that does not read it): the client hears `Connection: close` unless the body's
+        // rest can be read and dropped once the response is out (`discardRequestBody`).
+        if !switching && !requestBodyDone && !canDiscardRequestBody { closeAfterResponse = true }
         if switching {
             output.append("Connection: upgrade\r\n")
         } else if closeAfterResponse || listener.isDraining(loop) {
@@ -327,6 +331,7 @@ extension ClientConnection {
 
     private func writeInterim(_ up: UpstreamConnection, length: Int) {
         let r = response.head
+        if r.status == 100 { response.continueSent = true }
         let buffer = up.input.readableBytes
         let bytes = buffer.baseAddress!
         output.append("HTTP/1.1 ")

@@ -23,6 +23,9 @@ final class ClientConnection: Channel {
         case respondingLocally
         /// After a 101: bytes are copied both ways.
         case tunnel
+        /// The response is out; the rest of the request body is read and dropped
+        /// (`discardRequestBody`), then the next request may come.
+        case discardingBody
         /// Output flushed, write side shut: reading and discarding until the peer closes,
         /// so that unread input does not turn our close into a reset that eats the response.
         case lingering
@@ -70,6 +73,8 @@ final class ClientConnection: Channel {
     var closeAfterResponse = false
     /// Close right after the last write instead of lingering (hostile or stalled clients).
     var skipLinger = false
+    /// `requestBody.total` when discarding began.
+    var discardedFrom: UInt64 = 0
 
     var upstream: UpstreamConnection?
     /// The upstream request head, kept so a request that met a stale pooled connection can be resent.
@@ -221,6 +226,8 @@ final class ClientConnection: Channel {
         case .collectingBody:
             setDeadline(.body, config.timeouts.clientBody)
             pumpCollectedBody()
+        case .discardingBody:
+            discardRequestBody()
         case .tunnel:
             pumpTunnelFromClient()
         default:
@@ -249,6 +256,7 @@ final class ClientConnection: Channel {
             skipLinger = true
             respondError(408, "request head not received in time")
         case .body:
+            if state == .discardingBody { close(); return }
             if response.started { abort(reason: "client body timeout") } else {
                 upstream?.abort()
                 upstream = nil
@@ -453,6 +461,21 @@ final class ClientConnection: Channel {
         servedAny = true
         upstream = nil
         if _slowPath(h2 != nil) { h2Finished(); return }
+        if !requestBodyDone && !closeAfterResponse {
+            // The response went out with the body still arriving and said keep-alive: read
+            // the body's rest and drop it, then take the next request.
+            state = .discardingBody
+            discardedFrom = requestBody.total
+            setDeadline(.body, config.timeouts.clientBody)
+            flush()
+            if state == .discardingBody { discardRequestBody() }
+            return
+        }
+        nextRequest()
+    }
+
+    /// After a request whose body is all read: close, or wait for the next request.
+    private func nextRequest() {
         if !requestBodyDone { closeAfterResponse = true }
         if closeAfterResponse {
             // The lingering close (half-close, then read until the client's FIN) exists so that
@@ -485,6 +508,37 @@ final class ClientConnection: Channel {
             loop.buffers.recycle(&headStore)
             loop.buffers.recycle(&upstreamHead)
             loop.requestStates.recycle(&current)
+        }
+    }
+
+    /// Whether the rest of the request body may be read and dropped after the response (so the
+    /// connection stays open) rather than the connection closed. Not when the client was
+    /// waiting for a `100 Continue` it never got (it may never send the body, and its next
+    /// request would be taken for body bytes), not for HTTP/2 (a stream ends on its own), and
+    /// not for more than `discardLimit` bytes still to come.
+    var canDiscardRequestBody: Bool {
+        guard h2 == nil, !head.expectContinue || response.continueSent else { return false }
+        if let left = requestBody.remaining { return left <= ClientConnection.discardLimit }
+        return true
+    }
+
+    /// The most request body a connection reads and drops after its response to stay open
+    /// (nginx discards any amount; an upload larger than this is cheaper to cut off).
+    static let discardLimit: UInt64 = 1 << 20
+
+    /// Reads and drops request body bytes after the response; the next request follows.
+    func discardRequestBody() {
+        switch requestBody.discard(from: &input) {
+        case .done:
+            requestBodyDone = true
+            nextRequest()
+        case .more where requestBody.total - discardedFrom <= ClientConnection.discardLimit:
+            if input.isEmpty { input.clear() }
+            setDeadline(.body, config.timeouts.clientBody)
+            want(read: true, write: !output.isEmpty)
+        default:
+            // Malformed chunked framing, or a chunked body past the limit: stop here.
+            nextRequest()
         }
     }
 
@@ -532,7 +586,7 @@ final class ClientConnection: Channel {
     /// and pipelined requests are buffered up to `pipelineLimit`.
     var wantsInput: Bool {
         switch state {
-        case .readingHead, .lingering, .collectingBody: return true
+        case .readingHead, .lingering, .collectingBody, .discardingBody: return true
         case .proxying:
             if requestBodyDone { return input.readable < ClientConnection.pipelineLimit }
             return (upstream?.output.readable ?? 0) < ClientConnection.highWater
