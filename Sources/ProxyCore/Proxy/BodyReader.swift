@@ -92,35 +92,11 @@ struct BodyReader {
 extension BodyReader {
     /// Consumes what is available of the body in `source` without keeping it: the rest of a
     /// request body once its response is complete (see `ClientConnection.discardRequestBody`).
-    mutating func discard(from source: inout ByteBuffer) -> Step {
-        switch mode {
-        case .none:
-            return .done
-        case .length(let remaining):
-            let n = min(UInt64(source.readable), remaining)
-            source.reader += Int(n)
-            total += n
-            if n == remaining { mode = .none; return .done }
-            mode = .length(remaining: remaining - n)
-            return .more
-        case .untilClose:
-            total += UInt64(source.readable)
-            source.reader = source.writer
-            return .more
-        case .chunked(var decoder):
-            defer { if case .chunked = mode { mode = .chunked(decoder) } }
-            while true {
-                let bytes = UnsafeRawBufferPointer(start: source.base.map { $0 + source.reader }, count: source.readable)
-                let (event, consumed) = decoder.decode(bytes, from: 0)
-                source.reader += consumed
-                switch event {
-                case .data(let range): total += UInt64(range.count)
-                case .needMore: return .more
-                case .end: mode = .none; return .done
-                case .error(let e): mode = .none; return .error(e)
-                }
-            }
-        }
+    /// The bytes pass through `scratch` (a rare path: the copy is cheaper than a second decoder loop).
+    mutating func discard(from source: inout ByteBuffer, scratch: inout ByteBuffer) -> Step {
+        let step = transfer(from: &source, to: &scratch, chunkedOut: false)
+        scratch.clear()
+        return step
     }
 
     /// Body bytes still to come, when the framing says (a sized body); nil for chunked.

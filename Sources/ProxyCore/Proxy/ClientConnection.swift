@@ -528,7 +528,9 @@ final class ClientConnection: Channel {
 
     /// Reads and drops request body bytes after the response; the next request follows.
     func discardRequestBody() {
-        switch requestBody.discard(from: &input) {
+        var scratch = loop.buffers.take()
+        defer { loop.buffers.recycle(&scratch) }
+        switch requestBody.discard(from: &input, scratch: &scratch) {
         case .done:
             requestBodyDone = true
             nextRequest()
