@@ -73,8 +73,7 @@ readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream
 // Signals are blocked before any thread starts so that only `Signals.wait` receives them.
 Signals.block()
 let descriptors = ConnectionBudget.raiseDescriptorLimit()
-let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops,
-                                                  upstreamPoolSize: config.proxy.upstreamPoolSize, configured: config.maxConnections)
+let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops, configured: config.maxConnections)
 if let asked = config.maxConnections, asked > maxConnections {
     log.warn("limits.max_connections is more than the descriptor limit allows; using the lower figure", [
         "configured": "\(asked)", "used": "\(maxConnections)", "descriptors": "\(descriptors)",

@@ -195,6 +195,11 @@ public struct ConfigLoader {
             }) {
                 c.maxConnections = n
             }
+            if let n = limits.parsed("upstream_idle_connections", "a number of connections from 0 (no cap) to 10000000", {
+                Int($0).flatMap { (0...10_000_000).contains($0) ? $0 : nil }
+            }) {
+                c.proxy.upstreamIdleConnections = n
+            }
             limits.finish()
         }
         if let t = m.mapping("timeouts") {
@@ -205,6 +210,7 @@ public struct ConfigLoader {
             if let v = t.parsed("keepalive", d, Units.duration) { c.proxy.timeouts.keepAlive = v }
             if let v = t.parsed("upstream_connect", d, Units.duration) { c.proxy.timeouts.upstreamConnect = v }
             if let v = t.parsed("upstream", d, Units.duration) { c.proxy.timeouts.upstreamResponse = v }
+            if let v = t.parsed("upstream_idle", d, Units.duration) { c.proxy.timeouts.upstreamIdle = v }
             if let v = t.parsed("drain", d, Units.duration) { c.proxy.timeouts.drain = v }
             if let v = t.parsed("tls_handshake", d, Units.duration) { c.proxy.timeouts.tlsHandshake = v }
             t.finish()

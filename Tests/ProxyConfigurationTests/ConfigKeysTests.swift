@@ -19,8 +19,8 @@ import Testing
     store_tls_client_key: /tls/client.key
     access_log: off
     log: { level: warn, format: text }
-    limits: { max_body_size: 10m, max_header_size: 16k, max_connections: 5000 }
-    timeouts: { client_header: 5s, client_body: 30s, client_send: 20s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
+    limits: { max_body_size: 10m, max_header_size: 16k, max_connections: 5000, upstream_idle_connections: 256 }
+    timeouts: { client_header: 5s, client_body: 30s, client_send: 20s, upstream_idle: 4s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
     trusted_proxies: [10.0.0.0/8]
     allow_underscores_in_headers: true
     tls:

@@ -212,6 +212,21 @@ import Testing
         ])
     }
 
+    @Test func upstreamIdleConnectionsHaveNoCapByDefaultAndShareOutOverLoops() throws {
+        let base = "upstream: http://127.0.0.1:3000\n"
+        let defaults = try loader().load(text: base).get()
+        #expect(defaults.proxy.upstreamIdleConnections == 0)
+        #expect(defaults.proxy.upstreamPoolCapacity(loops: 2) == Int.max)
+        #expect(defaults.proxy.timeouts.upstreamIdle == 15_000_000_000)
+        let c = try loader().load(text: base + "limits: { upstream_idle_connections: 5 }\ntimeouts: { upstream_idle: 4s }\n").get()
+        #expect(c.proxy.upstreamIdleConnections == 5)
+        #expect(c.proxy.upstreamPoolCapacity(loops: 2) == 3 && c.proxy.upstreamPoolCapacity(loops: 8) == 1)
+        #expect(c.proxy.timeouts.upstreamIdle == 4_000_000_000)
+        #expect(problems(base + "limits: { upstream_idle_connections: -1 }\n") == [
+            "limits.upstream_idle_connections: '-1' is not a number of connections from 0 (no cap) to 10000000",
+        ])
+    }
+
     @Test func storeWaitReplicasIsForRedisStoresOnly() throws {
         let redis = "upstream: http://127.0.0.1:3000\nstore: redis://127.0.0.1:6379/0\n"
         let c = try loader().load(text: redis + "store_wait_replicas: 2\nstore_wait_timeout: 250ms\n").get()

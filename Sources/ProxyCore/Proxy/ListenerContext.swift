@@ -75,7 +75,7 @@ final class ListenerContext: @unchecked Sendable {
             let client = target.tls ? spec.upstreamTLS : nil
             for p in perLoop {
                 p.pool = UpstreamPool(target: target, resolver: spec.upstreamResolver,
-                                      capacity: spec.config.upstreamPoolSize, tls: client)
+                                      capacity: spec.config.upstreamPoolCapacity(loops: loops), tls: client)
             }
         }
     }

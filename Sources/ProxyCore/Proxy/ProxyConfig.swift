@@ -13,8 +13,21 @@ public struct ProxyConfig: Sendable, Equatable {
     public var timeouts = Timeouts()
     /// Peers whose X-Forwarded-* headers are extended rather than replaced.
     public var trustedProxies: [CIDR] = []
-    /// Most idle upstream connections kept per loop.
-    public var upstreamPoolSize = 128
+    /// `limits.upstream_idle_connections`: most idle upstream connections kept for reuse, for
+    /// the process (shared out evenly over the loops). 0 (the default): as many as the busiest
+    /// moment left idle, each closed after `timeouts.upstreamIdle`. That stays within the
+    /// descriptor budget: a new upstream connection is opened only when none is idle, so
+    /// idle and busy ones together never outnumber the requests once in flight at the same
+    /// time, and those are bounded by `limits.max_connections`. A fixed cap below the
+    /// concurrency makes the proxy close and reopen upstream connections under load (a
+    /// loop finishes hundreds of responses in one pass before their clients send the next
+    /// request): at 1,000 keep-alive clients a cap of 128 per loop halved the throughput.
+    public var upstreamIdleConnections = 0
+
+    /// The idle-connection cap of one loop's pool (`Int.max`: none).
+    public func upstreamPoolCapacity(loops: Int) -> Int {
+        upstreamIdleConnections == 0 ? Int.max : max(1, (upstreamIdleConnections + loops - 1) / loops)
+    }
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client: the
     /// listener sits behind a layer-4 load balancer that sends one (see `ProxyHeaderReader`).
     public var proxyProtocol = false

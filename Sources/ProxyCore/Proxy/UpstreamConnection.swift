@@ -259,7 +259,7 @@ final class UpstreamPool {
         self.capacity = capacity
         self.tls = tls
         seenGeneration = resolver?.generation ?? 0
-        idle.reserveCapacity(capacity)
+        idle.reserveCapacity(min(capacity, 128))
     }
 
     /// The address for a new connection: the fixed one, or the name's next (see

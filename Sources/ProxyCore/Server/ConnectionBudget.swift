@@ -33,11 +33,17 @@ public final class ConnectionBudget: Sendable {
     /// Connections the internal listener may hold (probes, scrapes, the app's relay token calls).
     public static let internalConnections = 128
 
+    /// Descriptors per loop kept for upstream connections beyond one per client: those opened
+    /// for retries and the next address while a failed one is still closing.
+    public static let upstreamReservePerLoop = 128
+
     /// The public budget for `descriptors` (RLIMIT_NOFILE): what is left after the fixed
-    /// reserve, the internal listener's and the idle upstream pools, halved (each client may
-    /// hold one outbound connection). `configured` (`limits.max_connections`) can only lower it.
-    public static func clientLimit(descriptors: Int, loops: Int, upstreamPoolSize: Int, configured: Int?) -> Int {
-        let spare = descriptors - fixedReserve - internalConnections - loops * upstreamPoolSize
+    /// reserve, the internal listener's and the loops' upstream reserve, halved (each client
+    /// may hold one outbound connection; idle pooled ones never outnumber the requests that
+    /// were once in flight together, see `ProxyConfig.upstreamIdleConnections`).
+    /// `configured` (`limits.max_connections`) can only lower it.
+    public static func clientLimit(descriptors: Int, loops: Int, configured: Int?) -> Int {
+        let spare = descriptors - fixedReserve - internalConnections - loops * upstreamReservePerLoop
         let derived = max(16, spare / 2)
         return configured.map { min($0, derived) } ?? derived
     }
