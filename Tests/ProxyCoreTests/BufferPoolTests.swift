@@ -31,17 +31,33 @@ import Testing
 @Suite struct RequestStatePoolTests {
     @Test func aRecycledStateComesBackWithItsFieldListsRoomAndTheConnectionKeepsNone() {
         let pool = RequestStatePool(limit: 1)
+        let buffers = BufferPool()
         var state: RequestState? = pool.take()
         state!.head.headers.reserveCapacity(16)
         let first = ObjectIdentifier(state!)
-        pool.recycle(&state)
+        pool.recycle(&state, buffers: buffers)
         #expect(state == nil, "an idle connection holds no request state")
         let again = pool.take()
         #expect(ObjectIdentifier(again) == first && again.head.headers.capacity >= 16)
         #expect(ObjectIdentifier(pool.take()) != first, "an empty pool makes a new one")
         var a: RequestState? = RequestState(), b: RequestState? = RequestState()
-        pool.recycle(&a)
-        pool.recycle(&b)
+        pool.recycle(&a, buffers: buffers)
+        pool.recycle(&b, buffers: buffers)
         #expect(pool.count == 1, "beyond its limit a state is freed")
+    }
+
+    @Test func recyclingGivesTheBuffersBackAndDropsACollectionCutShort() {
+        let pool = RequestStatePool()
+        let buffers = BufferPool()
+        var state: RequestState? = pool.take()
+        state!.headStore = buffers.take()
+        state!.upstreamHead = buffers.take()
+        state!.collected.append("partial body")
+        state!.collectHandler = { _, _ in }
+        pool.recycle(&state, buffers: buffers)
+        #expect(buffers.count == 2, "the head buffers went back to the loop's pool")
+        let again = pool.take()
+        #expect(again.headStore.base == nil && again.upstreamHead.base == nil)
+        #expect(again.collected.base == nil && again.collectHandler == nil)
     }
 }

@@ -115,9 +115,7 @@ extension ClientConnection {
     private func releaseStreamBuffers() {
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
-        loop.buffers.recycle(&headStore)
-        loop.buffers.recycle(&upstreamHead)
-        loop.requestStates.recycle(&current)
+        loop.requestStates.recycle(&current, buffers: loop.buffers)
     }
 
     // MARK: h2c with prior knowledge

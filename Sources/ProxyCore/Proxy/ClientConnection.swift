@@ -60,7 +60,10 @@ final class ClientConnection: Channel {
         @inline(__always) _modify { yield &current!.head }
     }
     /// The current request's head bytes (`head`'s ranges point here).
-    var headStore = ByteBuffer()
+    var headStore: ByteBuffer {
+        @inline(__always) get { current!.headStore }
+        @inline(__always) _modify { yield &current!.headStore }
+    }
     var headLength = 0
     /// The request body still to be read from the client.
     var requestBody: BodyReader {
@@ -68,37 +71,70 @@ final class ClientConnection: Channel {
         @inline(__always) _modify { yield &current!.requestBody }
     }
     var requestBodyDone = true
-    var requestBodyBytes: UInt64 = 0
+    var requestBodyBytes: UInt64 {
+        @inline(__always) get { current!.requestBodyBytes }
+        @inline(__always) set { current!.requestBodyBytes = newValue }
+    }
     /// The connection ends after the current response.
     var closeAfterResponse = false
     /// Close right after the last write instead of lingering (hostile or stalled clients).
     var skipLinger = false
-    /// `requestBody.total` when discarding began.
-    var discardedFrom: UInt64 = 0
+    var discardedFrom: UInt64 {
+        @inline(__always) get { current!.discardedFrom }
+        @inline(__always) set { current!.discardedFrom = newValue }
+    }
 
     var upstream: UpstreamConnection?
-    /// The upstream request head, kept so a request that met a stale pooled connection can be resent.
-    var upstreamHead = ByteBuffer()
-    var retried = false
-    /// New upstream connections tried for this request (a name's addresses, one each).
-    var connectAttempts: UInt8 = 0
+    var upstreamHead: ByteBuffer {
+        @inline(__always) get { current!.upstreamHead }
+        @inline(__always) _modify { yield &current!.upstreamHead }
+    }
+    var retried: Bool {
+        @inline(__always) get { current!.retried }
+        @inline(__always) set { current!.retried = newValue }
+    }
+    var connectAttempts: UInt8 {
+        @inline(__always) get { current!.connectAttempts }
+        @inline(__always) set { current!.connectAttempts = newValue }
+    }
     var response: ResponseState {
         @inline(__always) get { current!.response }
         @inline(__always) _modify { yield &current!.response }
     }
     var deferredToken: UInt64 = 0
-    /// `.collectBody`: the body read so far, its limit and who gets it.
-    var collected = ByteBuffer()
-    var collectLimit = 0
-    var collectHandler: (@Sendable ([UInt8], ResponseSink) -> Void)?
+    var collected: ByteBuffer {
+        @inline(__always) get { current!.collected }
+        @inline(__always) _modify { yield &current!.collected }
+    }
+    var collectLimit: Int {
+        @inline(__always) get { current!.collectLimit }
+        @inline(__always) set { current!.collectLimit = newValue }
+    }
+    var collectHandler: (@Sendable ([UInt8], ResponseSink) -> Void)? {
+        @inline(__always) get { current!.collectHandler }
+        @inline(__always) set { current!.collectHandler = newValue }
+    }
 
-    // Access-log bookkeeping for the current request.
-    var requestStart: UInt64 = 0
-    var upstreamStart: UInt64 = 0
-    var upstreamEnd: UInt64 = 0
+    // Access-log bookkeeping for the current request (the rest is in `RequestState`).
+    var requestStart: UInt64 {
+        @inline(__always) get { current!.requestStart }
+        @inline(__always) set { current!.requestStart = newValue }
+    }
+    var upstreamStart: UInt64 {
+        @inline(__always) get { current!.upstreamStart }
+        @inline(__always) set { current!.upstreamStart = newValue }
+    }
+    var upstreamEnd: UInt64 {
+        @inline(__always) get { current!.upstreamEnd }
+        @inline(__always) set { current!.upstreamEnd = newValue }
+    }
+    /// Counted as bytes move, also before a request's state is taken: kept here.
     var bytesIn: UInt64 = 0
     var bytesOut: UInt64 = 0
-    var statusSent = 0
+    var statusSent: Int {
+        @inline(__always) get { current!.statusSent }
+        @inline(__always) set { current!.statusSent = newValue }
+    }
     var inRequest = false
     var requestID = RequestID()
     /// Whether a response went out on this connection (a reload closes idle ones that did).
@@ -122,9 +158,6 @@ final class ClientConnection: Channel {
     deinit {
         input.free()
         output.free()
-        upstreamHead.free()
-        headStore.free()
-        collected.free()
     }
 
     var config: ProxyConfig { listener.config }
@@ -505,9 +538,7 @@ final class ClientConnection: Channel {
             // Idle keep-alive connections hold no buffers: the memory goes back until the next request.
             loop.buffers.recycle(&input)
             loop.buffers.recycle(&output)
-            loop.buffers.recycle(&headStore)
-            loop.buffers.recycle(&upstreamHead)
-            loop.requestStates.recycle(&current)
+            loop.requestStates.recycle(&current, buffers: loop.buffers)
         }
     }
 
@@ -621,9 +652,7 @@ final class ClientConnection: Channel {
         loop.close(self)
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
-        loop.buffers.recycle(&headStore)
-        loop.buffers.recycle(&upstreamHead)
-        loop.requestStates.recycle(&current)
+        loop.requestStates.recycle(&current, buffers: loop.buffers)
         listener.connectionClosed(loop)
     }
 

@@ -1,14 +1,41 @@
 /// The state of the request a `ClientConnection` is serving — its parsed head, its body's
-/// framing, the response's — held apart from the connection so that an idle keep-alive
-/// connection does not carry it: 400 bytes of the connection record, plus the field lists the
-/// parsers keep (room for 16 request fields, 544 bytes; the response's, a few hundred). It
-/// goes back to the loop's `RequestStatePool` at the request boundary, with the buffers, and
-/// the next request (on any of the loop's connections) takes one when its first bytes arrive:
-/// the lists keep their capacity, so a request allocates nothing for them.
+/// framing, the response's, the buffers and bookkeeping only a request needs — held apart from
+/// the connection so that an idle keep-alive connection does not carry it: about 570 bytes of
+/// the connection record, plus the field lists the parsers keep (room for 16 request fields,
+/// 544 bytes; the response's, a few hundred). It goes back to the loop's `RequestStatePool` at
+/// the request boundary, and the next request (on any of the loop's connections) takes one
+/// when its first bytes arrive: the lists keep their capacity, so a request allocates nothing
+/// for them. The connection reaches these fields through forwarding properties of the same
+/// names, valid only while `current` is set (from the request's first bytes to its end).
 final class RequestState {
     var head = RequestHead()
     var requestBody = BodyReader()
     var response = ResponseState()
+    /// The request head's bytes (`head`'s ranges point here): a buffer from the loop's pool.
+    var headStore = ByteBuffer()
+    /// The upstream request head, kept so a request that met a stale pooled connection can be resent.
+    var upstreamHead = ByteBuffer()
+    /// `.collectBody`: the body read so far, its limit and who gets it.
+    var collected = ByteBuffer()
+    var collectLimit = 0
+    var collectHandler: (@Sendable ([UInt8], ResponseSink) -> Void)?
+    // Access-log bookkeeping.
+    var requestStart: UInt64 = 0
+    var upstreamStart: UInt64 = 0
+    var upstreamEnd: UInt64 = 0
+    var statusSent = 0
+    var requestBodyBytes: UInt64 = 0
+    /// `requestBody.total` when discarding the body's rest began.
+    var discardedFrom: UInt64 = 0
+    var retried = false
+    /// New upstream connections tried for this request (a name's addresses, one each).
+    var connectAttempts: UInt8 = 0
+
+    deinit {
+        headStore.free()
+        upstreamHead.free()
+        collected.free()
+    }
 }
 
 /// A loop's spare `RequestState`s. Loop-confined: no locks.
@@ -28,11 +55,18 @@ final class RequestStatePool {
         free.popLast() ?? RequestState()
     }
 
-    /// Takes the connection's state back (nil afterwards). Only at a request boundary or at close.
+    /// Takes the connection's state back (nil afterwards), its buffers to `buffers`. Only at a
+    /// request boundary or at close.
     @inline(__always)
-    func recycle(_ state: inout RequestState?) {
+    func recycle(_ state: inout RequestState?, buffers: BufferPool) {
         guard let s = state else { return }
         state = nil
+        buffers.recycle(&s.headStore)
+        buffers.recycle(&s.upstreamHead)
+        // A collection cut short: its bytes and its handler (which may hold a request's
+        // context) go now, not when this state is next used.
+        if s.collected.base != nil { s.collected.free() }
+        s.collectHandler = nil
         if free.count < limit { free.append(s) }
     }
 }
