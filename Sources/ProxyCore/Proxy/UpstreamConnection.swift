@@ -130,7 +130,7 @@ final class UpstreamConnection: Channel {
     private func read() {
         let r: IOResult
         do {
-            r = try transport.read(into: &input, reserve: 16 * 1024)
+            r = try transport.read(into: &input, reserve: client?.wantsLargeReads == true ? 64 * 1024 : 16 * 1024)
         } catch {
             fail(transport.describe(error))
             return
