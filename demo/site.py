@@ -79,4 +79,8 @@ class Site(http.server.BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Site).serve_forever()
+    try:
+        http.server.ThreadingHTTPServer(("127.0.0.1", port), Site).serve_forever()
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the whole terminal's process group: scripts/run stops it in order.
+        pass
