@@ -33,8 +33,9 @@ public final class ConnectionBudget: Sendable {
     /// Connections the internal listener may hold (probes, scrapes, the app's relay token calls).
     public static let internalConnections = 128
 
-    /// Descriptors per loop kept for upstream connections beyond one per client: those opened
-    /// for retries and the next address while a failed one is still closing.
+    /// Descriptors per loop kept out of the client budget for upstream connections: the
+    /// reserve the idle pools had when they were capped at 128 per loop, kept so that the
+    /// derived `limits.max_connections` did not change when the cap went.
     public static let upstreamReservePerLoop = 128
 
     /// The public budget for `descriptors` (RLIMIT_NOFILE): what is left after the fixed
