@@ -275,6 +275,81 @@ def test_max_concurrent_streams_is_configurable_and_enforced(h2_proxy, tmp_path)
         assert c.goaway_code == "PROTOCOL_ERROR"
 
 
+def budget_proxy(proxy_factory, upstream, tmp_path, **opts):
+    cfg = tmp_path / "budget.yaml"
+    cfg.write_text("limits: { max_connections: 16 }\n")
+    return proxy_factory(upstream, extra=["--http2-cleartext", "--config", str(cfg)],
+                         opts={"--upstream-timeout": "10s", **opts})
+
+
+def finish_times(c, sids, started, timeout):
+    """Reads until every stream ended or was reset; {sid: seconds from `started` until it did}."""
+    done = {}
+
+    def all_done(c):
+        for sid in sids:
+            r = c.responses.get(sid)
+            if sid not in done and r is not None and (r.ended or r.reset):
+                done[sid] = time.monotonic() - started
+        return len(done) == len(sids)
+    c.read_until(all_done, timeout=timeout)
+    return done
+
+
+def test_streams_count_in_the_descriptor_budget_and_wait_for_a_unit(proxy_factory, upstream, tmp_path):
+    """Each stream may hold an upstream connection, so streams beyond a connection's first draw on
+    `limits.max_connections` like connections do. Past it a stream waits (as a connection waits in
+    the backlog) instead of opening a socket the process may not have, and starts when a unit comes
+    free; while streams hold the budget, the listener accepts nothing more."""
+    proxy = budget_proxy(proxy_factory, upstream, tmp_path)
+    with RawH2(proxy.port, tls=False, timeout=10) as c:
+        sids = [1 + 2 * i for i in range(24)]
+        sent = time.monotonic()
+        for sid in sids:
+            c.request(sid, path="/slow?ms=1500")
+        time.sleep(0.3)
+        # the connection's unit and 15 streams' fill the budget: a new client waits
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert s.recv(12) == b"HTTP/1.1 200"
+        waited = time.monotonic() - started
+        done = finish_times(c, sids, sent, timeout=15)
+        assert sorted(c.responses[sid].status for sid in sids) == [200] * 24, \
+            [(sid, c.responses.get(sid) and (c.responses[sid].reset or c.responses[sid].status)) for sid in sids]
+        # 16 at once, oldest first; the other 8 once the first ended
+        first, second = [sid for sid in sids if done[sid] < 2.25], [sid for sid in sids if done[sid] >= 2.25]
+        assert first == sids[:16] and second == sids[16:], sorted(done.items(), key=lambda kv: kv[1])
+    assert waited > 0.8, waited
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http2_streams_waited_total") == 8
+    assert value(s, "callback_proxy_http2_streams_refused_total") == 0
+    lines = [l for l in proxy.stderr_text().splitlines() if "HTTP/2 stream waits: connection limit reached" in l]
+    assert 1 <= len(lines) < 8 and "limits.max_connections" in lines[0], lines
+    assert "Too many open files" not in proxy.stderr_text()
+
+
+def test_a_stream_that_waits_past_the_header_timeout_is_refused_for_a_retry(proxy_factory, upstream, tmp_path):
+    """REFUSED_STREAM: nothing of it was processed, the client may send it again (RFC 9113 §8.7)."""
+    proxy = budget_proxy(proxy_factory, upstream, tmp_path, **{"--client-header-timeout": "1s"})
+    with RawH2(proxy.port, tls=False, timeout=10) as c:
+        sids = [1 + 2 * i for i in range(18)]
+        sent = time.monotonic()
+        for sid in sids:
+            c.request(sid, path="/slow?ms=3000")
+        done = finish_times(c, sids, sent, timeout=10)
+        outcomes = [c.responses[sid].reset or c.responses[sid].status for sid in sids]
+        assert outcomes == [200] * 16 + ["REFUSED_STREAM"] * 2, outcomes
+        assert all(0.9 < done[sid] < 2.5 for sid in sids[16:]), done
+        # the refused ones never reached the upstream
+        assert [q["target"] for q in upstream_requests(upstream)] == ["/slow?ms=3000"] * 16
+        # the connection goes on
+        c.request(101, path="/echo")
+        assert c.response(101).status == 200
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http2_streams_refused_total") == 2
+
+
 def test_a_slow_upstream_holds_back_the_clients_window_not_our_memory(h2_proxy, upstream):
     """Flow control follows the upstream: while it does not read, the client gets no window back."""
     proxy = h2_proxy()

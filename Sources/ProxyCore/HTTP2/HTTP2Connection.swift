@@ -52,11 +52,17 @@ final class HTTP2Connection: Channel {
     /// Streams whose response ended before their request body: `RST_STREAM NO_ERROR` after it
     /// (RFC 9113 §8.1), so the client stops sending.
     var endedEarly: [Int32] = []
+    /// Streams waiting for a budget unit, oldest first (`HTTP2Connection+Admission`).
+    var waiting: [ClientConnection] = []
+    /// A stream runs on the connection's own budget unit.
+    var connectionUnitInUse = false
+    /// The next look at the budget while streams wait.
+    var admitRetry: TimerHandle?
     /// The response head converter's scratch (one per connection, reused).
     var responseHead = ResponseHead()
     private var sendScheduled = false
     private var inSession = false
-    private var closed = false
+    private(set) var closed = false
     private var lingering = false
     private var goingAway = false
     private var finalGoAwaySent = false
@@ -256,6 +262,7 @@ final class HTTP2Connection: Channel {
                 pending.removeAll(keepingCapacity: true)
                 for stream in ready where stream.state != .closed {
                     stream.h2!.queued = false
+                    if stream.h2!.waitingSince != 0 { continue }  // runs once admitted
                     stream.h2Received()
                     creditStream(stream)
                 }
@@ -273,7 +280,7 @@ final class HTTP2Connection: Channel {
         scheduleSend()
     }
 
-    /// A stream opened (its HEADERS began).
+    /// A stream opened (its HEADERS began). It runs once it has a budget unit (`admit`).
     func streamOpened(_ id: Int32) -> HTTP2Stream {
         let stream = ClientConnection(fd: -1, loop: loop, listener: listener, peer: peer, transport: Transport(fd: -1))
         let h2 = HTTP2Stream(connection: self, id: id)
@@ -282,6 +289,7 @@ final class HTTP2Connection: Channel {
         streams[id] = stream
         idleSince = 0
         listener.engineMetrics.http2.streams.increment()
+        admit(stream)
         return h2
     }
 
@@ -462,6 +470,9 @@ final class HTTP2Connection: Channel {
     private func abortStreams() {
         let all = Array(streams.values)
         streams.removeAll()
+        waiting.removeAll()
+        admitRetry?.cancel()
+        admitRetry = nil
         pending.removeAll()
         drained.removeAll()
         closedStreams.removeAll()

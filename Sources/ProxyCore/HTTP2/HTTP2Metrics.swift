@@ -8,6 +8,10 @@ struct HTTP2Metrics: Sendable {
     let resetsReceived: Counter
     /// Streams the proxy reset (an error code other than NO_ERROR).
     let resetsSent: Counter
+    /// Streams that waited for a client-connection budget unit, and those of them refused
+    /// (`REFUSED_STREAM`) after waiting `timeouts.client_header` (`HTTP2Connection+Admission`).
+    let waitedForBudget: Counter
+    let refusedAtBudget: Counter
     /// Connections nghttp2 ended on a protocol error (floods included).
     let connectionErrors: Counter
     private let goaways: [Counter]
@@ -22,6 +26,10 @@ struct HTTP2Metrics: Sendable {
                                           "HTTP/2 streams the client reset before their response was complete.").labels()
         resetsSent = registry.counter("callback_proxy_http2_stream_resets_sent_total",
                                       "HTTP/2 streams the proxy reset with an error code.").labels()
+        waitedForBudget = registry.counter("callback_proxy_http2_streams_waited_total",
+                                           "HTTP/2 streams that waited to start because limits.max_connections was reached.").labels()
+        refusedAtBudget = registry.counter("callback_proxy_http2_streams_refused_total",
+                                           "HTTP/2 streams refused (REFUSED_STREAM) after waiting timeouts.client_header to start.").labels()
         connectionErrors = registry.counter("callback_proxy_http2_connection_errors_total",
                                             "HTTP/2 connections ended on a protocol error (floods included).").labels()
         let family = registry.counter("callback_proxy_http2_goaways_sent_total", "GOAWAY frames sent, by error code.",

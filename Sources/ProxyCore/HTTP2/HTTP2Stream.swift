@@ -15,6 +15,14 @@ final class HTTP2Stream {
     var responseDone = false
     /// nghttp2 closed the stream.
     var finished = false
+    /// How the stream counts in the client-connection budget (`HTTP2Connection.admitWaiting`):
+    /// it runs on its connection's own unit, or on one of its own from the budget, or it waits
+    /// (since `waitingSince`) for either. Given back when the stream ends.
+    var holdsConnectionUnit = false
+    var budgetUnit: ConnectionBudget? = nil
+    var waitingSince: UInt64 = 0
+    /// It waited too long and was refused (`REFUSED_STREAM`): it never ran.
+    var refused = false
 
     init(connection: HTTP2Connection, id: Int32) {
         self.connection = connection

@@ -83,7 +83,15 @@ extension ClientConnection {
     func h2StreamClosed(errorCode: UInt32) {
         guard let h2 else { return }
         h2.finished = true
+        h2.connection.streamEnded(h2)
         h2.connection.forget(h2.id)
+        if h2.refused {
+            // Refused while it waited for a budget unit: it never ran.
+            state = .closed
+            deadline = 0
+            releaseStreamBuffers()
+            return
+        }
         if state != .lingering && state != .closed {
             h2.connection.listener.engineMetrics.http2.resetsReceived.increment()
             abort(reason: "stream reset by the client")

@@ -18,10 +18,9 @@ public struct ProxyConfig: Sendable, Equatable {
     /// moment left idle, each closed after `timeouts.upstreamIdle`. That stays within the
     /// descriptor budget: a new upstream connection is opened only when none is idle, so
     /// idle and busy ones together never outnumber the requests once in flight at the same
-    /// time, and over HTTP/1.1 those are bounded by `limits.max_connections`. (HTTP/2 streams
-    /// are not: each connection may have `http2.max_concurrent_streams` requests in flight,
-    /// each with its own upstream connection, and the budget does not count them; a cap
-    /// here bounds what such a burst leaves idle.) A fixed cap below the
+    /// time, and those are bounded by `limits.max_connections` (an HTTP/1.1 connection has one
+    /// request in flight; an HTTP/2 stream beyond a connection's first takes a budget unit of
+    /// its own, `HTTP2Connection+Admission`). A fixed cap below the
     /// concurrency makes the proxy close and reopen upstream connections under load (a
     /// loop finishes hundreds of responses in one pass before their clients send the next
     /// request): at 1,000 keep-alive clients a cap of 128 per loop halved the throughput.

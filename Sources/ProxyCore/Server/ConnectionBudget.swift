@@ -9,7 +9,9 @@ import Glibc
 /// but the upstream `socket()` each request needs then fails (502), and so do the IdP and
 /// store calls. So a listener stops accepting at its budget, leaving room for every accepted
 /// client to have its one outbound connection (upstream, IdP or store) at the same moment, and
-/// resumes as connections close. Connections wait in the kernel's backlog meanwhile.
+/// resumes as connections close. Connections wait in the kernel's backlog meanwhile. An
+/// HTTP/2 connection may have many requests in flight: each stream beyond one takes a unit of
+/// its own while it runs, and waits for one when none is left (`HTTP2Connection+Admission`).
 ///
 /// The internal listener has a budget of its own, never taken by the public side: `/healthz`
 /// and `/readyz` answer in milliseconds while a flood saturates the public listener (a liveness
@@ -39,9 +41,10 @@ public final class ConnectionBudget: Sendable {
     public static let upstreamReservePerLoop = 128
 
     /// The public budget for `descriptors` (RLIMIT_NOFILE): what is left after the fixed
-    /// reserve, the internal listener's and the loops' upstream reserve, halved (each client
-    /// may hold one outbound connection; idle pooled ones never outnumber the requests that
-    /// were once in flight together, see `ProxyConfig.upstreamIdleConnections`).
+    /// reserve, the internal listener's and the loops' upstream reserve, halved (each unit —
+    /// a client connection, or an HTTP/2 stream beyond its connection's first — may hold one
+    /// outbound connection; idle pooled ones never outnumber the requests that were once in
+    /// flight together, see `ProxyConfig.upstreamIdleConnections`).
     /// `configured` (`limits.max_connections`) can only lower it.
     public static func clientLimit(descriptors: Int, loops: Int, configured: Int?) -> Int {
         let spare = descriptors - fixedReserve - internalConnections - loops * upstreamReservePerLoop
