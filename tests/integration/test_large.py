@@ -128,3 +128,48 @@ def test_upload_to_a_stalled_upstream_applies_back_pressure(proxy_factory, upstr
     j = r.json()
     assert j["len"] == total and j["pattern_ok"] is True
     assert p.vm_kib("VmHWM") < RSS_LIMIT_KIB
+
+
+def test_a_body_written_straight_from_the_upstream_buffer_to_a_slow_reader_arrives_whole_and_counted(proxy_factory, upstream):
+    """While nothing waits in the proxy's output, sized body bytes go to the client straight from
+    the upstream's buffer, and what the socket does not take is copied: with a small receive
+    buffer read in bursts, both paths alternate. The body must arrive whole, the connection must
+    carry the next request, and the access log must count every byte."""
+    p = proxy_factory(upstream, opts={"--upstream-timeout": "30s"})
+    total = 8 * MiB
+    with p.conn(timeout=30) as c:
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+        c.request("GET", f"/bytes?n={total}")
+        received = bytearray()
+        while True:
+            # a burst, then a pause: the proxy meets a full socket over and over
+            chunk = c.sock.recv(256 * 1024)
+            assert chunk, "closed mid-body"
+            received += chunk
+            head_end = received.find(b"\r\n\r\n")
+            if head_end >= 0 and len(received) - head_end - 4 >= total:
+                break
+            time.sleep(0.002)
+        head, body = bytes(received[:head_end + 4]), memoryview(received)[head_end + 4:]
+        assert head.startswith(b"HTTP/1.1 200") and f"content-length: {total}".encode() in head.lower(), head
+        assert len(body) == total and pattern_matches(0, body)
+        c.buf = bytearray()
+        c.request("GET", "/bytes?n=100")
+        r = c.read_response()
+        assert r.status == 200 and r.body_len == 100
+    big = p.wait_access_log(2)[0]
+    assert big["bytes_out"] == len(head) + total, (big["bytes_out"], len(head), total)
+
+
+def test_an_until_close_body_to_an_http10_client_goes_straight_and_whole(proxy_factory, upstream):
+    p = proxy_factory(upstream, opts={"--upstream-timeout": "30s"})
+    n = 3 * MiB
+    with socket.create_connection(("127.0.0.1", p.port), timeout=30) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+        s.sendall(f"GET /until-close?n={n} HTTP/1.0\r\nHost: a\r\n\r\n".encode())
+        data = bytearray()
+        while chunk := s.recv(256 * 1024):
+            data += chunk
+            time.sleep(0.001)
+    head_end = data.find(b"\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200") and len(data) - head_end - 4 == n, (bytes(data[:200]), len(data))

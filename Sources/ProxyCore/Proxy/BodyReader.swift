@@ -99,6 +99,25 @@ extension BodyReader {
         return step
     }
 
+    /// How many of `available` source bytes are body bytes that go out exactly as they came
+    /// (a sized body, or one read to the close for a client that takes it bare), so they may be
+    /// written straight from the source (`consumedStraight`). 0 where the body is re-framed.
+    func straightBytes(available: Int, chunkedOut: Bool) -> Int {
+        switch mode {
+        case .length(let remaining): return Int(min(UInt64(available), remaining))
+        case .untilClose: return chunkedOut ? 0 : available
+        case .none, .chunked: return 0
+        }
+    }
+
+    /// `n` body bytes (at most `straightBytes`) were written straight from the source.
+    mutating func consumedStraight(_ n: Int) {
+        total += UInt64(n)
+        if case .length(let remaining) = mode {
+            mode = UInt64(n) == remaining ? .none : .length(remaining: remaining - UInt64(n))
+        }
+    }
+
     /// Body bytes still to come, when the framing says (a sized body); nil for chunked.
     var remaining: UInt64? {
         switch mode {

@@ -237,6 +237,10 @@ extension ClientConnection {
                 up.input.reader += length
             }
         }
+        if output.isEmpty && transport.isPlain && h2 == nil {
+            writeBodyStraight(from: up)
+            if state == .closed { return }  // the write failed
+        }
         let step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
         switch step {
         case .more:
@@ -248,6 +252,27 @@ extension ClientConnection {
             logProblem(.warn, "upstream response body invalid", key: e.reason, [("reason", e.reason)])
             abort(reason: "invalid upstream body")
         }
+    }
+
+    /// Body bytes that go out as they came are written to the client straight from the
+    /// upstream's buffer while nothing else waits to be sent (what the socket does not take is
+    /// copied to `output` as before): one copy less per byte of a large response, in the
+    /// common case. Plain HTTP/1.1 only: TLS copies into its records anyway, and an HTTP/2
+    /// stream's body goes out as DATA frames.
+    private func writeBodyStraight(from up: UpstreamConnection) {
+        let n = response.body.straightBytes(available: up.input.readable, chunkedOut: response.chunkedToClient)
+        guard n > 0 else { return }
+        let r: IOResult
+        do {
+            r = try Socket.write(fd, from: up.input.base! + up.input.reader, count: n)
+        } catch {
+            abort(reason: "client write failed")
+            return
+        }
+        guard case .done(let written) = r else { return }
+        up.input.moveReader(written)
+        response.body.consumedStraight(written)
+        bytesOut += UInt64(written)
     }
 
     private func writeResponseHead(_ up: UpstreamConnection, length: Int) {
