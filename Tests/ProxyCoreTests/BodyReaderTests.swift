@@ -122,4 +122,37 @@ import Testing
         let (last, _) = discard(&r, "zz\r\nabc\r\n", step: 100)
         guard case .error = last else { Issue.record("malformed chunk size accepted: \(last)"); return }
     }
+
+    // MARK: straight writes (ClientConnection.writeBodyStraight)
+
+    @Test func aSizedBodyOffersAtMostWhatIsLeftOfItAndEndsWhenThatIsWritten() {
+        var r = BodyReader(contentLength: 10)
+        #expect(r.straightBytes(available: 4, chunkedOut: false) == 4)
+        r.consumedStraight(3)  // the socket took less than offered
+        #expect(r.remaining == 7 && r.total == 3)
+        // the next message's bytes behind the body are never offered
+        #expect(r.straightBytes(available: 100, chunkedOut: false) == 7)
+        r.consumedStraight(7)
+        #expect(r.remaining == 0 && r.total == 10)
+        var source = ByteBuffer()
+        var destination = ByteBuffer()
+        defer { source.free(); destination.free() }
+        #expect(r.transfer(from: &source, to: &destination, chunkedOut: false) == .done)
+        #expect(destination.readable == 0)
+    }
+
+    @Test func aStraightWriteThenCopiesMakeTheSameBody() {
+        var r = BodyReader(contentLength: 8)
+        r.consumedStraight(5)
+        let (out, last, left) = run(&r, "fghNEXT", step: 1000, chunkedOut: false)
+        #expect(out == "fgh" && last == .done && left == "NEXT" && r.total == 8)
+    }
+
+    @Test func reFramedBodiesAreNeverWrittenStraight() {
+        #expect(BodyReader(chunked: ()).straightBytes(available: 100, chunkedOut: false) == 0)
+        #expect(BodyReader(chunked: ()).straightBytes(available: 100, chunkedOut: true) == 0)
+        #expect(BodyReader(untilClose: ()).straightBytes(available: 100, chunkedOut: true) == 0)
+        #expect(BodyReader(untilClose: ()).straightBytes(available: 100, chunkedOut: false) == 100)
+        #expect(BodyReader().straightBytes(available: 100, chunkedOut: false) == 0)
+    }
 }
