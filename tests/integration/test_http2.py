@@ -329,6 +329,33 @@ def test_streams_count_in_the_descriptor_budget_and_wait_for_a_unit(proxy_factor
     assert "Too many open files" not in proxy.stderr_text()
 
 
+def test_every_way_a_stream_ends_gives_its_budget_unit_back(proxy_factory, upstream, tmp_path):
+    """Normal ends, a running stream reset by the client, a waiting one reset, a malformed one:
+    afterwards the whole budget is there again (16 streams run at once), none leaked."""
+    proxy = budget_proxy(proxy_factory, upstream, tmp_path)
+    with RawH2(proxy.port, tls=False, timeout=10) as c:
+        sids = [1 + 2 * i for i in range(20)]
+        for sid in sids:
+            c.request(sid, path="/slow?ms=800")
+        time.sleep(0.3)
+        c.send(RstStreamFrame(sids[0], error_code=8), RstStreamFrame(sids[18], error_code=8))  # a running one, a waiting one
+        c.send(c.headers(101, [(":method", "GET"), (":scheme", "http"), (":path", "/echo")]))  # no :authority nor host
+        rest = [sid for sid in sids if sid not in (sids[0], sids[18])] + [101]
+        finish_times(c, rest, time.monotonic(), timeout=10)
+        assert all(c.responses[sid].status == 200 for sid in rest[:-1])
+    waited = value(samples(scrape(proxy)), "callback_proxy_http2_streams_waited_total")
+    assert waited == 5, waited  # 4 of the 20, and the malformed one
+    with RawH2(proxy.port, tls=False, timeout=10) as c:
+        sids = [1 + 2 * i for i in range(16)]
+        sent = time.monotonic()
+        for sid in sids:
+            c.request(sid, path="/slow?ms=1000")
+        done = finish_times(c, sids, sent, timeout=10)
+        assert all(c.responses[sid].status == 200 for sid in sids)
+        assert max(done.values()) < 1.8, sorted(done.values())
+    assert value(samples(scrape(proxy)), "callback_proxy_http2_streams_waited_total") == waited
+
+
 def test_a_stream_that_waits_past_the_header_timeout_is_refused_for_a_retry(proxy_factory, upstream, tmp_path):
     """REFUSED_STREAM: nothing of it was processed, the client may send it again (RFC 9113 §8.7)."""
     proxy = budget_proxy(proxy_factory, upstream, tmp_path, **{"--client-header-timeout": "1s"})
