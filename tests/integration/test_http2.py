@@ -282,6 +282,15 @@ def budget_proxy(proxy_factory, upstream, tmp_path, **opts):
                          opts={"--upstream-timeout": "10s", **opts})
 
 
+def open_streams(c, count, path, first=1):
+    """Sends `count` requests for `path` at once on streams first, first + 2, …; (their ids, when)."""
+    sids = [first + 2 * i for i in range(count)]
+    sent = time.monotonic()
+    for sid in sids:
+        c.request(sid, path=path)
+    return sids, sent
+
+
 def finish_times(c, sids, started, timeout):
     """Reads until every stream ended or was reset; {sid: seconds from `started` until it did}."""
     done = {}
@@ -303,10 +312,7 @@ def test_streams_count_in_the_descriptor_budget_and_wait_for_a_unit(proxy_factor
     free; while streams hold the budget, the listener accepts nothing more."""
     proxy = budget_proxy(proxy_factory, upstream, tmp_path)
     with RawH2(proxy.port, tls=False, timeout=10) as c:
-        sids = [1 + 2 * i for i in range(24)]
-        sent = time.monotonic()
-        for sid in sids:
-            c.request(sid, path="/slow?ms=1500")
+        sids, sent = open_streams(c, 24, "/slow?ms=1500")
         time.sleep(0.3)
         # the connection's unit and 15 streams' fill the budget: a new client waits
         started = time.monotonic()
@@ -334,9 +340,7 @@ def test_every_way_a_stream_ends_gives_its_budget_unit_back(proxy_factory, upstr
     afterwards the whole budget is there again (16 streams run at once), none leaked."""
     proxy = budget_proxy(proxy_factory, upstream, tmp_path)
     with RawH2(proxy.port, tls=False, timeout=10) as c:
-        sids = [1 + 2 * i for i in range(20)]
-        for sid in sids:
-            c.request(sid, path="/slow?ms=800")
+        sids, _ = open_streams(c, 20, "/slow?ms=800")
         time.sleep(0.3)
         c.send(RstStreamFrame(sids[0], error_code=8), RstStreamFrame(sids[18], error_code=8))  # a running one, a waiting one
         c.send(c.headers(101, [(":method", "GET"), (":scheme", "http"), (":path", "/echo")]))  # no :authority nor host
@@ -346,10 +350,7 @@ def test_every_way_a_stream_ends_gives_its_budget_unit_back(proxy_factory, upstr
     waited = value(samples(scrape(proxy)), "callback_proxy_http2_streams_waited_total")
     assert waited == 5, waited  # 4 of the 20, and the malformed one
     with RawH2(proxy.port, tls=False, timeout=10) as c:
-        sids = [1 + 2 * i for i in range(16)]
-        sent = time.monotonic()
-        for sid in sids:
-            c.request(sid, path="/slow?ms=1000")
+        sids, sent = open_streams(c, 16, "/slow?ms=1000")
         done = finish_times(c, sids, sent, timeout=10)
         assert all(c.responses[sid].status == 200 for sid in sids)
         assert max(done.values()) < 1.8, sorted(done.values())
@@ -360,10 +361,7 @@ def test_a_stream_that_waits_past_the_header_timeout_is_refused_for_a_retry(prox
     """REFUSED_STREAM: nothing of it was processed, the client may send it again (RFC 9113 §8.7)."""
     proxy = budget_proxy(proxy_factory, upstream, tmp_path, **{"--client-header-timeout": "1s"})
     with RawH2(proxy.port, tls=False, timeout=10) as c:
-        sids = [1 + 2 * i for i in range(18)]
-        sent = time.monotonic()
-        for sid in sids:
-            c.request(sid, path="/slow?ms=3000")
+        sids, sent = open_streams(c, 18, "/slow?ms=3000")
         done = finish_times(c, sids, sent, timeout=10)
         outcomes = [c.responses[sid].reset or c.responses[sid].status for sid in sids]
         assert outcomes == [200] * 16 + ["REFUSED_STREAM"] * 2, outcomes
