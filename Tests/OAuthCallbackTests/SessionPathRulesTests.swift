@@ -19,12 +19,15 @@ import ProxyCore
         "/admin", "/admin/", "/admin/users", "//admin", "/%61dmin", "/%2Fadmin", "/adm%69n/users", "/api%2fprivate",
         "/./admin", "/x/../admin", "/x/%2e%2e/admin", "/admin;jsessionid=1", "/admin%3B", "/x/..%2Fadmin",
         "/x\\..\\admin", "/admin./", "/x/%252e%252e/admin", "/x%5C..%5Cadmin", "/%2561dmin", "/x/..;/admin",
+        // Case-insensitive routers (Express, ASP.NET Core, IIS) send these to /admin's handler.
+        "/ADMIN", "/Admin", "/Admin/users", "/aDmIn/", "/API/private", "/api/PRIVATE/x", "/%41dmin", "/%2541dmin",
+        "/ADMIN;x", "/x/../ADMIN",
     ])
     func protectedUnderAnyReading(_ path: String) {
         #expect(Self.admin.requiresSession(path), "\(path)")
     }
 
-    @Test(arguments: ["/", "/administrator", "/admins", "/public", "/api/privates", "/Admin", "/x/admin"])
+    @Test(arguments: ["/", "/administrator", "/ADMINS", "/admins", "/public", "/api/privates", "/x/admin", "/X/ADMIN", "/%C3%84dmin"])
     func otherPathsAreNotProtected(_ path: String) {
         #expect(!Self.admin.requiresSession(path), "\(path)")
     }
@@ -33,6 +36,7 @@ import ProxyCore
         "/admin", "/public/../admin", "/public/%2e%2e/admin", "/public/..%2fadmin", "/public/..%2Fadmin",
         "/publicadmin", "/public-admin", "/public.admin", "/public/..;/admin", "/public;/../admin",
         "/public/%252e%252e/admin", "/public\\..\\admin", "/public%2F..%2Fadmin", "/PUBLIC", "/public%5C..%5Cadmin",
+        "/Public/app.css", "/%50ublic/x",
     ])
     func skippedOnlyUnderEveryReading(_ path: String) {
         #expect(Self.allButPublic.requiresSession(path), "\(path)")
@@ -41,6 +45,20 @@ import ProxyCore
     @Test(arguments: ["/public", "/public/", "/public/app.css", "//public/x", "/%70ublic/x", "/public/a/../b"])
     func skippedPaths(_ path: String) {
         #expect(!Self.allButPublic.requiresSession(path), "\(path)")
+    }
+
+    @Test func protectFoldsCaseWhateverCaseTheRuleIsWrittenIn() {
+        let mixed = Self.settings(protect: .prefixes([try! PathPrefix.parse("/Admin").get()]))
+        #expect(mixed.requiresSession("/admin/x"))
+        #expect(mixed.requiresSession("/ADMIN"))
+        #expect(!mixed.requiresSession("/adminx"))
+    }
+
+    @Test func skipStaysExactWhileProtectFolds() {
+        let s = Self.settings(protect: .prefixes([try! PathPrefix.parse("/admin").get()]), skip: ["/admin/health"])
+        #expect(!s.requiresSession("/admin/health"))
+        #expect(s.requiresSession("/Admin/health"))
+        #expect(s.requiresSession("/admin/HEALTH"))
     }
 
     @Test func aPathTheEngineRefusesCountsAsProtected() {

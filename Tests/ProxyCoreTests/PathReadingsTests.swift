@@ -49,9 +49,9 @@ import Testing
 }
 
 @Suite struct PathPrefixTests {
-    static func matches(_ prefix: String, _ path: String) -> Bool {
+    static func matches(_ prefix: String, _ path: String, foldingCase: Bool = false) -> Bool {
         let p = try! PathPrefix.parse(prefix).get()
-        return Array(path.utf8).withUnsafeBytes { p.matches($0) }
+        return Array(path.utf8).withUnsafeBytes { foldingCase ? p.matchesFoldingCase($0) : p.matches($0) }
     }
 
     @Test func matchesOnSegmentBoundaries() {
@@ -63,6 +63,24 @@ import Testing
         #expect(!Self.matches("/public", "/public.admin"))
         #expect(!Self.matches("/public", "/pub"))
         #expect(!Self.matches("/public", "/Public"))
+    }
+
+    static func matchesFoldingCase(_ prefix: String, _ path: String) -> Bool {
+        matches(prefix, path, foldingCase: true)
+    }
+
+    @Test func foldingCaseFoldsASCIILettersOnlyAndKeepsSegmentBoundaries() {
+        #expect(Self.matchesFoldingCase("/public", "/Public"))
+        #expect(Self.matchesFoldingCase("/public", "/PUBLIC/A.CSS"))
+        #expect(Self.matchesFoldingCase("/Public", "/public"))
+        #expect(Self.matchesFoldingCase("/api/v1", "/API/V1/x"))
+        #expect(!Self.matchesFoldingCase("/public", "/PUBLICADMIN"))
+        #expect(!Self.matchesFoldingCase("/public", "/Public.admin"))
+        #expect(!Self.matchesFoldingCase("/public", "/PUB"))
+        // '@' (0x40) and '`' (0x60), '~' (0x7E) and '^' (0x5E) differ by the case bit but are not letters.
+        #expect(!Self.matchesFoldingCase("/a@b", "/a`b"))
+        #expect(!Self.matchesFoldingCase("/a~b", "/a^b"))
+        #expect(Self.matchesFoldingCase("/", "/ANY"))
     }
 
     @Test func aTrailingSlashIsDroppedAndTheRootMatchesAll() {

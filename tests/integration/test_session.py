@@ -162,6 +162,25 @@ def test_without_a_session_identity_headers_are_stripped_and_protected_paths_red
     assert upstream.record.requests() and all(q["target"] != "/private/x" for q in upstream.record.requests())
 
 
+@pytest.mark.parametrize("path", ["/PRIVATE", "/Private/x", "/pRiVaTe/deeper/page", "/%50rivate/x", "/%2550rivate"])
+def test_a_case_insensitive_router_cannot_be_reached_past_protect(sproxy, idp, upstream, path):
+    """Express, ASP.NET Core, IIS and Spring route /PRIVATE to /private's handler: protect folds
+    case for its decision; signed in, the path is forwarded as the client wrote it."""
+    r = get(sproxy, path, headers={"Accept": "application/json"})
+    assert r.status == 401, r
+    assert all(q["target"].lower() not in (path.lower(), "/private") for q in upstream.record.requests())
+    signed, _, _, _ = sign_in(sproxy, idp)
+    session = {k: v for k, v in set_cookies(signed).items() if k.startswith("_oauth_session")}
+    assert get(sproxy, path, cookies=session, headers={"Accept": "application/json"}).status == 404
+    canonical = path.replace("%50", "P")
+    assert [q["target"] for q in upstream.record.requests()][-1] == canonical
+
+
+def test_case_folding_never_widens_protect(sproxy, upstream):
+    for path in ("/PRIVATES", "/x/PRIVATE", "/privatex"):
+        assert get(sproxy, path, headers={"Accept": "application/json"}).status == 404, path
+
+
 def test_sub_resources_get_a_401_and_never_replace_a_sign_in_in_flight(sproxy, idp):
     """A browser fetches /favicon.ico (and images, scripts) on its own while the user signs in.
     Redirected to /_oauth/start, such fetches would set state cookies of their own and, beyond the

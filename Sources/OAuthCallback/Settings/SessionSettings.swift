@@ -42,14 +42,16 @@ public struct SessionSettings: Sendable, Equatable {
     public init() {}
 
     /// Whether the request path needs a session. Fails closed over the ways servers read a path
-    /// (`PathReadings`): skipped only when every reading lies under a `skip` prefix, protected
-    /// when any reading lies under a `protect` prefix. Prefixes match on segment boundaries.
+    /// (`PathReadings`): skipped only when every reading lies under a `skip` prefix exactly,
+    /// protected when any reading lies under a `protect` prefix with ASCII case folded too (a
+    /// case-insensitive router sends `/ADMIN` to `/admin`'s handler). Prefixes match on segment
+    /// boundaries.
     public func requiresSession(_ readings: PathReadings) -> Bool {
         if !skip.isEmpty && readings.every({ p in skip.contains { $0.matches(p) } }) { return false }
         switch protect {
         case .none: return false
         case .all: return true
-        case .prefixes(let list): return readings.any { p in list.contains { $0.matches(p) } }
+        case .prefixes(let list): return readings.any { p in list.contains { $0.matchesFoldingCase(p) } }
         }
     }
 

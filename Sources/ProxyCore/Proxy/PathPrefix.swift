@@ -4,8 +4,13 @@ import Glibc
 
 /// A configured path prefix (`protect`, `skip`), matched on segment boundaries: `/public`
 /// matches `/public` and `/public/…`, never `/publicadmin` or `/public.css`. A trailing `/`
-/// in the configuration is dropped (`/admin/` is `/admin`); `/` matches every path. Case is
-/// significant (RFC 3986 §6.2.2.1 leaves the path's case to the server).
+/// in the configuration is dropped (`/admin/` is `/admin`); `/` matches every path.
+///
+/// Case: RFC 3986 §6.2.2.1 leaves the path's case to the server, and servers disagree (Express
+/// with `caseSensitive: false`, ASP.NET Core routing, IIS and Spring's case-insensitive matchers
+/// route `/ADMIN` to `/admin`). `matches` compares exactly; `matchesFoldingCase` also matches
+/// under ASCII case folding, for rules that must fail closed (`protect`). Only the decision
+/// folds: the forwarded path keeps its case.
 public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
     public let bytes: [UInt8]
 
@@ -35,5 +40,21 @@ public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
         guard path.count >= n else { return false }
         let same = bytes.withUnsafeBytes { memcmp(path.baseAddress!, $0.baseAddress!, n) == 0 }
         return same && (path.count == n || path[n] == UInt8(ascii: "/"))
+    }
+
+    /// Whether `path` is this prefix or lies below it when ASCII letters are compared without
+    /// case (`/ADMIN/x` is under `/admin`). Bytes ≥ 0x80 compare exactly: servers that fold
+    /// case fold ASCII; a Unicode fold would be one more reading, not a narrower one.
+    public func matchesFoldingCase(_ path: UnsafeRawBufferPointer) -> Bool {
+        let n = bytes.count
+        if n == 1 { return true }
+        guard path.count >= n else { return false }
+        for i in 0..<n where Self.lower(path[i]) != Self.lower(bytes[i]) { return false }
+        return path.count == n || path[n] == UInt8(ascii: "/")
+    }
+
+    @inline(__always)
+    private static func lower(_ b: UInt8) -> UInt8 {
+        b &- UInt8(ascii: "A") < 26 ? b | 0x20 : b
     }
 }
