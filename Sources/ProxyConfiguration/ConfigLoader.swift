@@ -69,10 +69,28 @@ public struct ConfigLoader {
                 problems.add("providers.\(name).endpoints.authorization", nil, "is required for an oidc provider in handoff session")
             }
         }
+        reportAmbiguousAppClients(config.oauth, problems)
         top.finish()
         reportUnknownVariables(problems)
         let result: Result<AppConfig, ConfigProblems> = problems.items.isEmpty ? .success(config) : .failure(ConfigProblems(problems.items))
         return (result, problems.keysRead)
+    }
+
+    /// An ordinary code reaching the relay token endpoint goes to the token endpoint of the
+    /// provider whose app client sent it; two providers with one app client id and different
+    /// token endpoints leave that choice open. (Relay codes name their provider and are not
+    /// affected; identical endpoints are fine.)
+    private func reportAmbiguousAppClients(_ o: OAuthSettings, _ problems: ProblemList) {
+        var seen: Set<String> = []
+        for p in o.providers.values.sorted(by: { $0.name < $1.name }) {
+            guard let id = p.appClient?.clientID, seen.insert(id).inserted else { continue }
+            let sharing = o.providersSharing(appClientID: id)
+            guard let first = sharing.first, sharing.contains(where: { $0.tokenEndpointSource != first.tokenEndpointSource }) else { continue }
+            for other in sharing.dropFirst() where other.tokenEndpointSource != first.tokenEndpointSource {
+                problems.add("providers.\(other.name).app_client.id", nil,
+                             "is also providers.\(first.name).app_client.id, whose token endpoint differs (\(other.tokenEndpointSource) vs \(first.tokenEndpointSource)): the relay token endpoint could not tell which provider an ordinary code belongs to; give each provider its own app client")
+            }
+        }
     }
 
     // MARK: Engine

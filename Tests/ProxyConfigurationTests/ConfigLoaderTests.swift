@@ -416,6 +416,31 @@ import Testing
                       "providers.google.app_client: is required for handoff relay (it authenticates the app at the relay token endpoint)"])
     }
 
+    @Test func providersSharingAnAppClientIDMustShareATokenEndpoint() {
+        func config(_ secondEndpoints: String) -> String {
+            """
+            providers:
+              google:
+                app_callback: /cb
+                app_client: { id: shared-web, secret_env: GOOGLE_WEB_SECRET }
+                native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+              corp:
+                kind: oidc
+                app_callback: /cb2
+                app_client: { id: shared-web, secret_env: GOOGLE_WEB_SECRET }
+                endpoints: \(secondEndpoints)
+                native: { ios: { client_id: corp-ios, redirect_uri: "com.example:/cb" } }
+            """
+        }
+        let p = problems(config("{ issuer: https://id.example.com }"))
+        #expect(p.count == 1)
+        #expect(p.first?.hasPrefix("providers.google.app_client.id: is also providers.corp.app_client.id, whose token endpoint differs") == true)
+        #expect(p.first?.contains("https://oauth2.googleapis.com/token") == true)
+        #expect(p.first?.contains("discovered from https://id.example.com/.well-known/openid-configuration") == true)
+        // The same token endpoint (a second entry for one project) is not ambiguous.
+        #expect(problems(config("{ issuer: https://id.example.com, token: https://oauth2.googleapis.com/token }")) == [])
+    }
+
     @Test func anEmptyFileGivesTheEmbeddedDefaults() throws {
         let c = try loader().load(text: "").get()
         #expect(c.listen.map(\.description) == ["127.0.0.1:8080"])

@@ -201,6 +201,78 @@ def test_relay_code_needs_the_apps_credentials(proxy_factory, tmp_path, idp, app
     assert json.loads(body)["redeemed"] == 401
 
 
+# A second provider entry for the same Google project (same web client, same token endpoint):
+# legitimate, and dictionary order used to decide which provider a relay code was checked against.
+SHARED_CLIENT_PROVIDER = """
+  workspace:
+    kind: google
+    handoff: relay
+    app_callback: /users/auth/workspace/callback
+    app_client: {{ id: {web}, secret_env: WEB_SECRET }}
+    endpoints: {{ token: {base}/token, jwks: {base}/jwks, issuer: {base} }}
+    native:
+      ios: {{ client_id: 456-ios.apps.googleusercontent.com }}
+"""
+
+
+def test_two_providers_sharing_an_app_client_id_redeem_their_own_codes_on_every_start(proxy_factory, tmp_path, idp,
+                                                                                      app):
+    """Before, the endpoint checked a relay code against whichever provider came first in a
+    per-process dictionary order: about half the starts refused every redemption."""
+    extra = SHARED_CLIENT_PROVIDER.format(web=WEB, base=idp.base_url)
+    for start in range(20):
+        p = start_proxy(proxy_factory, tmp_path, idp, app, extra_provider=extra)
+        status, _, body = get(callback_url(p, idp.get_code(IOS)))
+        assert status == 200 and json.loads(body)["redeemed"] == 200, (start, body)
+        p.signal()
+        assert p.wait_exit(5) == 0
+
+
+def test_a_wrong_secret_leaves_the_relay_code_redeemable_with_the_right_one(proxy_factory, tmp_path, idp, app):
+    p = start_proxy(proxy_factory, tmp_path, idp, app)
+    real_redeem = app.redeem
+    attempts = []
+
+    def wrong_then_right(code):
+        attempts.append(real_redeem(code, secret="wrong"))
+        attempts.append(real_redeem(code, client_id="someone-else"))
+        return real_redeem(code)
+    app.redeem = wrong_then_right
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert [a[0] for a in attempts] == [401, 401], attempts
+    assert [a[1]["error"] for a in attempts] == ["invalid_client", "invalid_client"]
+    page = json.loads(body)
+    assert page["redeemed"] == 200 and page["token"]["access_token"], page
+
+
+def test_another_providers_client_cannot_redeem_or_burn_a_relay_code(proxy_factory, tmp_path, idp, app):
+    """A relay code is checked against the app client of the provider it was minted for; a
+    second provider's own (valid) credentials neither redeem it nor use it up."""
+    extra = f"""
+  other:
+    kind: google
+    handoff: relay
+    app_callback: /users/auth/other/callback
+    app_client: {{ id: other-web-client, secret_env: OTHER_SECRET }}
+    endpoints: {{ token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    native:
+      ios: {{ client_id: 789-ios.apps.googleusercontent.com }}
+"""
+    import os
+    os.environ["OTHER_SECRET"] = "other-secret-" + "y" * 20
+    p = start_proxy(proxy_factory, tmp_path, idp, app, extra_provider=extra)
+    real_redeem = app.redeem
+    attempts = []
+
+    def other_then_own(code):
+        attempts.append(real_redeem(code, client_id="other-web-client", secret=os.environ["OTHER_SECRET"]))
+        return real_redeem(code)
+    app.redeem = other_then_own
+    status, _, body = get(callback_url(p, idp.get_code(IOS)))
+    assert attempts == [(401, {"error": "invalid_client"})], attempts
+    assert json.loads(body)["redeemed"] == 200, body
+
+
 @pytest.mark.parametrize("case, content_type, body, status, error, reason", [
     ("not a form", "application/json", b'{"code":"x"}', 400, "invalid_request", "body is not a form"),
     ("repeated", "application/x-www-form-urlencoded", b"code=a&code=b", 400, "invalid_request", "repeated parameter"),

@@ -98,6 +98,14 @@ public final class RelayCodes: Sendable {
         }
     }
 
+    /// The record a code stands for, leaving it in place (the relay token endpoint reads it to
+    /// learn the code's provider before it decides whether to consume it).
+    public func peek(_ code: String, on loop: EventLoop, _ completion: @escaping (Result<RelayRecord?, StoreError>) -> Void) {
+        store.get(key: Self.key(code), on: loop) { result in
+            completion(result.map { $0.flatMap(RelayRecord.init(encoded:)) })
+        }
+    }
+
     /// Whether a code is still waiting (it was never redeemed, if this is asked after its TTL).
     func isPending(_ code: String, on loop: EventLoop, _ completion: @escaping (Bool) -> Void) {
         store.get(key: Self.key(code), on: loop) { result in

@@ -64,39 +64,60 @@ public struct RelayTokenEndpoint: Sendable {
             form[f.name] = f.value
         }
         let credentials = Self.clientCredentials(form: form, authorization: authorization)
-        guard let clientID = credentials.id,
-              let provider = settings.providers.values.first(where: { $0.appClient?.clientID == clientID }) else {
+        guard let clientID = credentials.id, let firstMatch = settings.providersSharing(appClientID: clientID).first else {
             return sink.respond(refuse(401, "invalid_client", "unknown client", requestID, extra: [("WWW-Authenticate", "Basic")]))
         }
         guard let code = form["code"], RelayCodes.isRelayCode(code) else {
-            return passThrough(provider: provider, body: body, contentType: contentType, authorization: authorization,
+            // Providers that share an app client id share a token endpoint (`ConfigLoader`
+            // refuses them otherwise), so the first by name sends it where any of them would.
+            return passThrough(provider: firstMatch, body: body, contentType: contentType, authorization: authorization,
                                requestID: requestID, on: loop, sink)
         }
-        guard let expected = provider.appClient?.clientSecret, let given = credentials.secret,
-              ConstantTime.equals(given, expected.value) else {
-            return sink.respond(refuse(401, "invalid_client", "bad client credentials", requestID, provider: provider.name,
-                                       extra: [("WWW-Authenticate", "Basic")]))
-        }
         guard form["grant_type"] == "authorization_code" else {
-            return sink.respond(refuse(400, "unsupported_grant_type", "grant_type is not authorization_code", requestID,
-                                       provider: provider.name))
+            return sink.respond(refuse(400, "unsupported_grant_type", "grant_type is not authorization_code", requestID))
         }
+        // A relay code names its own provider: the credentials are checked against *that*
+        // provider's app client, and only then is the code consumed. Reading before consuming
+        // cannot race: a record never changes once stored (256 random bits, set-if-absent), and
+        // of two consumers only one gets it from `getAndDelete`. A wrong secret or another
+        // provider's client leaves the code redeemable.
         let metrics = self.metrics
         let endpoint = self
-        relayCodes.redeem(code, on: loop) { result in
-            switch result {
-            case .success(let record?) where record.provider == provider.name:
-                metrics.relayRedeemed(provider.name)
-                log.info("relay code redeemed", ["provider": provider.name, "request_id": requestID])
-                sink.respond(Response(status: 200, headers: Self.jsonHeaders, body: record.body))
-            case .success:
-                sink.respond(endpoint.refuse(400, "invalid_grant", "unknown, used or expired relay code", requestID,
-                                             provider: provider.name))
+        let settings = self.settings
+        relayCodes.peek(code, on: loop) { peeked in
+            let record: RelayRecord
+            switch peeked {
+            case .success(let r?): record = r
+            case .success(nil):
+                return sink.respond(endpoint.refuse(400, "invalid_grant", "unknown, used or expired relay code", requestID))
             case .failure(let e):
-                log.warn("relay token request failed", ["provider": provider.name, "reason": "store unavailable", "detail": "\(e)", "request_id": requestID])
-                sink.respond(Self.error(503, "temporarily_unavailable"))
+                return sink.respond(endpoint.storeUnavailable(e, provider: nil, requestID))
+            }
+            guard let provider = settings.providers[record.provider], let app = provider.appClient,
+                  app.clientID == clientID, let given = credentials.secret, ConstantTime.equals(given, app.clientSecret.value) else {
+                return sink.respond(endpoint.refuse(401, "invalid_client", "bad client credentials", requestID,
+                                                    provider: settings.providers[record.provider]?.name, extra: [("WWW-Authenticate", "Basic")]))
+            }
+            endpoint.relayCodes.redeem(code, on: loop) { result in
+                switch result {
+                case .success(let taken?) where taken == record:
+                    metrics.relayRedeemed(provider.name)
+                    endpoint.log.info("relay code redeemed", ["provider": provider.name, "request_id": requestID])
+                    sink.respond(Response(status: 200, headers: Self.jsonHeaders, body: taken.body))
+                case .success:
+                    // Redeemed by a concurrent request between the read and now (or expired).
+                    sink.respond(endpoint.refuse(400, "invalid_grant", "unknown, used or expired relay code", requestID,
+                                                 provider: provider.name))
+                case .failure(let e):
+                    sink.respond(endpoint.storeUnavailable(e, provider: provider.name, requestID))
+                }
             }
         }
+    }
+
+    private func storeUnavailable(_ e: StoreError, provider: String?, _ requestID: String) -> Response {
+        log.warn("relay token request failed", ["provider": provider ?? "", "reason": "store unavailable", "detail": "\(e)", "request_id": requestID])
+        return Self.error(503, "temporarily_unavailable")
     }
 
     /// Forwards an ordinary code's token request to the provider, byte for byte, and its answer back.
