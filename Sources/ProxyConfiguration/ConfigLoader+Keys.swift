@@ -59,6 +59,8 @@ extension ConfigLoader {
         ConfigKey("http2.connection_window"),
         ConfigKey("http2.max_resets_per_second"),
         ConfigKey("http2.reset_burst"),
+        ConfigKey("http2.glitch_burst"),
+        ConfigKey("http2.max_glitches_per_second"),
         ConfigKey("upstream_tls", .section),
         ConfigKey("upstream_tls.ca"),
         ConfigKey("upstream_tls.client_cert"),

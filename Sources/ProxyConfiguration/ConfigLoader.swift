@@ -246,7 +246,8 @@ public struct ConfigLoader {
     }
 
     /// `http2: { cleartext, max_concurrent_streams, stream_window, connection_window,
-    /// max_resets_per_second, reset_burst }` (whether TLS offers h2 at all is `tls.http2`).
+    /// max_resets_per_second, reset_burst, glitch_burst, max_glitches_per_second }` (whether TLS
+    /// offers h2 at all is `tls.http2`).
     private func readHTTP2(_ m: MappingReader, into h: inout HTTP2Settings) {
         if let b = m.bool("cleartext") { h.cleartext = b }
         if let n = m.int("max_concurrent_streams", in: 1...10_000) { h.maxConcurrentStreams = UInt32(n) }
@@ -260,6 +261,8 @@ public struct ConfigLoader {
         }
         if let n = m.int("max_resets_per_second", in: 1...100_000) { h.resetsPerSecond = UInt64(n) }
         if let n = m.int("reset_burst", in: 1...100_000) { h.resetBurst = UInt64(n) }
+        if let n = m.int("glitch_burst", in: 10...1_000_000) { h.glitchBurst = n }
+        if let n = m.int("max_glitches_per_second", in: 1...1_000_000) { h.glitchesPerSecond = n }
         m.finish()
     }
 

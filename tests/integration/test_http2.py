@@ -64,6 +64,19 @@ def h2(proxy, **kw):
     return RawH2(proxy.port, **kw)
 
 
+def configured(h2_proxy, tmp_path, text):
+    """A TLS proxy whose configuration file holds `text`."""
+    cfg = tmp_path / "h2.yaml"
+    cfg.write_text(text)
+    return h2_proxy(extra=["--config", str(cfg)])
+
+
+def settled(c):
+    """Waits for the proxy's SETTINGS, then long enough for it to read our ACK."""
+    c.read_until(lambda c: 3 in c.server_settings)
+    time.sleep(0.2)
+
+
 def upstream_requests(upstream):
     return upstream.record.requests()
 
@@ -255,24 +268,55 @@ def test_nghttp_fetches_several_streams_at_once(h2_proxy):
     assert "SETTINGS_MAX_CONCURRENT_STREAMS(0x03):128" in out.stdout
 
 
-def test_max_concurrent_streams_is_configurable_and_enforced(h2_proxy, tmp_path):
-    cfg = tmp_path / "h2.yaml"
-    cfg.write_text("http2:\n  max_concurrent_streams: 2\n")
-    proxy = h2_proxy(extra=["--config", str(cfg)])
+def test_max_concurrent_streams_is_configurable_and_streams_past_it_are_refused_one_by_one(h2_proxy, tmp_path):
+    proxy = configured(h2_proxy, tmp_path, "http2:\n  max_concurrent_streams: 2\n")
     # a client that keeps to the advertised limit gets every response
     out = subprocess.run([H2LOAD, "-n", "20", "-c", "1", "-m", "2", url(proxy, "/slow?ms=50")],
                          capture_output=True, text=True, timeout=60)
     assert "20 succeeded, 0 failed" in out.stdout, out.stdout
-    # one that opens a third stream past the acknowledged limit commits a connection error
-    # (RFC 9113 §5.1.2 allows a stream or a connection error; nghttp2 chooses the latter)
+    # one that opens a third stream past the acknowledged limit loses that stream only: RFC 9113
+    # §5.1.2 makes it a stream error, and REFUSED_STREAM tells the client it may retry
     with h2(proxy) as c:
         c.read_until(lambda c: 3 in c.server_settings)
         assert c.server_settings[3] == 2
         time.sleep(0.2)  # our SETTINGS ACK is read before the streams
         for sid in (1, 3, 5):
             c.request(sid, path="/slow?ms=500")
+        assert c.response(5).reset == "REFUSED_STREAM"
+        assert c.response(1).status == 200 and c.response(3).status == 200
+        c.request(7, path="/echo")
+        assert c.response(7).status == 200
+        assert c.goaway is None
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http2_streams_over_limit_total") == 1
+    # more than twice the limit in one go is no race with SETTINGS: a connection error
+    with h2(proxy) as c:
+        settled(c)
+        hdrs = [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"), (":path", "/slow?ms=500")]
+        c.send(*[c.headers(sid, hdrs) for sid in range(1, 11, 2)])  # one write, so one read
         assert c.read_until(lambda c: c.goaway is not None, timeout=3)
         assert c.goaway_code == "PROTOCOL_ERROR"
+
+
+def test_a_client_racing_the_default_limit_gets_128_streams_served_and_the_rest_refused(h2_proxy):
+    """138 streams at once against the default 128: nginx serves 128 and refuses 10; a connection
+    error here used to take all 138 down."""
+    proxy = h2_proxy()
+    with h2(proxy, window=1 << 30) as c:
+        settled(c)
+        assert c.server_settings[3] == 128
+        sids, started = open_streams(c, 138, "/slow?ms=300")
+        done = finish_times(c, sids, started, timeout=20)
+        assert len(done) == 138
+        statuses = [c.responses[sid].status for sid in sids if c.responses[sid].ended]
+        refused = [sid for sid in sids if c.responses[sid].reset == "REFUSED_STREAM"]
+        assert statuses == [200] * 128, statuses
+        assert refused == sids[128:]
+        assert c.goaway is None
+        # the refused ones succeed when retried
+        for sid in range(sids[-1] + 2, sids[-1] + 22, 2):
+            c.request(sid, path="/echo")
+        assert all(c.response(sid).status == 200 for sid in range(sids[-1] + 2, sids[-1] + 22, 2))
 
 
 def budget_proxy(proxy_factory, upstream, tmp_path, **opts):
@@ -630,6 +674,154 @@ def test_a_settings_flood_ends_the_connection(h2_proxy):
             pass
         assert c.wait_closed(5)
         assert c.goaway_code == "ENHANCE_YOUR_CALM"
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames that carry no request (HTTP2FrameGuard): a budget per connection, then ENHANCE_YOUR_CALM
+
+
+def raw_frame(type_, flags=0, stream=0, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([type_, flags]) + stream.to_bytes(4, "big") + payload
+
+
+FLOODS = {
+    "SETTINGS": raw_frame(0x4),
+    "PING": raw_frame(0x6, payload=b"12345678"),
+    "PRIORITY": raw_frame(0x2, stream=3, payload=b"\x00\x00\x00\x00\x10"),
+    "WINDOW_UPDATE": raw_frame(0x8, payload=(1).to_bytes(4, "big")),
+    "unknown type": raw_frame(0x42, payload=b"x"),
+    "empty DATA": raw_frame(0x0, stream=1),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FLOODS))
+def test_a_flood_of_frames_that_carry_no_request_is_cut_off_with_enhance_your_calm(h2_proxy, kind):
+    """200,000 such frames in under a second used to be answered to the last one; nginx cuts the
+    sender off after tens of thousands, this budget after about a thousand."""
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.read_until(lambda c: 3 in c.server_settings)
+        # stream 1 open with its body still coming, for the empty DATA frames
+        c.request(1, method="POST", path="/echo", end_stream=False)
+        chunk = FLOODS[kind] * 1000
+        reader = threading.Thread(target=c.wait_closed, args=(10,), daemon=True)
+        reader.start()  # the client reads what it is sent: no back-pressure helps the proxy here
+        sent = 0
+        try:
+            while sent < 200_000 and not c.closed:
+                c.sock.sendall(chunk)
+                sent += 1000
+        except OSError:
+            pass
+        reader.join(10)
+        assert c.goaway_code == "ENHANCE_YOUR_CALM", (kind, c.goaway_code)
+        answered = sum(1 for f in c.frames if type(f).__name__ in ("SettingsFrame", "PingFrame") and "ACK" in f.flags)
+        assert answered < 1200, answered
+    with h2(proxy) as other:  # the next connection is served
+        other.request(1, path="/echo")
+        assert other.response(1).status == 200
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http2_frame_rule_errors_total", rule="flood") == 1
+    assert value(s, "callback_proxy_http2_goaways_sent_total", code="enhance_your_calm") == 1
+    lines = [l for l in proxy.stderr_text().splitlines() if "client broke a frame rule" in l]
+    assert len(lines) == 1 and "http2.glitch_burst" in lines[0], lines
+
+
+def test_a_large_download_acknowledged_frame_by_frame_is_not_a_flood(h2_proxy, cert):
+    """The frame client sends two WINDOW_UPDATEs for every DATA frame, the most a client owes; 64 MiB
+    of 16 KiB frames is 8,192 of them, eight times the budget."""
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.request(1, path=f"/bytes?n={64 << 20}")
+        r = c.response(1, timeout=60)
+        assert r.status == 200 and len(r.body) == 64 << 20
+        assert c.goaway is None
+        c.request(3, path="/echo")
+        assert c.response(3).status == 200
+
+
+def test_a_flood_budget_can_be_set(h2_proxy, tmp_path):
+    proxy = configured(h2_proxy, tmp_path, "http2: { glitch_burst: 20, max_glitches_per_second: 1 }\n")
+    with h2(proxy) as c:
+        settled(c)
+        c.send(*[PingFrame(0, opaque_data=b"%08d" % i) for i in range(15)])
+        assert c.read_until(lambda c: sum(1 for f in c.frames if isinstance(f, PingFrame)) == 15, timeout=3)
+        assert c.goaway is None
+        c.send(*[PingFrame(0, opaque_data=b"%08d" % i) for i in range(10)])
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "ENHANCE_YOUR_CALM"
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams the client closed, reused ids, PRIORITY on stream 0 (h2spec 5.1/8, 5.1/11, 5.1/12,
+# 5.1.1/2, 6.3/1): nghttp2 forgets closed streams in our configuration, HTTP2FrameGuard does not
+
+
+GET = [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"), (":path", "/echo")]
+
+
+def test_data_after_the_client_reset_its_stream_is_stream_closed(h2_proxy):  # h2spec 5.1/8
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.send(c.headers(1, GET, end_stream=False), RstStreamFrame(1, error_code=8),
+               DataFrame(1, data=b"test", flags=["END_STREAM"]))
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "STREAM_CLOSED"
+
+
+def test_data_on_a_stream_the_client_ended_is_stream_closed(h2_proxy):  # h2spec 5.1/11
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.send(c.headers(1, GET))
+        assert c.response(1).status == 200
+        c.send(DataFrame(1, data=b"test", flags=["END_STREAM"]))
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "STREAM_CLOSED"
+    assert value(samples(scrape(proxy)), "callback_proxy_http2_frame_rule_errors_total", rule="closed_stream") == 1
+
+
+def test_headers_reusing_a_closed_streams_id_is_a_connection_error(h2_proxy):  # h2spec 5.1/12
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.send(c.headers(1, GET))
+        assert c.response(1).status == 200
+        c.send(c.headers(1, GET))
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "STREAM_CLOSED"
+
+
+def test_a_stream_id_below_the_previous_one_is_a_protocol_error(h2_proxy, upstream):  # h2spec 5.1.1/2
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.send(c.headers(5, GET), c.headers(3, GET))
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "PROTOCOL_ERROR"
+        assert c.goaway.last_stream_id == 5
+    assert len(upstream_requests(upstream)) <= 1
+
+
+def test_priority_on_stream_zero_is_a_protocol_error(h2_proxy):  # h2spec 6.3/1
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.read_until(lambda c: 3 in c.server_settings)
+        c.sock.sendall(raw_frame(0x2, stream=0, payload=b"\x00\x00\x00\x00\xff"))
+        assert c.read_until(lambda c: c.goaway is not None, timeout=3)
+        assert c.goaway_code == "PROTOCOL_ERROR"
+
+
+def test_what_was_in_flight_for_a_stream_the_proxy_refused_is_ignored(h2_proxy, tmp_path):
+    """RFC 9113 §5.1: after our RST_STREAM the client may still send what it had queued."""
+    proxy = configured(h2_proxy, tmp_path, "http2:\n  max_concurrent_streams: 1\n")
+    with h2(proxy) as c:
+        settled(c)
+        c.request(1, path="/slow?ms=500")
+        c.send(c.headers(3, [(":method", "POST")] + GET[1:], end_stream=False))
+        assert c.response(3).reset == "REFUSED_STREAM"
+        c.send(DataFrame(3, data=b"x" * 1000), DataFrame(3, data=b"y", flags=["END_STREAM"]))
+        assert c.response(1).status == 200
+        c.request(5, path="/echo")
+        assert c.response(5).status == 200
+        assert c.goaway is None
 
 
 # ---------------------------------------------------------------------------------------------

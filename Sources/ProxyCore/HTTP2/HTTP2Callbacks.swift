@@ -19,7 +19,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_begin_headers_callback(pointer) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-            _ = connection(user).streamOpened(frame.pointee.hd.stream_id)
+            connection(user).streamOpened(frame.pointee.hd.stream_id)
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(pointer) { _, frame, name, nameLength, value, valueLength, _, user in
@@ -76,8 +76,9 @@ final class HTTP2Callbacks: @unchecked Sendable {
             let type = frame.pointee.hd.type
             if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
                 c.listener.engineMetrics.http2.goaway(code: frame.pointee.goaway.error_code)
-            } else if type == UInt8(NGHTTP2_RST_STREAM.rawValue) && frame.pointee.rst_stream.error_code != NGHTTP2_NO_ERROR.rawValue {
-                c.listener.engineMetrics.http2.resetsSent.increment()
+            } else if type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
+                c.frameGuard.sentReset(frame.pointee.hd.stream_id)
+                if frame.pointee.rst_stream.error_code != NGHTTP2_NO_ERROR.rawValue { c.listener.engineMetrics.http2.resetsSent.increment() }
             }
             return 0
         }
@@ -91,6 +92,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
         }
         let n = min(length, stream.output.readable)
         if n > 0 {
+            c.frameGuard.sentDataFrame()
             memcpy(buffer, stream.output.base! + stream.output.reader, n)
             stream.output.moveReader(n)
             stream.bytesOut += UInt64(n)

@@ -73,6 +73,12 @@ final class HTTP2Connection: Channel {
     private var stalledSince: UInt64 = 0
     /// Why the connection ends (the peer left, a protocol error, idle…), for the debug line at close.
     var endReason = ""
+    /// What nghttp2 does not check in our configuration: closed streams, floods (`HTTP2FrameGuard`).
+    var frameGuard: HTTP2FrameGuard
+    /// The guard ended the connection: later input is not looked at (nghttp2 ignores it too).
+    private var frameRuleTripped = false
+    /// The server preface still has to go out with the advertised stream limit (`+Limits`).
+    private var prefacePending = true
 
     /// Bytes queued towards the socket before frames stop being produced.
     static let highWater = 256 * 1024
@@ -83,6 +89,8 @@ final class HTTP2Connection: Channel {
         self.listener = listener
         self.peer = peer
         self.transport = transport
+        let h2 = listener.config.http2
+        frameGuard = HTTP2FrameGuard(limits: .init(burst: h2.glitchBurst, perSecond: h2.glitchesPerSecond), now: loop.now)
         super.init(fd: fd, loop: loop)
         watchHangup = true
     }
@@ -130,7 +138,9 @@ final class HTTP2Connection: Channel {
         nghttp2_option_set_max_continuations(option, settings.maxContinuations)
         nghttp2_option_set_max_outbound_ack(option, settings.maxOutboundAcks)
         nghttp2_option_set_max_settings(option, 32)
-        // Closed streams are not kept for the RFC 7540 priority tree (deprecated by RFC 9113).
+        // Closed streams are not kept for the RFC 7540 priority tree (deprecated by RFC 9113);
+        // with SETTINGS_NO_RFC7540_PRIORITIES nghttp2 drops them anyway. What a client sends on
+        // a closed stream is `HTTP2FrameGuard`'s to judge.
         nghttp2_option_set_no_closed_streams(option, 1)
         var s: OpaquePointer? = nil
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -138,7 +148,8 @@ final class HTTP2Connection: Channel {
         session = s
         let limits = listener.config.limits
         var entries = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.maxConcurrentStreams),
+            // Twice the advertised limit; the frame on the wire says the advertised one (`+Limits`).
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: nghttp2StreamLimit),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.streamWindow),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(HTTP2Stream.headerListLimit(limits))),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
@@ -197,9 +208,25 @@ final class HTTP2Connection: Channel {
 
     /// Feeds what `input` holds to nghttp2, then runs the streams it touched and sends.
     private func receive() {
+        if frameRuleTripped {
+            input.clear()
+            return
+        }
+        var feed = input.readable
+        var broken: (code: UInt32, reason: HTTP2FrameGuard.Reason)? = nil
+        let verdict = frameGuard.scan(UnsafeRawBufferPointer(start: input.base! + input.reader, count: input.readable), now: loop.now)
+        if case .connectionError(let code, let frameStart, let reason) = verdict {
+            // What came before the offending frame is processed; the frame and the rest are not.
+            feed = max(0, frameStart)
+            broken = (code, reason)
+        }
         inSession = true
-        let rv = nghttp2_session_mem_recv(session, input.base!.assumingMemoryBound(to: UInt8.self) + input.reader, input.readable)
+        let rv = feed == 0 ? 0 : nghttp2_session_mem_recv(session, input.base!.assumingMemoryBound(to: UInt8.self) + input.reader, feed)
         inSession = false
+        if rv >= 0, let broken {
+            frameRuleTripped = true
+            frameRuleBroken(code: broken.code, reason: broken.reason)
+        }
         if rv < 0 {
             // A connection error (a flood, a bad preface, a compression error…): nghttp2 has
             // queued the GOAWAY that says so where the error allows one.
@@ -280,8 +307,14 @@ final class HTTP2Connection: Channel {
         scheduleSend()
     }
 
-    /// A stream opened (its HEADERS began). It runs once it has a budget unit (`admit`).
-    func streamOpened(_ id: Int32) -> HTTP2Stream {
+    /// A stream opened (its HEADERS began). It runs once it has a budget unit (`admit`); past
+    /// the advertised stream limit it is refused instead (nil).
+    @discardableResult
+    func streamOpened(_ id: Int32) -> HTTP2Stream? {
+        if streamLimitReached {
+            refuseOverLimit(id)
+            return nil
+        }
         let stream = ClientConnection(fd: -1, loop: loop, listener: listener, peer: peer, transport: Transport(fd: -1))
         let h2 = HTTP2Stream(connection: self, id: id)
         stream.h2 = h2
@@ -386,6 +419,17 @@ final class HTTP2Connection: Channel {
             if n == 0 { break }
             if output.base == nil { output = loop.buffers.take() }
             output.append(UnsafeRawPointer(data!), count: n)
+            if prefacePending {
+                // The session's first frame is its SETTINGS (the server preface).
+                prefacePending = false
+                let patched = Self.advertise(streamLimit: settings.maxConcurrentStreams, inSettingsFrame: output.base! + output.writer - n,
+                                             count: n)
+                if !patched {
+                    assertionFailure("nghttp2's first frame is not the SETTINGS frame submitted in makeSession")
+                    listener.log.error("HTTP/2: the server preface could not be rewritten; clients see twice http2.max_concurrent_streams",
+                                       ["peer": peer.text])
+                }
+            }
         }
         return 0
     }

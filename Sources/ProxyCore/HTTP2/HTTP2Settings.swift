@@ -4,7 +4,8 @@
 /// nghttp2 (Debian's 1.52.0 with its security backports) enforces most of these itself; each
 /// is set explicitly so that the value is ours, visible and configurable:
 /// - concurrent streams: `SETTINGS_MAX_CONCURRENT_STREAMS`; a stream beyond it is refused
-///   (`RST_STREAM REFUSED_STREAM`), and one past the advertised limit too early is a protocol error;
+///   (`RST_STREAM REFUSED_STREAM`) and the connection goes on; past twice the limit at once,
+///   a connection error (`HTTP2Connection+Limits`);
 /// - rapid reset (CVE-2023-44487): a token bucket on the client's `RST_STREAM`s
 ///   (`nghttp2_option_set_stream_reset_rate_limit`, backported to 1.52.0-1+deb12u1); empty →
 ///   `GOAWAY INTERNAL_ERROR` (nghttp2's choice of code). Streams reset in the same read as they were opened never reach
@@ -14,6 +15,9 @@
 ///   while it is decoded, so a bomb never accumulates;
 /// - SETTINGS and PING floods: at most `maxOutboundAcks` unsent ACKs queued (the peer does not
 ///   read), at most 32 entries per SETTINGS frame;
+/// - control-frame floods from a peer that does read (SETTINGS, PING, PRIORITY, WINDOW_UPDATE,
+///   RST_STREAM, empty frames): ours, not nghttp2's — a budget of `glitchBurst` refilled at
+///   `glitchesPerSecond` (`HTTP2FrameGuard`), HAProxy's "glitches";
 /// - HPACK bombs: the decoder's table is our `SETTINGS_HEADER_TABLE_SIZE` (4,096), and every
 ///   decoded field counts towards the header list limit (RFC 9113 §6.5.2's size: name + value + 32).
 public struct HTTP2Settings: Sendable, Equatable {
@@ -34,6 +38,11 @@ public struct HTTP2Settings: Sendable, Equatable {
     public var maxContinuations = 8
     /// Queued SETTINGS/PING acknowledgements before the peer counts as flooding.
     public var maxOutboundAcks = 1000
+    /// Frames that cost work and carry no request (SETTINGS, PING, PRIORITY, RST_STREAM,
+    /// WINDOW_UPDATE, unknown types, empty DATA/HEADERS/CONTINUATION that end nothing) allowed at
+    /// once, then per second (`HTTP2FrameGuard`); past them, `GOAWAY ENHANCE_YOUR_CALM`.
+    public var glitchBurst = 1000
+    public var glitchesPerSecond = 100
 
     public init() {}
 }
