@@ -380,7 +380,7 @@ final class ClientConnection: Channel {
         retried = false
         connectAttempts = 0
         // The previous response's field list is reused, not reallocated.
-        var fields = response.head.headers
+        let fields = response.head.headers
         response.head.headers = []
         response = ResponseState()
         response.head.headers = fields

@@ -119,7 +119,7 @@ package struct ProxyHeaderReader {
     private static func address(_ raw: ArraySlice<UInt8>, family: Int32) -> PeerAddress? {
         var text = [CChar](repeating: 0, count: 64)
         let ok = Array(raw).withUnsafeBytes { inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) != nil }
-        return ok ? PeerAddress(text: String(cString: text)) : nil
+        return ok ? PeerAddress(text: text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }) : nil
     }
 }
 

@@ -36,13 +36,13 @@ public enum NameLookup {
         case AF_INET:
             var sin = UnsafeRawPointer(raw).loadUnaligned(as: sockaddr_in.self)
             guard inet_ntop(AF_INET, &sin.sin_addr, &text, socklen_t(text.count)) != nil else { return nil }
-            return .ipv4(host: String(cString: text), port: port)
+            return .ipv4(host: text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: port)
         case AF_INET6:
             var sin6 = UnsafeRawPointer(raw).loadUnaligned(as: sockaddr_in6.self)
             // A link-local address needs its interface, which SocketAddress cannot carry.
             guard sin6.sin6_scope_id == 0,
                   inet_ntop(AF_INET6, &sin6.sin6_addr, &text, socklen_t(text.count)) != nil else { return nil }
-            return .ipv6(host: String(cString: text), port: port)
+            return .ipv6(host: text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: port)
         default:
             return nil
         }
