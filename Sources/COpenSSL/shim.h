@@ -42,6 +42,16 @@ static inline int COpenSSL_EVP_MAC_CTX_set_digest(EVP_MAC_CTX *ctx, const char *
     return EVP_MAC_CTX_set_params(ctx, params);
 }
 
+// Keys an HMAC-SHA256 EVP_MAC_CTX (session ticket keys): the OSSL_PARAM array must point at
+// the key and the digest name for the whole call, which a Swift-built array cannot promise.
+static inline int COpenSSL_EVP_MAC_CTX_init_hmac_sha256(EVP_MAC_CTX *ctx, const unsigned char *key, size_t length) {
+    OSSL_PARAM params[3];
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)key, length);
+    params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[2] = OSSL_PARAM_construct_end();
+    return EVP_MAC_CTX_set_params(ctx, params);
+}
+
 // EVP_PKEY_Q_keygen is variadic: one typed wrapper per key kind.
 static inline EVP_PKEY *COpenSSL_EVP_PKEY_Q_keygen_RSA(size_t bits) {
     return EVP_PKEY_Q_keygen(NULL, NULL, "RSA", bits);

@@ -61,7 +61,8 @@ final class Reloader {
             let summary = credentials.summary
             return log.info("TLS certificates reloaded", ["cert": credentials.settings.certFile, "subject": summary.subject,
                                                          "not_after": summary.notAfter,
-                                                         "sni_certificates": "\(credentials.settings.sni.count)"])
+                                                         "sni_certificates": "\(credentials.settings.sni.count)",
+                                                         "session_ticket_keys": "\(credentials.settings.sessionTicketKeyFiles.count)"])
         }
         let restartOnly = Generation.restartOnly(from: current.config, to: fresh)
         if !restartOnly.isEmpty {

@@ -16,7 +16,8 @@ struct TLSWiring {
         var credentials: TLSCredentials? = nil
         if let tls = config.tls {
             do { credentials = try TLSCredentials(tls) } catch {
-                problems.append(ConfigProblem(path: "tls", line: nil, message: error.description))
+                let path = error.file.map { tls.sessionTicketKeyFiles.contains($0) } == true ? "tls.session_ticket_keys" : "tls"
+                problems.append(ConfigProblem(path: path, line: nil, message: error.description))
             }
         }
         var upstream: UpstreamTLSClient? = nil

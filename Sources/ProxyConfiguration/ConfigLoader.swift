@@ -275,6 +275,21 @@ public struct ConfigLoader {
         let key = m.string("key", required: true)
         let minVersion = m.parsed("min_version", "1.2 or 1.3", TLSVersion.init)
         let http2 = m.bool("http2")
+        // Read (and checked: 80 bytes each, distinct names) with the certificates, by `TLSCredentials`.
+        let ticketKeys = m.strings("session_ticket_keys") ?? []
+        var hsts: HSTS? = nil
+        if let h = m.mapping("hsts") {
+            var v = HSTS()
+            if let n = h.int("max_age", in: 0...Int(UInt32.max)) { v.maxAge = UInt64(n) }
+            if let b = h.bool("include_subdomains") { v.includeSubdomains = b }
+            if let b = h.bool("preload") { v.preload = b }
+            if v.preload && (!v.includeSubdomains || v.maxAge < 31_536_000) {
+                h.problems.add(h.child("preload"), h.node("preload")?.line,
+                               "needs include_subdomains: true and max_age of at least 31536000 (one year): browsers' preload lists refuse less")
+            }
+            h.finish()
+            hsts = v
+        }
         var sni: [SNICertificate] = []
         if let node = m.node("sni") {
             if case .sequence(let items, _) = node {
@@ -309,7 +324,8 @@ public struct ConfigLoader {
         }
         m.finish()
         guard let cert, let key else { return nil }
-        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni, http2: http2 ?? true)
+        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni, http2: http2 ?? true,
+                                 sessionTicketKeyFiles: ticketKeys, hsts: hsts)
     }
 
     /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a

@@ -29,8 +29,11 @@ import Testing
       min_version: "1.3"
       http2: false
       sni: [{ names: [a.example], cert: /tls/a.pem, key: /tls/a.key }]
+      session_ticket_keys: [/tls/ticket1.key, /tls/ticket0.key]
+      hsts: { max_age: 31536000, include_subdomains: true, preload: true }
     redirect_http: 0.0.0.0:8080
-    http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200 }
+    http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200,
+             glitch_burst: 500, max_glitches_per_second: 50 }
     upstream_tls: { ca: /tls/ca.pem, client_cert: /tls/client.pem, client_key: /tls/client.key, server_name: app.internal }
     oauth:
       callback_path: /_oauth_callback

@@ -16,6 +16,35 @@ import Testing
         }
     }
 
+    @Test func ticketKeysAndHSTSLoad() throws {
+        let c = try load("""
+        upstream: http://127.0.0.1:3000
+        tls:
+          cert: /tls/server.pem
+          key: /tls/server.key
+          session_ticket_keys: [/tls/new.key, /tls/old.key]
+          hsts: { include_subdomains: true, preload: true }
+        """).get()
+        let tls = try #require(c.tls)
+        #expect(tls.sessionTicketKeyFiles == ["/tls/new.key", "/tls/old.key"])
+        #expect(tls.hsts == HSTS(maxAge: 63_072_000, includeSubdomains: true, preload: true))
+        #expect(tls.hsts?.headerLine == "Strict-Transport-Security: max-age=63072000; includeSubDomains; preload\r\n")
+        #expect(HSTS(maxAge: 300).headerLine == "Strict-Transport-Security: max-age=300\r\n")
+    }
+
+    @Test(arguments: [
+        ("{ preload: true }", "tls.hsts.preload: needs include_subdomains: true and max_age of at least 31536000"),
+        ("{ max_age: 86400, include_subdomains: true, preload: true }", "tls.hsts.preload: needs include_subdomains"),
+        ("{ max_age: -1 }", "tls.hsts.max_age:"),
+    ])
+    func hstsMistakesAreNamed(_ hsts: String, _ expected: String) {
+        let p = problems("""
+        upstream: http://127.0.0.1:3000
+        tls: { cert: /tls/server.pem, key: /tls/server.key, hsts: \(hsts) }
+        """)
+        #expect(p.count == 1 && p[0].hasPrefix(expected), "\(p)")
+    }
+
     @Test func everyTLSKeyLoads() throws {
         let c = try load("""
         listen: 0.0.0.0:8443

@@ -745,3 +745,136 @@ def test_tls_on_both_sides(proxy_factory, tls_upstream, pki, tls_files):
 def test_upstream_tls_options_need_an_https_upstream(proxy_bin, pki):
     out = run_briefly(proxy_bin, ["--upstream-ca", pki.path("ca.pem")])
     assert out.returncode == 2 and "upstream_tls" in out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# A fleet: shared session ticket keys (tls.session_ticket_keys), HSTS (tls.hsts)
+
+
+def ticket_key(path):
+    path.write_bytes(os.urandom(80))
+    return str(path)
+
+
+def fleet_config(tmp_path, tls_files, name, keys, extra=""):
+    cert, key = tls_files
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(f"tls: {{ cert: {cert}, key: {key}, session_ticket_keys: [{', '.join(keys)}] {extra} }}\n")
+    return cfg
+
+
+def resumed_session(port, ctx, session=None):
+    """One request over a new connection, offering `session` (made with the same `ctx`); whether
+    it was resumed, and the session to offer next. The response is read to its end so that a
+    TLS 1.3 ticket, sent after the handshake, has arrived."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with ctx.wrap_socket(raw, server_hostname="default.test", session=session) as s:
+        s.sendall(b"GET /echo HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n")
+        while s.recv(65536):
+            pass
+        return s.session_reused, s.session
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
+def test_instances_sharing_ticket_keys_resume_each_others_sessions(proxy_factory, upstream, pki, tls_files, tmp_path,
+                                                                   version):
+    ctx = client_context(pki, minimum=version, maximum=version)
+    keys = [ticket_key(tmp_path / "ticket.key")]
+    a = proxy_factory(upstream, extra=["--config", str(fleet_config(tmp_path, tls_files, "a", keys))])
+    b = proxy_factory(upstream, extra=["--config", str(fleet_config(tmp_path, tls_files, "b", keys))])
+    other = proxy_factory(upstream, extra=["--config",
+                                           str(fleet_config(tmp_path, tls_files, "c", [ticket_key(tmp_path / "other.key")]))])
+    reused, session = resumed_session(a.port, ctx)
+    assert not reused
+    assert resumed_session(b.port, ctx, session)[0], "B decrypts A's ticket"
+    assert not resumed_session(other.port, ctx, session)[0], "another key: a full handshake"
+    # without configured keys each process has its own: no resumption across instances
+    plain1, plain2 = proxy_factory(upstream, extra=["--tls-cert", tls_files[0], "--tls-key", tls_files[1]]), \
+        proxy_factory(upstream, extra=["--tls-cert", tls_files[0], "--tls-key", tls_files[1]])
+    _, session = resumed_session(plain1.port, ctx)
+    assert resumed_session(plain1.port, ctx, session)[0]
+    assert not resumed_session(plain2.port, ctx, session)[0]
+
+
+def test_ticket_keys_rotate_on_a_reload(proxy_factory, upstream, pki, tls_files, tmp_path):
+    """The documented rotation: the new key first, the old one second (still decrypts), then the
+    old one gone (its tickets stop resuming)."""
+    ctx = client_context(pki, minimum=ssl.TLSVersion.TLSv1_3)
+    old, new = ticket_key(tmp_path / "old.key"), ticket_key(tmp_path / "new.key")
+    cfg = fleet_config(tmp_path, tls_files, "p", [old])
+    p = proxy_factory(upstream, extra=["--config", str(cfg)])
+    _, by_old = resumed_session(p.port, ctx)
+
+    def reload(keys, expect_reloaded="configuration reloaded"):
+        cfg.write_text(fleet_config(tmp_path, tls_files, "p", keys).read_text())
+        before = p.stderr_text().count(expect_reloaded)
+        p.signal(signal.SIGHUP)
+        p.stopped_on_purpose = False
+        deadline = time.monotonic() + 5
+        while p.stderr_text().count(expect_reloaded) == before:
+            assert time.monotonic() < deadline, p.stderr_text()[-2000:]
+            time.sleep(0.02)
+    reload([new, old])
+    reused, renewed = resumed_session(p.port, ctx, by_old)
+    assert reused, "the old key still decrypts"
+    reload([new])
+    assert not resumed_session(p.port, ctx, by_old)[0], "rotated out: no longer decrypts"
+    assert resumed_session(p.port, ctx, renewed)[0], "the ticket renewed under the new key resumes"
+    # The same file rewritten in place (configuration unchanged) is re-read by a SIGHUP too.
+    ticket_key(tmp_path / "new.key")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, '"TLS certificates reloaded"')
+    assert not resumed_session(p.port, ctx, renewed)[0]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"x" * 48, "is 48 bytes: a session ticket key is 80 random bytes"),
+    (None, "cannot be read"),
+])
+def test_a_bad_ticket_key_file_is_named_by_check(proxy_bin, tls_files, tmp_path, content, problem):
+    path = tmp_path / "bad.key"
+    if content is not None:
+        path.write_bytes(content)
+    cfg = fleet_config(tmp_path, tls_files, "bad", [str(path)])
+    out = subprocess.run([proxy_bin, "check", "--config", str(cfg), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1, out
+    assert "tls.session_ticket_keys" in out.stdout + out.stderr and problem in out.stdout + out.stderr, out
+
+
+def test_hsts_is_sent_on_every_tls_response_and_replaces_the_apps(proxy_factory, upstream, pki, tls_files, tmp_path):
+    cert, key = tls_files
+    cfg = tmp_path / "hsts.yaml"
+    cfg.write_text(f"tls: {{ cert: {cert}, key: {key}, hsts: {{ max_age: 31536000, include_subdomains: true }} }}\n"
+                   "redirect_http: 127.0.0.1:0\n".replace("127.0.0.1:0", f"127.0.0.1:{free_port()}"))
+    proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
+    expected = "max-age=31536000; includeSubDomains"
+    with TLSConn(proxy.port, pki=pki) as c:
+        for target in ("/echo", "/status/404",
+                       "/status/200?h=strict-transport-security:max-age%3D0"):  # the app's own header is replaced
+            c.request("GET", target)
+            r = c.read_response()
+            assert r.header("strict-transport-security") == [expected], (target, r.headers)
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/%00")  # answered by the proxy itself
+        r = c.read_response()
+        assert r.status == 400 and r.header("strict-transport-security") == [expected]
+    # never over plain HTTP: the redirect listener's 308 carries none
+    with HTTPConn(int(cfg.read_text().split("redirect_http: 127.0.0.1:")[1].strip())) as c:
+        c.request("GET", "/x", host="default.test")
+        r = c.read_response()
+        assert r.status == 308 and r.header("strict-transport-security") == []
+    # HTTP/2 too
+    out = subprocess.run(["curl", "-sS", "--http2", "-o", "/dev/null", "-D", "-", "--cacert", pki.path("ca.pem"),
+                          "--resolve", f"default.test:{proxy.port}:127.0.0.1", f"https://default.test:{proxy.port}/echo"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.stdout.startswith("HTTP/2 200") and f"strict-transport-security: {expected}".lower() in out.stdout.lower(), out.stdout
+
+
+def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path):
+    cert, key = tls_files
+    cfg = tmp_path / "preload.yaml"
+    cfg.write_text(f"tls: {{ cert: {cert}, key: {key}, hsts: {{ max_age: 600, preload: true }} }}\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(cfg), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "tls.hsts.preload" in out.stdout + out.stderr, out

@@ -17,7 +17,7 @@ Record events (one JSON object per line, "conn" is the connection id, "t" the ti
   event     {"what", ...}                 route-specific notes (poison drop, ws frames, ...)
   close     {"reason","phase","received","sent"}
 
-Routes: /echo /chunked /bytes /sink /slow /garbage /close /reset /until-close /ws /status/N
+Routes: /echo /chunked /bytes /sink /slow /garbage /close /reset /until-close /ws /status/N[?h=Name:value]
 /head-cl /expect /keepalive-close /hop /set-cookies. See handle() for their parameters.
 """
 
@@ -553,6 +553,9 @@ class Conn(threading.Thread):
             self.discard_body(req)
             code = int(p[len("/status/"):])
             hdrs = [("Content-Type", "text/plain")]
+            if "h" in q:  # one extra response field, `h=Name:value`
+                name, _, value = q["h"].partition(":")
+                hdrs.append((name, value))
             if "cl" in q:
                 hdrs.append(("Content-Length", q["cl"]))
             body = b"" if code in (204, 304) else f"status {code}\n".encode()

@@ -52,6 +52,7 @@ extension ClientConnection {
             appendField(name, value)
         }
         for (name, value) in edits.add { appendField(name, value) }
+        if let hsts = listener.hstsLine { hsts.withUnsafeBytes { output.append($0) } }
         if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
             output.append("Date: ")
             loop.httpDate.current().withUnsafeBytes { output.append($0) }

@@ -320,6 +320,8 @@ extension ClientConnection {
                 if !r.connectionTokens.isEmpty && isNamedIn(r.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
             }
             if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
+            // The operator's HSTS policy, set where TLS ends, replaces whatever the app says.
+            if listener.hstsLine != nil && nameMatches("Strict-Transport-Security", bytes, field.name) { continue }
             output.append(bytes + field.name.start, count: field.name.count)
             output.append(": ")
             output.append(bytes + field.value.start, count: field.value.count)
@@ -331,6 +333,7 @@ extension ClientConnection {
             output.append(string: value)
             output.append("\r\n")
         }
+        if let hsts = listener.hstsLine { hsts.withUnsafeBytes { output.append($0) } }
         if let n = sendLength {
             output.append("Content-Length: ")
             output.append(decimal: n)

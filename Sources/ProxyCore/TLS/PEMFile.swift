@@ -50,6 +50,19 @@ enum PEMFile {
 
     /// Reads the whole file, hands it to `body` as a read-only memory BIO, then wipes it.
     private static func withContents<R>(_ path: String, _ body: (OpaquePointer) throws(TLSSetupError) -> R) throws(TLSSetupError) -> R {
+        try withBytes(path) { (raw: UnsafeRawBufferPointer) throws(TLSSetupError) -> R in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else {
+                TLSErrorQueue.clear()
+                throw TLSSetupError(file: path, "cannot be parsed (out of memory)")
+            }
+            defer { BIO_free(bio) }
+            return try body(bio)
+        }
+    }
+
+    /// Reads the whole file (a regular file, at most `maxSize`, not empty), hands its bytes to
+    /// `body`, then wipes them.
+    static func withBytes<R>(_ path: String, _ body: (UnsafeRawBufferPointer) throws(TLSSetupError) -> R) throws(TLSSetupError) -> R {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw TLSSetupError(file: path, "cannot be read: \(SystemError(call: "open", errno: lastErrno()).reason)") }
         defer { close(fd) }
@@ -75,12 +88,7 @@ enum PEMFile {
         }
         guard length > 0 else { throw TLSSetupError(file: path, "is empty") }
         guard length < capacity else { throw TLSSetupError(file: path, "changed size while being read") }
-        guard let bio = BIO_new_mem_buf(buffer, Int32(length)) else {
-            TLSErrorQueue.clear()
-            throw TLSSetupError(file: path, "cannot be parsed (out of memory)")
-        }
-        defer { BIO_free(bio) }
-        return try body(bio)
+        return try body(UnsafeRawBufferPointer(start: buffer, count: length))
     }
 }
 

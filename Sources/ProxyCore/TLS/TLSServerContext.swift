@@ -18,6 +18,8 @@ final class TLSServerContext: @unchecked Sendable {
     private let wildcard: [String: Int]
     /// The default certificate's subject and expiry, for the operator log.
     let summary: (subject: String, notAfter: String)
+    /// `tls.session_ticket_keys`, installed on every context (nil: OpenSSL's random key per context).
+    private let ticketKeys: TLSSessionTicketKeys?
 
     /// The TLS 1.2 cipher suites: ECDHE key exchange and AEAD ciphers only (Mozilla's
     /// "intermediate" list without DHE). TLS 1.3 keeps OpenSSL's defaults, all AEAD.
@@ -28,7 +30,8 @@ final class TLSServerContext: @unchecked Sendable {
     ].joined(separator: ":")
 
     private init(defaultContext: OpaquePointer, named: [OpaquePointer], exact: [String: Int], wildcard: [String: Int],
-                 summary: (String, String)) {
+                 summary: (String, String), ticketKeys: TLSSessionTicketKeys?) {
+        self.ticketKeys = ticketKeys
         self.defaultContext = defaultContext
         self.named = named
         self.exact = exact
@@ -44,6 +47,7 @@ final class TLSServerContext: @unchecked Sendable {
     /// Reads every file named in `settings` (once) and builds the contexts. Throws the first
     /// problem, naming its file.
     static func load(_ settings: TLSServerSettings) throws(TLSSetupError) -> TLSServerContext {
+        let ticketKeys = settings.sessionTicketKeyFiles.isEmpty ? nil : try TLSSessionTicketKeys.load(settings.sessionTicketKeyFiles)
         let (defaultContext, summary) = try makeContext(settings, certFile: settings.certFile, keyFile: settings.keyFile)
         var named: [OpaquePointer] = []
         var exact: [String: Int] = [:]
@@ -62,7 +66,14 @@ final class TLSServerContext: @unchecked Sendable {
             for ctx in named { SSL_CTX_free(ctx) }
             throw error
         }
-        let server = TLSServerContext(defaultContext: defaultContext, named: named, exact: exact, wildcard: wildcard, summary: summary)
+        let server = TLSServerContext(defaultContext: defaultContext, named: named, exact: exact, wildcard: wildcard, summary: summary,
+                                      ticketKeys: ticketKeys)
+        if let ticketKeys {
+            // OpenSSL asks the context a handshake started from (its session context), whatever
+            // SNI switched to; every context gets the keys all the same.
+            ticketKeys.install(on: defaultContext)
+            for ctx in named { ticketKeys.install(on: ctx) }
+        }
         if !named.isEmpty {
             // Only the context a handshake starts from runs the servername callback.
             let arg = Unmanaged.passUnretained(server).toOpaque()

@@ -11,14 +11,46 @@ public struct TLSServerSettings: Sendable, Equatable {
     public var sni: [SNICertificate] = []
     /// Offer `h2` in ALPN (preferred; `http/1.1` stays offered). Off: HTTP/1.1 only.
     public var http2 = true
+    /// Files of 80 bytes each (nginx's `ssl_session_ticket_key` format: a 16-byte name, a
+    /// 32-byte HMAC-SHA256 key, a 32-byte AES-256 key): the first encrypts new tickets, all of
+    /// them decrypt. Instances that share the files resume each other's sessions; a reload
+    /// (SIGHUP) re-reads them, so rotation is a file change. Empty: a random key per process
+    /// generation, which no other instance knows.
+    public var sessionTicketKeyFiles: [String] = []
+    /// `Strict-Transport-Security` on every response of this listener (never on plain HTTP).
+    public var hsts: HSTS? = nil
 
     public init(certFile: String, keyFile: String, minVersion: TLSVersion = .tls12, sni: [SNICertificate] = [],
-                http2: Bool = true) {
+                http2: Bool = true, sessionTicketKeyFiles: [String] = [], hsts: HSTS? = nil) {
         self.certFile = certFile
         self.keyFile = keyFile
         self.minVersion = minVersion
         self.sni = sni
         self.http2 = http2
+        self.sessionTicketKeyFiles = sessionTicketKeyFiles
+        self.hsts = hsts
+    }
+}
+
+/// HTTP Strict Transport Security (RFC 6797): browsers that saw it go to https:// by themselves
+/// for `maxAge` seconds, and refuse to click through certificate errors.
+public struct HSTS: Sendable, Equatable {
+    /// Seconds; two years by default (Mozilla's recommendation; hstspreload.org asks ≥ one year).
+    public var maxAge: UInt64 = 63_072_000
+    public var includeSubdomains = false
+    /// Ask to be in browsers' preload lists: needs `includeSubdomains` and a year or more.
+    public var preload = false
+
+    public init(maxAge: UInt64 = 63_072_000, includeSubdomains: Bool = false, preload: Bool = false) {
+        self.maxAge = maxAge
+        self.includeSubdomains = includeSubdomains
+        self.preload = preload
+    }
+
+    /// The whole header line, CRLF included.
+    public var headerLine: String {
+        "Strict-Transport-Security: max-age=\(maxAge)" + (includeSubdomains ? "; includeSubDomains" : "")
+            + (preload ? "; preload" : "") + "\r\n"
     }
 }
 
