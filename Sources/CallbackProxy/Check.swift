@@ -20,6 +20,11 @@ enum Check {
             return .failure(ConfigProblems([ConfigProblem(path: "upstream", line: nil,
                 message: "is required (in the file, or --upstream http://127.0.0.1:3000)")]))
         }
+        if let path = config.oauth.session?.access.emailsFile {
+            do { _ = try AllowedEmailsFile(path: path, now: 0) } catch {
+                return .failure(ConfigProblems([ConfigProblem(path: "oauth.session.allowed_emails_file", line: nil, message: "'\(path)' \(error.message)")]))
+            }
+        }
         let tlsProblems = TLSWiring.check(config)
         if !tlsProblems.isEmpty { return .failure(ConfigProblems(tlsProblems)) }
         // Build the providers too (e.g. load Apple's key), so a file that passes check starts.

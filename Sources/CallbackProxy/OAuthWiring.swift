@@ -126,14 +126,23 @@ struct OAuthWiring {
         let pipeline = CallbackPipeline(settings: config.oauth, store: store, providers: providers)
         let relayCodes = RelayCodes(store: store, ttlSeconds: config.oauth.relayCodeTTLSeconds)
         var session: SessionLayer? = nil
-        if config.oauth.session != nil {
+        if let settings = config.oauth.session {
+            var emailsFile: AllowedEmailsFile? = nil
+            if let path = settings.access.emailsFile {
+                do {
+                    emailsFile = try AllowedEmailsFile(path: path, log: log, now: EventLoop.monotonicNow())
+                } catch {
+                    throw ConfigProblems([ConfigProblem(path: "oauth.session.allowed_emails_file", line: nil, message: "'\(path)' \(error.message)")])
+                }
+            }
             do {
                 // Server-side sessions follow the store unless the operator said otherwise: a
                 // shared store is there for several instances, and sessions kept in it can be
                 // ended at sign-out; the in-memory store would lose them at every restart.
                 let serverSide = config.oauth.session?.serverSide ?? (config.store != .memory)
                 session = try SessionLayer(oauth: config.oauth, store: store, identityProviders: providers,
-                                           serverSide: serverSide, log: log, clock: ProviderFactory.systemClock)
+                                           serverSide: serverSide, log: log, clock: ProviderFactory.systemClock,
+                                           emailsFile: emailsFile, metrics: metrics)
             } catch {
                 throw ConfigProblems([ConfigProblem(path: "oauth.session", line: nil, message: "cannot build the session cookie: \(error)")])
             }

@@ -18,6 +18,14 @@ import ProxyCore
 ///     server_side: true                   # default: true with a redis store, false with memory
 ///     error_url: /signin-failed           # default: the proxy's own page (?error=<code> appended)
 ///     web_redirect_uri: https://app.example.com/_oauth/web_callback   # default: from Host and secure
+///     # who may enter (at least one, or allow_any_authenticated_user: true):
+///     allowed_email_domains: [example.com, .example.org]   # exact, or .domain for subdomains
+///     allowed_emails: [alice@example.com]
+///     allowed_emails_file: /etc/callback-proxy/emails.txt
+///     allowed_groups: [staff]             # from groups_claim (default groups; a.b for nested)
+///     allowed_hosted_domains: [example.com]   # Google Workspace: the id_token's hd
+///     path_rules:                         # on top of the rules above, for some paths
+///       - { prefix: /admin, allowed_groups: [admins] }
 /// ```
 extension ConfigLoader {
     func readSession(_ m: MappingReader) -> SessionSettings {
@@ -75,8 +83,82 @@ extension ConfigLoader {
                                "must be https://HOST/_oauth/web_callback (http:// only with secure: false), without a query")
             }
         }
+        s.access = readAccessRule(m, allowFile: true, allowAnyUser: true)
+        if let claim = m.string("groups_claim") {
+            if !claim.isEmpty && claim.split(separator: ".", omittingEmptySubsequences: false).allSatisfy({ !$0.isEmpty }) {
+                s.groupsClaim = claim
+            } else {
+                m.problems.add(m.child("groups_claim"), m.node("groups_claim")?.line, "must be a claim name, or a dotted path like realm_access.roles")
+            }
+        }
+        if let node = m.node("path_rules") {
+            if case .sequence(let items, _) = node {
+                for (i, item) in items.enumerated() {
+                    let path = "\(m.child("path_rules"))[\(i)]"
+                    let entry = MappingReader(item, path: path, pattern: m.childPattern("path_rules") + "[]", problems: m.problems)
+                    let prefixText = entry.string("prefix", required: true)
+                    let rule = readAccessRule(entry, allowFile: false, allowAnyUser: false)
+                    if rule.isEmpty {
+                        m.problems.add(path, item.line, "needs a rule: allowed_email_domains, allowed_emails, allowed_groups or allowed_hosted_domains")
+                    }
+                    if let prefixText {
+                        switch PathPrefix.parse(prefixText) {
+                        case .success(let prefix): s.pathRules.append(PathAccessRule(prefix: prefix, rule: rule))
+                        case .failure(let why): m.problems.add("\(path).prefix", item.line, "'\(prefixText)' \(why.text)")
+                        }
+                    }
+                    entry.finish()
+                }
+            } else {
+                m.problems.add(m.child("path_rules"), node.line, "must be a list of { prefix, allowed_… }, not \(node.kindName)")
+            }
+        }
         m.finish()
         return s
+    }
+
+    /// `allowed_email_domains`, `allowed_emails`, `allowed_groups`, `allowed_hosted_domains`
+    /// (and, globally, `allowed_emails_file` and `allow_any_authenticated_user`). Domains and
+    /// addresses are ASCII (IDNs as `xn--` A-labels) and lower-cased; every bad entry is named.
+    private func readAccessRule(_ m: MappingReader, allowFile: Bool, allowAnyUser: Bool) -> AccessRule {
+        var r = AccessRule()
+        if let list = m.strings("allowed_email_domains") {
+            for d in list {
+                let lower = d.lowercased()
+                let bare = lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)
+                if EmailAddress.isDomain(bare) { r.emailDomains.append(lower) } else {
+                    m.problems.add(m.child("allowed_email_domains"), m.node("allowed_email_domains")?.line,
+                                   "'\(d)' is not a domain or .domain (write internationalized names as xn-- A-labels)")
+                }
+            }
+        }
+        if let list = m.strings("allowed_emails") {
+            for e in list {
+                let parts = e.lowercased().split(separator: "@", omittingEmptySubsequences: false)
+                if parts.count == 2 && !parts[0].isEmpty && EmailAddress.isDomain(parts[1]) { r.emails.append(e.lowercased()) } else {
+                    m.problems.add(m.child("allowed_emails"), m.node("allowed_emails")?.line, "'\(e)' is not an email address with an ASCII domain")
+                }
+            }
+        }
+        if allowFile, let f = m.string("allowed_emails_file") { r.emailsFile = f }
+        if let list = m.strings("allowed_groups") { r.groups = list.filter { !$0.isEmpty } }
+        if let list = m.strings("allowed_hosted_domains") {
+            for d in list {
+                if EmailAddress.isDomain(Substring(d.lowercased())) { r.hostedDomains.append(d.lowercased()) } else {
+                    m.problems.add(m.child("allowed_hosted_domains"), m.node("allowed_hosted_domains")?.line, "'\(d)' is not a domain")
+                }
+            }
+        }
+        if allowAnyUser, let any = m.bool("allow_any_authenticated_user"), any {
+            var others = r
+            others.anyAuthenticatedUser = false
+            if !others.isEmpty {
+                m.problems.add(m.child("allow_any_authenticated_user"), m.node("allow_any_authenticated_user")?.line,
+                               "lets everyone in, so it cannot stand next to allowed_… rules: remove one or the other")
+            }
+            r.anyAuthenticatedUser = true
+        }
+        return r
     }
 
     /// `protect`/`skip` entries: canonical paths (they are compared with the canonical request

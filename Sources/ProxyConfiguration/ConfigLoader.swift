@@ -52,6 +52,11 @@ public struct ConfigLoader {
         if config.oauth.providers.values.contains(where: { $0.handoff == .session }) && config.oauth.session == nil {
             problems.add("oauth.session", nil, "is required when a provider uses handoff session (at least secret_env or secret_file)")
         }
+        if let session = config.oauth.session, session.access.isEmpty,
+           config.oauth.providers.values.contains(where: { $0.handoff == .session }) {
+            problems.add("oauth.session", nil,
+                         "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
+        }
         for (name, p) in config.oauth.providers where p.handoff == .session {
             if p.appClient == nil {
                 problems.add("providers.\(name).app_client", nil, "is required for handoff session (/_oauth/start sends the app's web client)")

@@ -8,7 +8,7 @@ import Testing
 
     static let session = ProxySession(
         provider: "google", subject: "1234567890", email: "jane@example.com", emailVerified: true,
-        name: "Jane Doe", preferredUsername: "jane", groups: ["admins", "staff"], accessToken: "ya29.short",
+        name: "Jane Doe", preferredUsername: "jane", groups: ["admins", "staff"], hostedDomain: "example.com", accessToken: "ya29.short",
         issuedAt: now, expiresAt: now + 3600)
 
     /// A session whose payload is large and compressible (a long access token, many groups)

@@ -60,6 +60,14 @@ import Testing
         server_side: true
         error_url: /signin-failed
         web_redirect_uri: https://app.example.com/_oauth/web_callback
+        allowed_email_domains: [example.com, .example.org]
+        allowed_emails: [alice@example.net]
+        allowed_emails_file: /keys/emails
+        allowed_groups: [staff]
+        allowed_hosted_domains: [example.com]
+        groups_claim: realm_access.roles
+        path_rules:
+          - { prefix: /admin, allowed_groups: [admins], allowed_emails: [root@example.com], allowed_email_domains: [example.com], allowed_hosted_domains: [example.com] }
     providers:
       google:
         handoff: relay

@@ -38,7 +38,9 @@ import Testing
       clock_leeway: 2m
       idp_timeout: 5s
       session: { secret_env: SESSION_SECRET, protect: [/admin], skip: [/admin/health], allowed_redirect_hosts: [app.example.com],
-                 server_side: true, error_url: "https://app.example.com/oops", web_redirect_uri: "https://app.example.com/_oauth/web_callback" }
+                 server_side: true, error_url: "https://app.example.com/oops", web_redirect_uri: "https://app.example.com/_oauth/web_callback",
+                 allowed_email_domains: [Example.COM, .example.org], allowed_groups: [staff],
+                 path_rules: [{ prefix: /admin, allowed_groups: [admins] }] }
     providers:
       google:
         handoff: relay
@@ -111,7 +113,7 @@ import Testing
 
     @Test func serverSideSessionsFollowTheStoreUnlessConfigured() throws {
         let c = try loader().load(text: """
-        oauth: { session: { secret_env: SESSION_SECRET } }
+        oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true } }
         providers:
           google:
             handoff: session
@@ -396,7 +398,7 @@ import Testing
         #expect(p == ["oauth.session: is required when a provider uses handoff session (at least secret_env or secret_file)",
                       "providers.google.app_client: is required for handoff session (/_oauth/start sends the app's web client)"])
         let short = problems("""
-        oauth: { session: { secret_env: FB_SECRET } }
+        oauth: { session: { secret_env: FB_SECRET, allowed_emails: [a@example.com] } }
         providers:
           google:
             handoff: session
@@ -404,6 +406,60 @@ import Testing
             native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
         """)
         #expect(short == ["oauth.session.secret_env: must be at least 32 characters"])
+    }
+
+    static let sessionProvider = """
+    providers:
+      google:
+        handoff: session
+        app_client: { id: web, secret_env: GOOGLE_WEB_SECRET }
+        native: { ios: { client_id: 1-a.apps.googleusercontent.com } }
+    """
+
+    @Test func sessionModeRefusesToStartWithoutARuleForWhoMayEnter() {
+        let p = problems("oauth: { session: { secret_env: SESSION_SECRET } }\n" + Self.sessionProvider)
+        #expect(p.count == 1)
+        #expect(p.first?.hasPrefix("oauth.session: session mode needs a rule for who may enter: allowed_email_domains, allowed_emails") == true)
+        #expect(p.first?.contains("allow_any_authenticated_user: true") == true)
+        // Said outright, everyone may enter.
+        #expect(problems("oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true } }\n" + Self.sessionProvider) == [])
+    }
+
+    @Test func accessRulesLoadLowerCasedAndPathRulesKeepTheirPrefix() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allowed_email_domains: [Example.COM, .Corp.Example]
+            allowed_emails: [Alice@Example.NET]
+            allowed_groups: [Staff]
+            allowed_hosted_domains: [Example.com]
+            groups_claim: realm_access.roles
+            path_rules: [{ prefix: /admin/, allowed_groups: [admins] }]
+        """ + "\n" + Self.sessionProvider).get()
+        let s = try #require(c.oauth.session)
+        #expect(s.access.emailDomains == ["example.com", ".corp.example"])
+        #expect(s.access.emails == ["alice@example.net"])
+        #expect(s.access.groups == ["Staff"], "group names are the IdP's: kept as written")
+        #expect(s.access.hostedDomains == ["example.com"])
+        #expect(s.groupsClaim == "realm_access.roles")
+        #expect(s.pathRules.map(\.prefix.description) == ["/admin"])
+        #expect(s.requiresSession("/ADMIN/x"), "a path rule's path needs a session")
+    }
+
+    @Test(arguments: [
+        ("allowed_groups: [x], allowed_email_domains: [exämple.com]", "oauth.session.allowed_email_domains: 'exämple.com' is not a domain or .domain (write internationalized names as xn-- A-labels)"),
+        ("allowed_groups: [x], allowed_email_domains: [\"*.example.com\"]", "oauth.session.allowed_email_domains: '*.example.com' is not a domain"),
+        ("allowed_groups: [x], allowed_emails: [alice]", "oauth.session.allowed_emails: 'alice' is not an email address with an ASCII domain"),
+        ("allowed_groups: [x], allowed_emails: [a@b@example.com]", "oauth.session.allowed_emails: 'a@b@example.com' is not an email address"),
+        ("allow_any_authenticated_user: true, allowed_groups: [x]", "oauth.session.allow_any_authenticated_user: lets everyone in, so it cannot stand next to allowed_… rules"),
+        ("allowed_groups: [x], path_rules: [{ prefix: /admin }]", "oauth.session.path_rules[0]: needs a rule"),
+        ("allowed_groups: [x], path_rules: [{ prefix: /%61dmin, allowed_groups: [y] }]", "oauth.session.path_rules[0].prefix: '/%61dmin' is not in canonical form"),
+        ("allowed_groups: [x], groups_claim: a..b", "oauth.session.groups_claim: must be a claim name"),
+    ])
+    func accessRuleMistakesAreNamed(_ line: String, _ expected: String) {
+        let p = problems("oauth: { session: { secret_env: SESSION_SECRET, \(line) } }\n" + Self.sessionProvider)
+        #expect(p.count == 1 && p[0].hasPrefix(expected), "\(p)")
     }
 
     @Test func relayNeedsTheAppCallbackAndTheAppClient() {

@@ -95,7 +95,7 @@ def proxy_yaml(ports, idp, tls=None) -> str:
         f"  ca_file: {q(str(idp.ca_cert))}",
         "  idp_timeout: 5s",
         f"  session: {{ secret_env: SESSION_SECRET, secure: {'true' if tls else 'false'}, protect: all, "
-        "skip: [/public], server_side: true }",
+        "skip: [/public], server_side: true, allowed_email_domains: [example.test] }",
         "providers:",
         "  google:",
         "    kind: google",

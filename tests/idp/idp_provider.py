@@ -100,6 +100,8 @@ class User:
     email: str
     email_verified: bool
     name: str
+    groups: tuple = ()
+    hd: str = ""
 
     def get_user_id(self):
         return self.sub
@@ -116,8 +118,9 @@ def user_from_form(form) -> User:
     email = form.get("email", "").strip() or (username if "@" in username else f"{username}@example.test")
     name = form.get("name", "").strip() or username.split("@")[0].replace(".", " ").title()
     verified = form.get("email_verified", "true").strip().lower() not in ("false", "0", "no", "off")
+    groups = tuple(g.strip() for g in form.get("groups", "").split(",") if g.strip())
     return User(sub=sub_for(username), username=username, email=email, email_verified=verified,
-                name=name)
+                name=name, groups=groups, hd=form.get("hd", "").strip())
 
 
 @dataclass
@@ -509,6 +512,13 @@ def user_claims(user: User, scope: str) -> dict:
         claims.update(email=user.email, email_verified=user.email_verified)
     if "profile" in scopes:
         claims["name"] = user.name
+    # Like Keycloak, Okta and Azure AD when asked: the user's groups in the id_token; and like
+    # Google for a Workspace account: its domain in `hd` (a consumer account has none).
+    if user.groups:
+        claims["groups"] = list(user.groups)
+        claims["realm_access"] = {"roles": list(user.groups)}
+    if user.hd:
+        claims["hd"] = user.hd
     return claims
 
 
@@ -625,6 +635,8 @@ You will be sent back to <code id="redirect-uri">{redirect_uri}</code>.</p>
  <input type="email" name="email" id="email"></label>
 <label>Email verified <select name="email_verified" id="email_verified">
 <option value="true" selected>true</option><option value="false">false</option></select></label>
+<label>Groups (optional, comma-separated) <input type="text" name="groups" id="groups"></label>
+<label>Workspace domain, the <code>hd</code> claim (optional) <input type="text" name="hd" id="hd"></label>
 <button type="submit" name="action" value="approve" id="approve">Sign in</button>
 <button type="submit" name="action" value="deny" id="deny" formnovalidate>Deny</button>
 </form></body></html>

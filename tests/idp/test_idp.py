@@ -138,6 +138,16 @@ def test_login_form_fields_set_the_claims(idp):
                                                                            "Bob B")
 
 
+def test_groups_and_the_workspace_domain_reach_the_id_token_when_given(idp):
+    grant = idp.get_code(ANDROID, username="carol", login={"groups": "staff, admins", "hd": "corp.test"})
+    claims = idp.verify_id_token(idp.exchange(grant).json()["id_token"], ANDROID)
+    assert claims["groups"] == ["staff", "admins"] and claims["realm_access"] == {"roles": ["staff", "admins"]}
+    assert claims["hd"] == "corp.test"
+    plain = idp.get_code(ANDROID, username="dave")
+    claims = idp.verify_id_token(idp.exchange(plain).json()["id_token"], ANDROID)
+    assert "groups" not in claims and "hd" not in claims
+
+
 class _FormParser(HTMLParser):
     def __init__(self):
         super().__init__()

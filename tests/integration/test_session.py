@@ -29,7 +29,8 @@ def idp(tmp_path_factory):
         yield srv
 
 
-def session_config(idp, store="memory", rules="protect: [/private], allowed_redirect_hosts: [app.example.com]"):
+def session_config(idp, store="memory", rules="protect: [/private], allowed_redirect_hosts: [app.example.com]",
+                   access="allowed_email_domains: [example.test]"):
     """The proxy's YAML for session mode with the native iOS client (and the environment its
     secrets come from)."""
     os.environ["SESSION_SECRET"] = SECRET
@@ -38,7 +39,7 @@ def session_config(idp, store="memory", rules="protect: [/private], allowed_redi
 store: {store}
 oauth:
   ca_file: {idp.ca_cert}
-  session: {{ secret_env: SESSION_SECRET, secure: false, {rules} }}
+  session: {{ secret_env: SESSION_SECRET, secure: false, {access}, {rules} }}
 providers:
   google:
     kind: google
@@ -91,8 +92,9 @@ class Jar(dict):
         return r
 
 
-def sign_in(p, idp, rd="/private/page"):
-    """/_oauth/start → (wrapper) native sign-in with the same state and nonce → callback."""
+def sign_in(p, idp, rd="/private/page", username="alice@example.test", login=None):
+    """/_oauth/start → (wrapper) native sign-in with the same state and nonce → callback.
+    `login`: more fields of the IdP's login form (email, email_verified, groups, hd)."""
     start = get(p, "/_oauth/start?" + urllib.parse.urlencode({"rd": rd}))
     assert start.status == 302, start
     authorize = urllib.parse.urlsplit(start.one("location"))
@@ -101,7 +103,7 @@ def sign_in(p, idp, rd="/private/page"):
     assert q["client_id"] == WEB
     jar = set_cookies(start)
     assert list(state_cookies(jar)) == ["_oauth_state_" + hashlib.sha256(q["state"].encode()).hexdigest()[:12]]
-    grant = idp.get_code(IOS, state=q["state"], nonce=q["nonce"])
+    grant = idp.get_code(IOS, state=q["state"], nonce=q["nonce"], username=username, login=login)
     callback = "/_oauth_callback?" + urllib.parse.urlencode({
         "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
         "code": grant.code, "state": grant.state, "code_verifier": grant.code_verifier})
@@ -284,6 +286,7 @@ store: {store}
 oauth:
   ca_file: {idp.ca_cert}{limit}
   session: {{ secret_env: SESSION_SECRET, secure: false, protect: [/private], error_url: /signin-failed,
+             allowed_email_domains: [example.test],
              web_redirect_uri: "{WEB_REDIRECT}"{side}{extra_session} }}
 providers:
   google:
@@ -307,11 +310,11 @@ def web_proxy_factory(proxy_factory, upstream, tmp_path, web_idp):
     return start
 
 
-def idp_login(idp, authorize_url, username="alice@example.test", action="approve"):
+def idp_login(idp, authorize_url, username="alice@example.test", action="approve", **fields):
     """What the browser does at the IdP: its login page, then the form. Returns the redirect."""
     page = idp.request("GET", authorize_url)
     assert page.status_code == 200, (page.status_code, page.headers.get("X-OAuth-Error"))
-    resp = idp.request("POST", authorize_url, data={"username": username, "action": action},
+    resp = idp.request("POST", authorize_url, data={"username": username, "action": action, **fields},
                        allow_redirects=False)
     assert resp.status_code == 302, resp.status_code
     return resp.headers["Location"]

@@ -12,6 +12,9 @@ public struct CallbackFailure: Error, Sendable, Equatable, CustomStringConvertib
         /// A setting is wrong (the IdP's CA, its issuer): permanent until the operator acts, who
         /// is told which setting (`setting`) at error level, not a transient IdP outage.
         case config
+        /// The user signed in and is who they say, but the operator's access rules keep them out
+        /// (session mode): 403, never a sign-in loop.
+        case policy
     }
 
     public var source: Source
@@ -44,6 +47,7 @@ public struct CallbackFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var status: Int {
         switch source {
         case .client: return 400
+        case .policy: return 403
         case .idp, .config: return 502
         case .internal: return retryable ? 503 : 500
         }

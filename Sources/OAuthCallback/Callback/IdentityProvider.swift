@@ -58,11 +58,15 @@ public struct VerifiedIdentity: Sendable {
     /// The id_token's `groups` (a list of strings, or one string), as Keycloak, Okta, Azure AD and
     /// Dex send it when asked; empty when absent.
     public var groups: [String]
+    /// Every claim of the verified id_token (empty when the provider gave none): what access
+    /// rules read `hd` and a configured groups claim from.
+    public var claims: [String: JSONValue]
     public var tokens: TokenResponse
 
     public init(provider: String, subject: String, email: String? = nil, emailVerified: Bool? = nil,
                 name: String? = nil, preferredUsername: String? = nil, groups: [String] = [],
-                tokens: TokenResponse) {
+                claims: [String: JSONValue] = [:], tokens: TokenResponse) {
+        self.claims = claims
         self.provider = provider
         self.subject = subject
         self.email = email

@@ -5,5 +5,6 @@ enum Messages {
     static let internalError = "Something went wrong on our side. Please try signing in again."
     static let unavailable = "Sign-in is temporarily unavailable. Please try again in a moment."
     static let crossSiteSignOut = "You are still signed in: another site asked to sign you out. To sign out, use this site's own sign-out link."
+    static let forbidden = "You are signed in, but this account is not allowed here. Ask the site's administrator for access, or sign out and use another account."
     static let rateLimited = "Too many sign-in attempts from your network. Please wait a moment and try again."
 }

@@ -9,6 +9,7 @@ public final class OAuthMetrics: Sendable {
     private let minted: MetricFamily<Counter>
     private let redeemed: MetricFamily<Counter>
     private let expired: MetricFamily<Counter>
+    private let sessionRefusals: MetricFamily<Counter>
     let storeErrors: Counter
     /// Configured provider → its configured native platforms.
     private let known: [String: Set<String>]
@@ -26,6 +27,9 @@ public final class OAuthMetrics: Sendable {
         expired = registry.counter("callback_proxy_relay_codes_expired_total",
                                    "Relay codes that reached their expiry unredeemed (is the app's token URL pointed at the proxy?).",
                                    labels: ["provider"])
+        sessionRefusals = registry.counter("callback_proxy_session_refusals_total",
+                                           "Signed-in users kept out by session mode's access rules, by provider and rule.",
+                                           labels: ["provider", "rule"])
         storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
                                        labels: ["store"]).labels(storeKind)
         known = settings.providers.mapValues { Set($0.native.keys) }
@@ -37,6 +41,8 @@ public final class OAuthMetrics: Sendable {
         case configError = "config_error"
         case storeUnavailable = "store_unavailable"
         case rateLimited = "rate_limited"
+        /// Verified, but the access rules refuse the account (session mode).
+        case forbidden
         case error
     }
 
@@ -53,6 +59,7 @@ public final class OAuthMetrics: Sendable {
         case .client: return failure.code == "replayed_code" ? .replay : .refused
         case .idp: return .idpError
         case .config: return .configError
+        case .policy: return .forbidden
         case .internal: return failure.code == ReplayGuard.storeUnavailableCode ? .storeUnavailable : .error
         }
     }
@@ -62,6 +69,9 @@ public final class OAuthMetrics: Sendable {
     }
 
     func relayMinted(_ provider: String) { minted.labels(provider).increment() }
+    func sessionRefused(_ provider: String, rule: AccessRefusal) {
+        sessionRefusals.labels(known[provider] != nil ? provider : "unknown", rule.rawValue).increment()
+    }
     func relayRedeemed(_ provider: String) { redeemed.labels(provider).increment() }
     func relayExpired(_ provider: String) { expired.labels(provider).increment() }
 }

@@ -8,13 +8,19 @@ import Synchronization
 final class ConfigFailureLog: Sendable {
     static let interval: UInt64 = 60 * 1_000_000_000
     private let lastLogged = Mutex<[String: UInt64]>([:])
+    private let interval: UInt64
+
+    /// `interval`: nanoseconds between two lines for one key (a minute for config failures).
+    init(interval: UInt64 = ConfigFailureLog.interval) {
+        self.interval = interval
+    }
 
     /// Whether a line for (`provider`, `setting`) is due at `now` (nanoseconds); if so, it is
     /// taken as written.
     func isDue(provider: String, setting: String, now: UInt64) -> Bool {
         lastLogged.withLock { last in
             let key = provider + "\u{0}" + setting
-            if let at = last[key], now &- at < Self.interval { return false }
+            if let at = last[key], now &- at < interval { return false }
             if last.count >= 1_024 { last.removeAll() }
             last[key] = now
             return true

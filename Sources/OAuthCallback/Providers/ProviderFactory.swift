@@ -110,7 +110,7 @@ enum ProviderSupport {
         VerifiedIdentity(provider: provider, subject: claims.subject, email: claims.email,
                          emailVerified: claims.emailVerified, name: claims.name,
                          preferredUsername: claims.raw["preferred_username"]?.stringValue,
-                         groups: groups(claims.raw["groups"]), tokens: tokens)
+                         groups: groups(claims.raw["groups"]), claims: claims.raw, tokens: tokens)
     }
 
     /// `groups` as a list of strings (one string is a list of one); anything else is no groups.

@@ -15,6 +15,8 @@ public struct ProxySession: Sendable, Equatable {
     /// `preferred_username`, when the IdP provides one.
     public var preferredUsername: String?
     public var groups: [String]
+    /// The id_token's `hd` (Google Workspace domain), for `allowed_hosted_domains`.
+    public var hostedDomain: String?
     /// Only kept when the operator passes it upstream (`X-Forwarded-Access-Token` /
     /// `Authorization: Bearer`); otherwise nil, which also keeps the cookie small.
     public var accessToken: String?
@@ -25,7 +27,8 @@ public struct ProxySession: Sendable, Equatable {
 
     public init(provider: String, subject: String, email: String? = nil, emailVerified: Bool = false,
                 name: String? = nil, preferredUsername: String? = nil, groups: [String] = [],
-                accessToken: String? = nil, issuedAt: Int64, expiresAt: Int64) {
+                hostedDomain: String? = nil, accessToken: String? = nil, issuedAt: Int64, expiresAt: Int64) {
+        self.hostedDomain = hostedDomain
         self.provider = provider
         self.subject = subject
         self.email = email
@@ -40,4 +43,9 @@ public struct ProxySession: Sendable, Equatable {
 
     /// The address to pass upstream: only a verified one.
     public var verifiedEmail: String? { emailVerified ? email : nil }
+
+    /// What the access rules look at.
+    public var accessSubject: AccessSubject {
+        AccessSubject(email: email, emailVerified: emailVerified, groups: groups, hostedDomain: hostedDomain)
+    }
 }

@@ -138,6 +138,7 @@ public struct SessionCookie: Sendable {
     private enum Member {
         static let provider = "p", subject = "s", email = "e", emailVerified = "ev", name = "n"
         static let preferredUsername = "u", groups = "g", accessToken = "at", issuedAt = "iat", expiresAt = "exp"
+        static let hostedDomain = "hd"
     }
 
     static func payload(_ session: ProxySession) -> JSONValue {
@@ -153,6 +154,7 @@ public struct SessionCookie: Sendable {
         if let username = session.preferredUsername { members[Member.preferredUsername] = .string(username) }
         if !session.groups.isEmpty { members[Member.groups] = .array(session.groups.map(JSONValue.string)) }
         if let token = session.accessToken { members[Member.accessToken] = .string(token) }
+        if let hd = session.hostedDomain { members[Member.hostedDomain] = .string(hd) }
         return .object(members)
     }
 
@@ -168,7 +170,8 @@ public struct SessionCookie: Sendable {
         }
         guard let email = optionalString(Member.email), let name = optionalString(Member.name),
               let username = optionalString(Member.preferredUsername),
-              let accessToken = optionalString(Member.accessToken) else { return nil }
+              let accessToken = optionalString(Member.accessToken),
+              let hostedDomain = optionalString(Member.hostedDomain) else { return nil }
         var groups: [String] = []
         if let list = payload[Member.groups] {
             guard let elements = list.arrayValue else { return nil }
@@ -178,7 +181,8 @@ public struct SessionCookie: Sendable {
             }
         }
         return ProxySession(provider: provider, subject: subject, email: email, emailVerified: emailVerified,
-                            name: name, preferredUsername: username, groups: groups, accessToken: accessToken,
+                            name: name, preferredUsername: username, groups: groups, hostedDomain: hostedDomain,
+                            accessToken: accessToken,
                             issuedAt: issuedAt, expiresAt: expiresAt)
     }
 }

@@ -39,6 +39,11 @@ public final class SessionLayer: Sendable {
     let log: Logger
     /// The web callback's `config` failure lines, once a minute per provider and setting.
     let configFailures = ConfigFailureLog()
+    /// Access-rule refusal lines, once a second per provider, rule and place.
+    let refusalLog = ConfigFailureLog(interval: 1_000_000_000)
+    /// `allowed_emails_file`, read and watched (nil without one).
+    let emailsFile: AllowedEmailsFile?
+    let metrics: OAuthMetrics?
     let cookie: SessionCookie
     /// Cookie sessions already opened, per loop.
     let opened = OpenedSessions()
@@ -59,10 +64,14 @@ public final class SessionLayer: Sendable {
     ///   - store: where server-side sessions and the web sign-in's replay guard live.
     ///   - identityProviders: the implementations that redeem a web sign-in's code, by name.
     ///   - serverSide: `settings.serverSide` resolved against the configured store.
+    ///   - emailsFile: `allowed_emails_file`, already read (so a bad file stops the start).
     public init(oauth: OAuthSettings, store: any Store, identityProviders: [String: any IdentityProvider],
-                serverSide: Bool, log: Logger, clock: @escaping @Sendable () -> Int64) throws(CryptoError) {
+                serverSide: Bool, log: Logger, clock: @escaping @Sendable () -> Int64,
+                emailsFile: AllowedEmailsFile? = nil, metrics: OAuthMetrics? = nil) throws(CryptoError) {
         let settings = oauth.session ?? SessionSettings()
         self.settings = settings
+        self.emailsFile = emailsFile
+        self.metrics = metrics
         providers = oauth.providers.filter { $0.value.handoff == .session }
         self.identityProviders = identityProviders
         self.store = store
@@ -115,8 +124,12 @@ public final class SessionLayer: Sendable {
             let rd = Self.queryValue(request.query, "rd").flatMap(redirects.validate) ?? "/"
             return .deferred { [self] sink in signOut(cookies: cookies, rd: rd, on: loop) { sink.respond($0) } }
         case Self.userInfoPath:
-            return withSession(cookies, on: loop) { found in
+            return withSession(cookies, on: loop) { [self] found in
                 guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: true)) }
+                if let r = refusal(s.accessSubject, now: loop.nowNanoseconds) {
+                    noteRefusal(r, provider: s.provider, subject: s.accessSubject, during: "userinfo", now: loop.nowNanoseconds)
+                    return .respond(Self.forbidden(json: true))
+                }
                 var o: [String: JSONValue] = ["provider": .string(s.provider), "user": .string(s.subject)]
                 if let e = s.verifiedEmail { o["email"] = .string(e) }
                 if let u = s.preferredUsername { o["preferred_username"] = .string(u) }
@@ -124,8 +137,14 @@ public final class SessionLayer: Sendable {
             }
         case Self.authPath:
             let pass = settings.passAccessToken
-            return withSession(cookies, on: loop) { found in
+            let perCall = Self.perCallRule(request.query)
+            return withSession(cookies, on: loop) { [self] found in
                 guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: false)) }
+                let now = loop.nowNanoseconds
+                if let r = refusal(s.accessSubject, now: now) ?? perCall.flatMap({ $0.check(s.accessSubject) }) {
+                    noteRefusal(r, provider: s.provider, subject: s.accessSubject, during: "auth", now: now)
+                    return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
+                }
                 return .respond(Response(status: 202, headers: [("Cache-Control", "no-store")]
                                          + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass)))
             }
@@ -140,7 +159,9 @@ public final class SessionLayer: Sendable {
                 webCallback(query: query, host: host, cookies: cookies, on: loop) { sink.respond($0) }
             }
         default:
-            let needed = request.withPathReadings { settings.requiresSession($0) }
+            let (needed, pathRules) = request.withPathReadings { r in
+                (settings.requiresSession(r), settings.pathRules.isEmpty ? [] : settings.pathRules(for: r))
+            }
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
             // get a 401, not a redirect to sign-in: following it would start sign-ins nobody
             // finishes, whose state cookies push out the one of the page's sign-in in flight.
@@ -156,9 +177,16 @@ public final class SessionLayer: Sendable {
                 json = false
             }
             let target = needed ? request.target : ""
-            return withSession(cookies, on: loop) { found in
+            return withSession(cookies, on: loop) { [self] found in
                 switch found {
-                case .success(let s?): return .pass(s)
+                case .success(let s?):
+                    let now = loop.nowNanoseconds
+                    guard let r = refusal(s.accessSubject, pathRules: pathRules, now: now) else { return .pass(s) }
+                    // No longer (or never, on this path) allowed: refused where a session is
+                    // needed, anonymous where it is not.
+                    guard needed else { return .pass(nil) }
+                    noteRefusal(r, provider: s.provider, subject: s.accessSubject, during: "request", now: now)
+                    return .respond(Self.forbidden(json: json))
                 case .success(nil) where needed: return .respond(Self.signInFirst(target: target, json: json))
                 case .failure where needed: return .respond(Self.noSession(found, json: json))
                 // Unprotected paths go on without identity while the store is away: anonymous
@@ -300,9 +328,15 @@ public final class SessionLayer: Sendable {
         let now = clock()
         let session = ProxySession(provider: record.provider, subject: identity.subject, email: identity.email,
                                    emailVerified: identity.emailVerified ?? false, name: identity.name,
-                                   preferredUsername: identity.preferredUsername, groups: identity.groups,
+                                   preferredUsername: identity.preferredUsername, groups: groups(of: identity),
+                                   hostedDomain: identity.claims["hd"]?.stringValue,
                                    accessToken: settings.passAccessToken ? identity.tokens.accessToken : nil,
                                    issuedAt: now, expiresAt: now + settings.lifetimeSeconds)
+        // Checked before any cookie or store record exists: a refused account leaves nothing.
+        if let r = refusal(session.accessSubject, now: loop.nowNanoseconds) {
+            noteRefusal(r, provider: record.provider, subject: session.accessSubject, during: "sign_in", now: loop.nowNanoseconds)
+            return completion(.failure(Self.refusedAtSignIn))
+        }
         let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
         let done: (Result<[String], CallbackFailure>) -> Void = { [self] result in
             completion(result.map { setCookies in

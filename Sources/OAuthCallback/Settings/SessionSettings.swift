@@ -21,6 +21,14 @@ public struct SessionSettings: Sendable, Equatable {
     public var protect: PathRule = .none
     /// Path prefixes that never need a session (matched on the path only, never the query).
     public var skip: [PathPrefix] = []
+    /// Who may have a session at all (`allowed_*`, `allow_any_authenticated_user`); checked at
+    /// sign-in and again on every request, so a reload that narrows it takes effect at once.
+    public var access = AccessRule()
+    /// Rules for some paths on top of `access` (`path_rules`); their paths need a session.
+    public var pathRules: [PathAccessRule] = []
+    /// The id_token claim that holds the user's groups: a name, or a dotted path into nested
+    /// objects (`realm_access.roles`, Keycloak's roles). A list of strings, or one string.
+    public var groupsClaim = "groups"
     /// Keep sessions in the store, the cookie carrying only a sealed random session id, so
     /// sign-out ends a session everywhere (a copied cookie dies with it). nil = follow the
     /// store: on with a shared store (redis), off with the in-memory one (sessions then live in
@@ -48,11 +56,20 @@ public struct SessionSettings: Sendable, Equatable {
     /// boundaries.
     public func requiresSession(_ readings: PathReadings) -> Bool {
         if !skip.isEmpty && readings.every({ p in skip.contains { $0.matches(p) } }) { return false }
+        // A path with its own rule needs a session (unless skipped: `/admin/health` under a
+        // `/admin` rule stays open when `skip` says so, exactly as written).
+        if !pathRules.isEmpty && !pathRules(for: readings).isEmpty { return true }
         switch protect {
         case .none: return false
         case .all: return true
         case .prefixes(let list): return readings.any { p in list.contains { $0.matchesFoldingCase(p) } }
         }
+    }
+
+    /// The path rules that apply to a request: those whose prefix matches any reading of its
+    /// path, letter case folded (as `protect`).
+    public func pathRules(for readings: PathReadings) -> [PathAccessRule] {
+        pathRules.filter { rule in readings.any(rule.prefix.matchesFoldingCase) }
     }
 
     /// The same for a path as a client might send it (configuration checks, tests). A path the

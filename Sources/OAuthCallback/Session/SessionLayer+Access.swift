@@ -1,0 +1,73 @@
+import ProxyCore
+
+/// Session mode's access rules (`AccessRule`) where a session is made and where it is used:
+/// - at sign-in (`establish`, for the native callback and the web callback alike), before any
+///   session cookie exists: a refused account gets a 403 page and no session;
+/// - on every request that carries a session, with the path's own rules: a reload that narrows
+///   the rules refuses the sessions that no longer qualify at their next request (403 on a path
+///   that needs a session; anonymous elsewhere);
+/// - at `/_oauth/userinfo` and `/_oauth/auth`, which also takes per-call restrictions
+///   (`?allowed_groups=a,b&allowed_emails=…&allowed_email_domains=…`, oauth2-proxy's shape).
+extension SessionLayer {
+    /// The first rule that refuses `subject`: the global one, then each of `pathRules`.
+    func refusal(_ subject: AccessSubject, pathRules: [PathAccessRule] = [], now: UInt64) -> AccessRefusal? {
+        let file = emailsFile
+        let listed: ((String) -> Bool)? = file.map { f in { f.contains($0, now: now) } }
+        if let r = settings.access.check(subject, listed: listed) { return r }
+        for p in pathRules where p.rule.check(subject) != nil { return .pathRule }
+        return nil
+    }
+
+    /// The groups a new session carries: the configured claim's (`groups_claim`).
+    func groups(of identity: VerifiedIdentity) -> [String] {
+        guard settings.groupsClaim != "groups" else { return identity.groups }
+        var value: JSONValue? = .object(identity.claims)
+        for part in settings.groupsClaim.split(separator: ".") { value = value?[String(part)] }
+        return ProviderSupport.groups(value)
+    }
+
+    /// Counts and logs a refusal: the rule and the setting that made it, the address's domain
+    /// only (never the whole address at info level), at most one line a second per provider,
+    /// rule and place.
+    func noteRefusal(_ rule: AccessRefusal, provider: String, subject: AccessSubject, during: String, now: UInt64) {
+        metrics?.sessionRefused(provider, rule: rule)
+        guard refusalLog.isDue(provider: provider, setting: rule.rawValue + " " + during, now: now) else { return }
+        let domain = subject.email.flatMap(EmailAddress.init).map { String($0.domain) } ?? ""
+        log.info("access refused by a session rule", [
+            "provider": provider, "rule": rule.rawValue, "during": during, "email_domain": domain,
+            "setting": Self.setting(for: rule),
+        ])
+    }
+
+    static func setting(for rule: AccessRefusal) -> String {
+        switch rule {
+        case .noEmail, .unverifiedEmail, .email: return "oauth.session.allowed_emails, allowed_emails_file, allowed_email_domains"
+        case .group: return "oauth.session.allowed_groups (groups_claim)"
+        case .hostedDomain: return "oauth.session.allowed_hosted_domains"
+        case .pathRule: return "oauth.session.path_rules"
+        }
+    }
+
+    /// A signed-in account the rules keep out: 403, JSON for scripts, never a redirect to
+    /// sign-in (the same account would only come back to the same answer).
+    static func forbidden(json: Bool) -> Response {
+        json ? Self.json(403, ["error": .string("forbidden")])
+            : CallbackPage.error(status: 403, message: Messages.forbidden, title: "Access denied")
+    }
+
+    static let refusedAtSignIn = CallbackFailure(
+        .policy, code: "forbidden", userMessage: Messages.forbidden,
+        logDetail: "the account is not allowed by oauth.session's access rules (no session made)")
+
+    /// `/_oauth/auth`'s per-call restrictions from its query: comma-separated lists.
+    static func perCallRule(_ query: String?) -> AccessRule? {
+        func list(_ name: String) -> [String] {
+            (queryValue(query, name) ?? "").split(separator: ",").map { $0.trimming(" ") }.filter { !$0.isEmpty }
+        }
+        var rule = AccessRule()
+        rule.groups = list("allowed_groups")
+        rule.emails = list("allowed_emails").map { $0.lowercased() }
+        rule.emailDomains = list("allowed_email_domains").map { $0.lowercased() }
+        return rule.isEmpty ? nil : rule
+    }
+}

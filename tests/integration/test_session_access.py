@@ -1,0 +1,173 @@
+"""Session mode as a gate: who may enter (oauth.session's allowed_* rules and path_rules),
+against the strict test IdP with users whose claims differ — verified or not, two domains, a
+groups claim, Google's `hd`. A refused account gets a 403 and never a session cookie; a rule
+narrowed later (a reload, the emails file) ends the sessions that no longer qualify at their
+next request."""
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_observability import samples, scrape, value
+from test_session import (SECRET, WEB_REDIRECT, get, idp, session_config, session_of, set_cookies, sign_in,  # noqa: F401
+                          web_idp, web_proxy_factory, web_sign_in)
+
+JSON = {"Accept": "application/json"}
+
+
+@pytest.fixture
+def gate(proxy_factory, upstream, tmp_path, idp):
+    """A session-mode proxy with `access` (the allowed_* keys) and `rules` (protect, path_rules…)."""
+    def start(access, rules="protect: [/private]"):
+        config = tmp_path / "gate.yaml"
+        config.write_text(session_config(idp, access=access, rules=rules))
+        p = proxy_factory(upstream, extra=["--config", str(config)])
+        p.config = config
+        return p
+    return start
+
+
+def session(r):
+    return {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session") and v}
+
+
+def refusal_lines(p):
+    return [json.loads(l) for l in p.stderr_text().splitlines() if "access refused by a session rule" in l]
+
+
+def wait_for(predicate, timeout=5.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("access, username, login, allowed, rule", [
+    ("allowed_email_domains: [example.test]", "alice@example.test", None, True, None),
+    ("allowed_email_domains: [example.test]", "bob@other.test", None, False, "email"),
+    ("allowed_email_domains: [example.test]", "eve@evil-example.test", None, False, "email"),
+    ("allowed_email_domains: [example.test]", "eve@example.test.evil.test", None, False, "email"),
+    ("allowed_email_domains: [.example.test]", "alice@example.test", None, False, "email"),
+    ("allowed_email_domains: [.example.test]", "ann@eu.example.test", None, True, None),
+    ("allowed_email_domains: [example.test]", "alice@example.test", {"email_verified": "false"}, False, "unverified_email"),
+    ("allowed_emails: [Alice@Example.TEST]", "alice@example.test", None, True, None),
+    ("allowed_emails: [alice@example.test]", "carol@example.test", None, False, "email"),
+    ("allowed_groups: [staff]", "gus@other.test", {"groups": "staff,ops"}, True, None),
+    ("allowed_groups: [staff]", "gus@other.test", {"groups": "Staff"}, False, "group"),
+    ("allowed_groups: [staff]", "gus@other.test", None, False, "group"),
+    ("groups_claim: realm_access.roles, allowed_groups: [ops]", "kim@other.test", {"groups": "ops"}, True, None),
+    ("allowed_hosted_domains: [corp.test]", "wil@corp.test", {"hd": "corp.test"}, True, None),
+    ("allowed_hosted_domains: [corp.test]", "wil@corp.test", None, False, "hosted_domain"),
+    ("allowed_hosted_domains: [corp.test]", "wil@corp.test", {"hd": "other.test"}, False, "hosted_domain"),
+])
+def test_a_native_sign_in_is_let_in_or_refused_before_any_cookie(gate, idp, upstream, access, username, login, allowed,
+                                                                  rule):
+    p = gate(access)
+    r, _, _, _ = sign_in(p, idp, username=username, login=login)
+    if allowed:
+        assert r.status == 302 and session(r), r
+        assert get(p, "/private/x", cookies=session(r), headers=JSON).status == 404, "the upstream's own answer"
+        return
+    assert r.status == 403, r
+    assert session(r) == {}, "a refused account never gets a session cookie"
+    assert "not allowed here" in r.body.decode()
+    assert not any(q["target"].startswith("/private") for q in upstream.record.requests())
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_session_refusals_total", provider="google", rule=rule) == 1
+    assert value(s, "callback_proxy_callbacks_total", provider="google", platform="ios", outcome="forbidden") == 1
+    line = refusal_lines(p)[0]
+    assert line["rule"] == rule and line["during"] == "sign_in" and line["setting"].startswith("oauth.session.")
+    assert line["email_domain"] == username.split("@")[1]
+    assert username not in p.stderr_text(), "the whole address is never logged at info level"
+
+
+def test_a_browser_sign_in_through_the_web_callback_is_refused_the_same_way(web_proxy_factory, web_idp):
+    p = web_proxy_factory()  # allowed_email_domains: [example.test]
+    r, _, _ = web_sign_in(p, web_idp, username="bob@other.test")
+    assert r.status == 403 and session_of(r) == {}, r
+    ok, _, _ = web_sign_in(p, web_idp)
+    assert ok.status == 302 and session_of(ok)
+
+
+def test_a_path_rule_needs_more_than_the_global_rule_under_every_spelling(gate, idp):
+    p = gate("allowed_email_domains: [example.test]",
+             rules="protect: [/private], path_rules: [{ prefix: /admin, allowed_groups: [admins] }]")
+    alice, _, _, _ = sign_in(p, idp)
+    root, _, _, _ = sign_in(p, idp, username="root@example.test", login={"groups": "admins"})
+    for path in ("/admin", "/admin/users", "/ADMIN", "/Admin/users", "/%41dmin", "/x/../admin"):
+        assert get(p, path, cookies=session(alice), headers=JSON).status == 403, path
+        assert get(p, path, cookies=session(root), headers=JSON).status == 404, path
+    # The path rule's path needs a session even though protect does not list it.
+    assert get(p, "/admin", headers=JSON).status == 401
+    assert get(p, "/administrator", cookies=session(alice), headers=JSON).status == 404
+    # A page load gets the 403 page, never a redirect to sign in again.
+    page = get(p, "/admin", cookies=session(alice))
+    assert page.status == 403 and page.one("location") is None
+    assert value(samples(scrape(p)), "callback_proxy_session_refusals_total", provider="google", rule="path_rule") >= 1
+
+
+def test_a_reload_that_narrows_the_rules_ends_the_sessions_it_no_longer_allows(gate, idp, upstream):
+    p = gate("allowed_email_domains: [example.test]")
+    alice, _, _, _ = sign_in(p, idp)
+    bob, _, _, _ = sign_in(p, idp, username="bob@example.test")
+    assert get(p, "/private/x", cookies=session(alice), headers=JSON).status == 404
+    p.config.write_text(p.config.read_text().replace("allowed_email_domains: [example.test]",
+                                                     "allowed_emails: [bob@example.test]"))
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    wait_for(lambda: "configuration reloaded" in p.stderr_text(), what="reload")
+    assert get(p, "/private/x", cookies=session(alice), headers=JSON).status == 403
+    assert get(p, "/private/x", cookies=session(bob), headers=JSON).status == 404
+    # Where no session is needed the refused session is simply not one: no identity upstream.
+    echo = get(p, "/echo", cookies=session(alice)).json()
+    assert not [k for k, _ in echo["headers"] if k.lower() == "x-forwarded-email"]
+    assert get(p, "/_oauth/userinfo", cookies=session(alice)).status == 403
+    assert get(p, "/_oauth/auth", cookies=session(alice)).status == 403
+
+
+def test_the_emails_file_is_read_again_when_it_changes(gate, idp, tmp_path):
+    emails = tmp_path / "emails.txt"
+    emails.write_text("# who may enter\nalice@example.test\n")
+    p = gate(f"allowed_emails_file: {emails}")
+    carol, _, _, _ = sign_in(p, idp, username="carol@example.test")
+    assert carol.status == 403
+    alice, _, _, _ = sign_in(p, idp)
+    assert alice.status == 302
+    # An editor's write-and-rename: a new file under the same name.
+    replacement = tmp_path / "emails.new"
+    replacement.write_text("carol@example.test  # since today\n")
+    replacement.rename(emails)
+    time.sleep(1.1)  # looked at again at most once a second
+    assert get(p, "/private/x", cookies=session(alice), headers=JSON).status == 403, "alice was removed"
+    carol, _, _, _ = sign_in(p, idp, username="carol@example.test")
+    assert carol.status == 302 and session(carol)
+    assert '"allowed emails file read again"' in p.stderr_text()
+
+
+def test_auth_and_userinfo_apply_the_rules_and_auth_takes_per_call_restrictions(gate, idp):
+    p = gate("allowed_email_domains: [example.test]")
+    r, _, _, _ = sign_in(p, idp, login={"groups": "staff"})
+    s = session(r)
+    assert get(p, "/_oauth/userinfo", cookies=s).status == 200
+    assert get(p, "/_oauth/auth", cookies=s).status == 202
+    assert get(p, "/_oauth/auth?allowed_groups=ops,staff", cookies=s).status == 202
+    assert get(p, "/_oauth/auth?allowed_groups=admins", cookies=s).status == 403
+    assert get(p, "/_oauth/auth?allowed_emails=bob@example.test", cookies=s).status == 403
+    assert get(p, "/_oauth/auth?allowed_email_domains=example.test&allowed_groups=staff", cookies=s).status == 202
+    assert get(p, "/_oauth/auth?allowed_groups=admins").status == 401, "no session: 401, not 403"
+
+
+def test_check_refuses_session_mode_without_a_rule(proxy_bin, tmp_path, idp):
+    config = tmp_path / "open.yaml"
+    text = session_config(idp, access="allow_any_authenticated_user: false")
+    config.write_text(text)
+    out = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1, out
+    assert "oauth.session: session mode needs a rule for who may enter" in out.stdout + out.stderr
+    config.write_text(session_config(idp, access="allow_any_authenticated_user: true"))
+    out = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out
