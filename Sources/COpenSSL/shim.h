@@ -16,6 +16,8 @@
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
 #include <openssl/kdf.h>
+#include <openssl/ocsp.h>
+#include <string.h>
 
 // OPENSSL_free is a macro.
 static inline void COpenSSL_free(void *p) { OPENSSL_free(p); }
@@ -92,4 +94,39 @@ static inline int COpenSSL_SSL_CTX_set_servername_callback(SSL_CTX *ctx, int (*c
 static inline int COpenSSL_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }
+// --- OCSP stapling (tls.ocsp_stapling) ---
+
+// SSL_CTX_set_tlsext_status_cb / _arg are macros over SSL_CTX_callback_ctrl / SSL_CTX_ctrl.
+static inline int COpenSSL_SSL_CTX_set_status_callback(SSL_CTX *ctx, int (*cb)(SSL *, void *), void *arg) {
+    if (!SSL_CTX_set_tlsext_status_cb(ctx, cb)) return 0;
+    return (int)SSL_CTX_set_tlsext_status_arg(ctx, arg);
+}
+// SSL_set_tlsext_status_ocsp_resp is a macro over SSL_ctrl; OpenSSL takes ownership of `der`
+// (allocated with OPENSSL_malloc).
+static inline int COpenSSL_SSL_set_ocsp_response(SSL *ssl, unsigned char *der, long length) {
+    return (int)SSL_set_tlsext_status_ocsp_resp(ssl, der, length);
+}
+// SSL_get_tlsext_status_type is a macro over SSL_ctrl.
+static inline int COpenSSL_SSL_status_type(SSL *ssl) { return (int)SSL_get_tlsext_status_type(ssl); }
+// The certificate's first OCSP responder URL (Authority Information Access) copied into `out`;
+// 0 when it has none or it does not fit. X509_get1_ocsp returns a STACK_OF(OPENSSL_STRING),
+// whose accessors are macros.
+static inline int COpenSSL_first_ocsp_url(X509 *cert, char *out, size_t size) {
+    STACK_OF(OPENSSL_STRING) *urls = X509_get1_ocsp(cert);
+    int ok = 0;
+    if (urls && sk_OPENSSL_STRING_num(urls) > 0) {
+        const char *url = sk_OPENSSL_STRING_value(urls, 0);
+        if (strlen(url) < size) { strcpy(out, url); ok = 1; }
+    }
+    X509_email_free(urls);
+    return ok;
+}
+// A STACK_OF(X509) holding `cert` (not owned: free with COpenSSL_sk_X509_free); sk_X509_* are macros.
+static inline STACK_OF(X509) *COpenSSL_sk_X509_of(X509 *cert) {
+    STACK_OF(X509) *s = sk_X509_new_null();
+    if (s && !sk_X509_push(s, cert)) { sk_X509_free(s); return NULL; }
+    return s;
+}
+static inline void COpenSSL_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
+
 #endif

@@ -44,9 +44,13 @@ enum Check {
         // The certificates and keys are loaded too (each file read once), so a file that
         // passes check starts.
         var loaded = load(options)
+        var notes: [String] = []
         if case .success(let c) = loaded {
             do throws(ConfigProblems) {
-                _ = try TLSWiring(c)
+                let tls = try TLSWiring(c)
+                for staple in tls.credentials?.ocspStaples ?? [] {
+                    if let why = staple.unstapleable { notes.append("tls.ocsp_stapling: \(staple.subject) will not be stapled: \(why)") }
+                }
             } catch {
                 loaded = .failure(error)
             }
@@ -62,7 +66,7 @@ enum Check {
                 print("note: the upstream name '\(name)' does not resolve here (\(error.reason)); "
                       + "started here, the proxy would answer 502 until it does")
             }
-            for note in retiredGraphVersions(c, today: today()) { print("note: " + note) }
+            for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
             guard options.online else { return 0 }
             let problems = OnlineCheck.problems(c)
             for p in problems { print("\(options.configPath ?? "configuration"): \(p)") }

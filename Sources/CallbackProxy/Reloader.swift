@@ -14,9 +14,11 @@ final class Reloader {
     private let reloads: MetricFamily<Counter>
     private let storeGauges: StoreGauges
     private let providerHealth: ProviderHealth
+    private let ocsp: OCSPRefresher
 
     init(options: Options, current: Generation, server: ProxyServer, log: Logger, metrics: MetricsRegistry,
-         readiness: Readiness, storeGauges: StoreGauges, providerHealth: ProviderHealth) {
+         readiness: Readiness, storeGauges: StoreGauges, providerHealth: ProviderHealth, ocsp: OCSPRefresher) {
+        self.ocsp = ocsp
         self.storeGauges = storeGauges
         self.providerHealth = providerHealth
         self.options = options
@@ -58,6 +60,7 @@ final class Reloader {
                                  ["file": error.file ?? "", "error": error.message])
             }
             reloads.labels("success").increment()
+            ocsp.watch(credentials)
             let summary = credentials.summary
             return log.info("TLS certificates reloaded", ["cert": credentials.settings.certFile, "subject": summary.subject,
                                                          "not_after": summary.notAfter,
@@ -84,6 +87,7 @@ final class Reloader {
                         resolver: next.upstreamResolver)
         next.activate(replacing: current, log: log, storeGauges: storeGauges)
         providerHealth.watch(fresh.oauth)
+        ocsp.watch(next.tls.credentials)
         current = next
         reloads.labels("success").increment()
         log.info("configuration reloaded", [

@@ -60,6 +60,7 @@ metrics.gauge("callback_proxy_heap_trims", "Times free heap memory was given bac
 }
 let storeGauges = StoreGauges(registry: metrics)
 let providerHealth = ProviderHealth(metrics: metrics, log: log)
+let ocsp = OCSPRefresher(metrics: metrics, log: log)
 let readiness = Readiness(providers: providerHealth)
 let first: Generation
 do {
@@ -89,6 +90,7 @@ do {
     try heap.start()
     first.activate(replacing: nil, log: log, storeGauges: storeGauges)
     providerHealth.watch(config.oauth)
+    ocsp.watch(first.tls.credentials)
 } catch {
     fail("cannot start: \(error)")
 }
@@ -106,7 +108,7 @@ log.info("ready", [
 ])
 
 let reloader = Reloader(options: options, current: first, server: server, log: log, metrics: metrics, readiness: readiness,
-                        storeGauges: storeGauges, providerHealth: providerHealth)
+                        storeGauges: storeGauges, providerHealth: providerHealth, ocsp: ocsp)
 while true {
     let signal = Signals.wait()
     if signal == SIGHUP {

@@ -48,6 +48,7 @@ extension ConfigLoader {
         ConfigKey("tls.min_version"),
         ConfigKey("tls.http2"),
         ConfigKey("tls.session_ticket_keys", .list),
+        ConfigKey("tls.ocsp_stapling"),
         ConfigKey("tls.hsts", .section),
         ConfigKey("tls.hsts.max_age"),
         ConfigKey("tls.hsts.include_subdomains"),

@@ -280,6 +280,7 @@ public struct ConfigLoader {
         let key = m.string("key", required: true)
         let minVersion = m.parsed("min_version", "1.2 or 1.3", TLSVersion.init)
         let http2 = m.bool("http2")
+        let ocspStapling = m.bool("ocsp_stapling")
         // Read (and checked: 80 bytes each, distinct names) with the certificates, by `TLSCredentials`.
         let ticketKeys = m.strings("session_ticket_keys") ?? []
         var hsts: HSTS? = nil
@@ -329,8 +330,10 @@ public struct ConfigLoader {
         }
         m.finish()
         guard let cert, let key else { return nil }
-        return TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni, http2: http2 ?? true,
-                                 sessionTicketKeyFiles: ticketKeys, hsts: hsts)
+        var settings = TLSServerSettings(certFile: cert, keyFile: key, minVersion: minVersion ?? .tls12, sni: sni, http2: http2 ?? true,
+                                         sessionTicketKeyFiles: ticketKeys, hsts: hsts)
+        settings.ocspStapling = ocspStapling ?? false
+        return settings
     }
 
     /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a

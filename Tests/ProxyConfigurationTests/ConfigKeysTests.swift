@@ -30,6 +30,7 @@ import Testing
       http2: false
       sni: [{ names: [a.example], cert: /tls/a.pem, key: /tls/a.key }]
       session_ticket_keys: [/tls/ticket1.key, /tls/ticket0.key]
+      ocsp_stapling: true
       hsts: { max_age: 31536000, include_subdomains: true, preload: true }
     redirect_http: 0.0.0.0:8080
     http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200,

@@ -24,8 +24,10 @@ import Testing
           key: /tls/server.key
           session_ticket_keys: [/tls/new.key, /tls/old.key]
           hsts: { include_subdomains: true, preload: true }
+          ocsp_stapling: true
         """).get()
         let tls = try #require(c.tls)
+        #expect(tls.ocspStapling)
         #expect(tls.sessionTicketKeyFiles == ["/tls/new.key", "/tls/old.key"])
         #expect(tls.hsts == HSTS(maxAge: 63_072_000, includeSubdomains: true, preload: true))
         #expect(tls.hsts?.headerLine == "Strict-Transport-Security: max-age=63072000; includeSubDomains; preload\r\n")

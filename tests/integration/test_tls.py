@@ -58,8 +58,9 @@ class PKI:
                   "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
         return cert, key
 
-    def issue(self, name, cn, sans, ca=("ca.pem", "ca.key"), kind="ec", client=False):
-        """A certificate for `sans` (DNS names and IP addresses) signed by `ca`; returns (cert, key)."""
+    def issue(self, name, cn, sans, ca=("ca.pem", "ca.key"), kind="ec", client=False, extra=()):
+        """A certificate for `sans` (DNS names and IP addresses) signed by `ca`; returns (cert, key).
+        `extra`: more extension lines (authorityInfoAccess=OCSP;URI:…)."""
         key = self.key(name, kind)
         csr = self.path(f"{name}.csr")
         self._run("req", "-new", "-key", key, "-out", csr, "-subj", f"/CN={cn}")
@@ -69,6 +70,8 @@ class PKI:
             if alt:
                 f.write(f"subjectAltName={alt}\n")
             f.write("extendedKeyUsage=" + ("clientAuth" if client else "serverAuth") + "\n")
+            for line in extra:
+                f.write(line + "\n")
         self.serial += 1
         cert = self.path(f"{name}.pem")
         self._run("x509", "-req", "-in", csr, "-CA", self.path(ca[0]), "-CAkey", self.path(ca[1]),
@@ -878,3 +881,143 @@ def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path
     out = subprocess.run([proxy_bin, "check", "--config", str(cfg), "--upstream", "http://127.0.0.1:3000"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 1 and "tls.hsts.preload" in out.stdout + out.stderr, out
+
+
+# ---------------------------------------------------------------------------------------------
+# OCSP stapling (tls.ocsp_stapling), with `openssl ocsp` as the CA's responder
+
+
+class Responder:
+    """`openssl ocsp` answering for the certificates in its index (V good, R revoked)."""
+
+    def __init__(self, pki, ca, port, status="V", tmp=None):
+        self.port = port
+        self.index = os.path.join(tmp, "index.txt")
+        self.log = open(os.path.join(tmp, "ocsp.log"), "w")
+        self.proc = None
+        self.pki, self.ca = pki, ca
+        self.status = status
+
+    def start(self, serial, subject):
+        revoked = "261201000000Z" if self.status == "R" else ""
+        with open(self.index, "w") as f:
+            f.write(f"{self.status}\t301231000000Z\t{revoked}\t{serial:X}\tunknown\t{subject}\n")
+        self.proc = subprocess.Popen([OPENSSL, "ocsp", "-index", self.index, "-port", str(self.port),
+                                      "-rsigner", self.pki.path(f"{self.ca}.pem"), "-rkey", self.pki.path(f"{self.ca}.key"),
+                                      "-CA", self.pki.path(f"{self.ca}.pem"), "-nmin", "10"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        # Its own line says when it listens: a probe connection would hang it (it serves one
+        # connection at a time and waits for the request on it).
+        deadline = time.monotonic() + 5
+        while "waiting for OCSP client connections" not in open(self.log.name).read():
+            assert time.monotonic() < deadline, "openssl ocsp did not start"
+            time.sleep(0.05)
+        return self
+
+    def stop(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def ocsp_pki(pki, tmp_path):
+    """A leaf whose certificate names a responder on a free port, its chain file (leaf, then
+    the issuer), and the responder (not started)."""
+    port = free_port()
+    pki.ca("ocspca", "OCSP Test CA")
+    name = f"ocspleaf{port}"
+    cert, key = pki.issue(name, "stapled.test", ["stapled.test", "127.0.0.1"], ca=("ocspca.pem", "ocspca.key"),
+                          extra=[f"authorityInfoAccess=OCSP;URI:http://127.0.0.1:{port}"])
+    chain = tmp_path / "chain.pem"
+    chain.write_text(open(cert).read() + open(pki.path("ocspca.pem")).read())
+    serial = pki.serial
+    responders = []
+
+    def responder(status="V"):
+        r = Responder(pki, "ocspca", port, status=status, tmp=str(tmp_path))
+        responders.append(r)
+        return r.start(serial, "/CN=stapled.test")
+    yield str(chain), key, responder
+    for r in responders:
+        r.stop()
+
+
+def stapling_proxy(proxy_factory, upstream, tmp_path, chain, key, on=True):
+    cfg = tmp_path / "ocsp.yaml"
+    cfg.write_text(f"tls: {{ cert: {chain}, key: {key}, ocsp_stapling: {'true' if on else 'false'} }}\n")
+    return proxy_factory(upstream, extra=["--config", str(cfg)])
+
+
+def s_client_status(port, pki):
+    out = subprocess.run([OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "stapled.test", "-status",
+                          "-CAfile", pki.path("ocspca.pem")], input=b"", capture_output=True, timeout=10)
+    return out.stdout.decode(errors="replace")
+
+
+def wait_metric(proxy, name, timeout=10, **labels):
+    from test_observability import samples, scrape, value
+    deadline = time.monotonic() + timeout
+    while True:
+        v = value(samples(scrape(proxy)), name, **labels)
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"{name}{labels} never set; stderr: {proxy.stderr_text()[-1500:]}"
+        time.sleep(0.1)
+
+
+def test_a_good_ocsp_response_is_fetched_verified_and_stapled(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    chain, key, responder = ocsp_pki
+    responder()
+    proxy = stapling_proxy(proxy_factory, upstream, tmp_path, chain, key)
+    wait_metric(proxy, "callback_proxy_tls_ocsp_stapled", certificate="/CN=stapled.test")
+    out = s_client_status(proxy.port, pki)
+    assert "OCSP Response Status: successful" in out and "Cert Status: good" in out, out
+    from test_observability import samples, scrape, value
+    assert value(samples(scrape(proxy)), "callback_proxy_tls_ocsp_fetches_total", result="success") >= 1
+    # A reload keeps the staple (the same certificate) while the next fetch is due.
+    proxy.signal(signal.SIGHUP)
+    proxy.stopped_on_purpose = False
+    wait_for_log(proxy, '"TLS certificates reloaded"')
+    assert "Cert Status: good" in s_client_status(proxy.port, pki)
+
+
+def test_a_revoked_answer_is_not_stapled_and_is_logged_as_an_error(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    chain, key, responder = ocsp_pki
+    responder(status="R")
+    proxy = stapling_proxy(proxy_factory, upstream, tmp_path, chain, key)
+    line = wait_for_log(proxy, "REVOKED", timeout=10)
+    assert line["level"] == "error" and line["certificate"] == "/CN=stapled.test"
+    out = s_client_status(proxy.port, pki)
+    assert "OCSP response: no response sent" in out and "Verify return code: 0" in out, out
+
+
+def test_a_dead_responder_never_blocks_a_handshake(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    chain, key, _ = ocsp_pki  # no responder started: connections are refused
+    proxy = stapling_proxy(proxy_factory, upstream, tmp_path, chain, key)
+    line = wait_for_log(proxy, "OCSP response not refreshed", timeout=10)
+    assert line["setting"] == "tls.ocsp_stapling" and line["certificate"] == "/CN=stapled.test"
+    wait_metric(proxy, "callback_proxy_tls_ocsp_fetches_total", result="failure")
+    started = time.monotonic()
+    out = s_client_status(proxy.port, pki)
+    assert "OCSP response: no response sent" in out and "Verify return code: 0" in out, out
+    assert time.monotonic() - started < 3
+
+
+def test_without_the_setting_nothing_is_fetched_or_stapled(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    chain, key, responder = ocsp_pki
+    r = responder()
+    proxy = stapling_proxy(proxy_factory, upstream, tmp_path, chain, key, on=False)
+    time.sleep(0.5)
+    assert "OCSP response: no response sent" in s_client_status(proxy.port, pki)
+    assert "Response Verify" not in open(r.log.name).read()
+
+
+def test_check_notes_a_certificate_that_cannot_be_stapled(proxy_bin, pki, tmp_path):
+    cfg = tmp_path / "nostaple.yaml"
+    cfg.write_text(f"tls: {{ cert: {pki.path('default.pem')}, key: {pki.path('default.key')}, ocsp_stapling: true }}\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(cfg), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out
+    assert "note: tls.ocsp_stapling: /CN=default.test will not be stapled: the certificate names no OCSP responder" in out.stdout

@@ -20,6 +20,9 @@ final class TLSServerContext: @unchecked Sendable {
     let summary: (subject: String, notAfter: String)
     /// `tls.session_ticket_keys`, installed on every context (nil: OpenSSL's random key per context).
     private let ticketKeys: TLSSessionTicketKeys?
+    /// `tls.ocsp_stapling`: one per certificate (the default first, then the SNI ones), each
+    /// installed on its context; empty when stapling is off.
+    let staples: [OCSPStaple]
 
     /// The TLS 1.2 cipher suites: ECDHE key exchange and AEAD ciphers only (Mozilla's
     /// "intermediate" list without DHE). TLS 1.3 keeps OpenSSL's defaults, all AEAD.
@@ -30,8 +33,9 @@ final class TLSServerContext: @unchecked Sendable {
     ].joined(separator: ":")
 
     private init(defaultContext: OpaquePointer, named: [OpaquePointer], exact: [String: Int], wildcard: [String: Int],
-                 summary: (String, String), ticketKeys: TLSSessionTicketKeys?) {
+                 summary: (String, String), ticketKeys: TLSSessionTicketKeys?, staples: [OCSPStaple]) {
         self.ticketKeys = ticketKeys
+        self.staples = staples
         self.defaultContext = defaultContext
         self.named = named
         self.exact = exact
@@ -48,14 +52,16 @@ final class TLSServerContext: @unchecked Sendable {
     /// problem, naming its file.
     static func load(_ settings: TLSServerSettings) throws(TLSSetupError) -> TLSServerContext {
         let ticketKeys = settings.sessionTicketKeyFiles.isEmpty ? nil : try TLSSessionTicketKeys.load(settings.sessionTicketKeyFiles)
-        let (defaultContext, summary) = try makeContext(settings, certFile: settings.certFile, keyFile: settings.keyFile)
+        let (defaultContext, summary, defaultStaple) = try makeContext(settings, certFile: settings.certFile, keyFile: settings.keyFile)
+        var staples = defaultStaple.map { [$0] } ?? []
         var named: [OpaquePointer] = []
         var exact: [String: Int] = [:]
         var wildcard: [String: Int] = [:]
         do throws(TLSSetupError) {
             for entry in settings.sni {
-                let (ctx, _) = try makeContext(settings, certFile: entry.certFile, keyFile: entry.keyFile)
+                let (ctx, _, staple) = try makeContext(settings, certFile: entry.certFile, keyFile: entry.keyFile)
                 named.append(ctx)
+                if let staple { staples.append(staple) }
                 for name in entry.names {
                     let lower = name.lowercased()
                     if lower.hasPrefix("*.") { wildcard[String(lower.dropFirst(2))] = named.count - 1 } else { exact[lower] = named.count - 1 }
@@ -67,7 +73,7 @@ final class TLSServerContext: @unchecked Sendable {
             throw error
         }
         let server = TLSServerContext(defaultContext: defaultContext, named: named, exact: exact, wildcard: wildcard, summary: summary,
-                                      ticketKeys: ticketKeys)
+                                      ticketKeys: ticketKeys, staples: staples)
         if let ticketKeys {
             // OpenSSL asks the context a handshake started from (its session context), whatever
             // SNI switched to; every context gets the keys all the same.
@@ -111,13 +117,14 @@ final class TLSServerContext: @unchecked Sendable {
     }
 
     private static func makeContext(_ settings: TLSServerSettings, certFile: String, keyFile: String)
-        throws(TLSSetupError) -> (OpaquePointer, (String, String)) {
+        throws(TLSSetupError) -> (OpaquePointer, (String, String), OCSPStaple?) {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else {
             throw TLSSetupError(file: nil, "cannot create a TLS context: \(TLSErrorQueue.drain() ?? "out of memory")")
         }
         do throws(TLSSetupError) {
             try configure(ctx, minVersion: settings.minVersion)
-            let summary = try useCertificate(ctx, certFile: certFile, keyFile: keyFile)
+            let (summary, staple) = try useCertificate(ctx, certFile: certFile, keyFile: keyFile, stapling: settings.ocspStapling)
+            staple?.install(on: ctx)
             // ALPN: h2 when the client offers it and the listener allows it (the server's
             // preference, RFC 7301 §3.2: every client that offers h2 prefers it anyway), else
             // http/1.1. A client that offers neither is served HTTP/1.1 without ALPN rather than
@@ -143,7 +150,7 @@ final class TLSServerContext: @unchecked Sendable {
                 outLength.pointee = 8
                 return SSL_TLSEXT_ERR_OK
             }, settings.http2 ? UnsafeMutableRawPointer(bitPattern: 1) : nil)
-            return (ctx, summary)
+            return (ctx, summary, staple)
         } catch {
             SSL_CTX_free(ctx)
             throw error
@@ -172,8 +179,10 @@ final class TLSServerContext: @unchecked Sendable {
     }
 
     /// Loads a certificate chain and its key into `ctx` and checks that they belong together.
+    /// With `stapling`, also the certificate's `OCSPStaple` (made while the chain is at hand).
     @discardableResult
-    static func useCertificate(_ ctx: OpaquePointer, certFile: String, keyFile: String) throws(TLSSetupError) -> (String, String) {
+    static func useCertificate(_ ctx: OpaquePointer, certFile: String, keyFile: String,
+                               stapling: Bool = false) throws(TLSSetupError) -> ((String, String), OCSPStaple?) {
         let (leaf, chain) = try PEMFile.certificateChain(certFile)
         defer {
             X509_free(leaf)
@@ -191,7 +200,7 @@ final class TLSServerContext: @unchecked Sendable {
             TLSErrorQueue.clear()
             throw TLSSetupError(file: keyFile, "does not match the certificate in '\(certFile)'")
         }
-        return (describe(leaf))
+        return (describe(leaf), stapling ? OCSPStaple(leaf: leaf, chain: chain) : nil)
     }
 
     /// Subject and expiry of a certificate ("/CN=example.com", "Jan  1 00:00:00 2027 GMT").
@@ -232,7 +241,11 @@ public final class TLSCredentials: Sendable {
     /// the previous ones stay in use and the error names the file at fault.
     public func reload() throws(TLSSetupError) {
         let fresh = try TLSServerContext.load(settings)
-        current.withLock { $0 = fresh }
+        current.withLock { old in
+            // An unchanged certificate keeps its stapled response until the next refresh.
+            for staple in fresh.staples { for previous in old.staples { staple.adopt(previous) } }
+            old = fresh
+        }
     }
 
     /// The default certificate's subject and expiry, for the operator log.
@@ -240,4 +253,8 @@ public final class TLSCredentials: Sendable {
 
     /// The generation new handshakes start from.
     var context: TLSServerContext { current.withLock { $0 } }
+
+    /// `tls.ocsp_stapling`: the current generation's certificates, for the refresher to fetch
+    /// their responses (empty when stapling is off).
+    public var ocspStaples: [OCSPStaple] { current.withLock { $0.staples } }
 }

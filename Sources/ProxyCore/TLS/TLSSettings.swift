@@ -19,6 +19,8 @@ public struct TLSServerSettings: Sendable, Equatable {
     public var sessionTicketKeyFiles: [String] = []
     /// `Strict-Transport-Security` on every response of this listener (never on plain HTTP).
     public var hsts: HSTS? = nil
+    /// Staple each certificate's OCSP response (`OCSPStaple`, fetched by the application).
+    public var ocspStapling = false
 
     public init(certFile: String, keyFile: String, minVersion: TLSVersion = .tls12, sni: [SNICertificate] = [],
                 http2: Bool = true, sessionTicketKeyFiles: [String] = [], hsts: HSTS? = nil) {
