@@ -84,6 +84,7 @@ extension ConfigLoader {
             }
         }
         s.access = readAccessRule(m, allowFile: true, allowAnyUser: true)
+        if let h = m.mapping("headers") { s.headers = readHeaderNames(h) }
         if let claim = m.string("groups_claim") {
             if !claim.isEmpty && claim.split(separator: ".", omittingEmptySubsequences: false).allSatisfy({ !$0.isEmpty }) {
                 s.groupsClaim = claim
@@ -115,6 +116,53 @@ extension ConfigLoader {
         }
         m.finish()
         return s
+    }
+
+    /// `headers: { user, user_claim, email, preferred_username, groups, access_token }`: header
+    /// names are tokens, distinct, and none the engine or HTTP itself gives a meaning to.
+    private func readHeaderNames(_ m: MappingReader) -> IdentityHeaderNames {
+        var n = IdentityHeaderNames()
+        var seen: [String: String] = [:]
+        for key in ["user", "email", "preferred_username", "groups", "access_token"] {
+            guard let name = m.string(key) else { continue }
+            let lower = name.lowercased()
+            if name.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(name)' is not a header name")
+                continue
+            }
+            if Self.reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(name)' is a header the proxy or HTTP itself uses: pick another name")
+                continue
+            }
+            if let other = seen[lower] {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(name)' is already headers.\(other)")
+                continue
+            }
+            seen[lower] = key
+            switch key {
+            case "user": n.user = name
+            case "email": n.email = name
+            case "preferred_username": n.preferredUsername = name
+            case "groups": n.groups = name
+            default: n.accessToken = name
+            }
+        }
+        if let c = m.parsed("user_claim", "sub, email or preferred_username", IdentityHeaderNames.UserClaim.init(rawValue:)) {
+            n.userClaim = c
+        }
+        m.finish()
+        return n
+    }
+
+    static let reservedHeaders: Set<String> = [
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+        "cookie", "set-cookie", "authorization", "expect", "forwarded", "via", "x-forwarded-for", "x-forwarded-proto",
+        "x-forwarded-host", "x-forwarded-port", "x-real-ip", "x-request-id",
+    ]
+
+    /// RFC 9110 §5.6.2 token characters.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || "!#$%&'*+-.^_`|~".utf8.contains(b)
     }
 
     /// `allowed_email_domains`, `allowed_emails`, `allowed_groups`, `allowed_hosted_domains`

@@ -64,6 +64,40 @@ import Testing
         name: "Jane Doe", preferredUsername: "jane", groups: ["admins", "staff"], accessToken: "ya29.token",
         issuedAt: 1_700_000_000, expiresAt: 1_700_003_600)
 
+    static var gitea: IdentityHeaderNames {
+        var n = IdentityHeaderNames()
+        n.user = "X-WEBAUTH-USER"
+        n.email = "X-WEBAUTH-EMAIL"
+        n.userClaim = .preferredUsername
+        return n
+    }
+
+    @Test func configuredNamesAndTheUserClaimShapeTheUpstreamHeaders() {
+        let headers = IdentityHeaders.headers(for: Self.fullSession, passAccessToken: false, passAuthorization: false, names: Self.gitea)
+        #expect(headers.map { "\($0.0): \($0.1)" } == [
+            "X-WEBAUTH-USER: jane",
+            "X-WEBAUTH-EMAIL: jane@example.com",
+            "X-Forwarded-Preferred-Username: jane",
+            "X-Forwarded-Groups: admins,staff",
+        ])
+        var byEmail = IdentityHeaderNames()
+        byEmail.userClaim = .email
+        var unverified = Self.fullSession
+        unverified.emailVerified = false
+        // No verified address, no user header: an app must not take an unverified address for a user.
+        #expect(!IdentityHeaders.headers(for: unverified, passAccessToken: false, passAuthorization: false, names: byEmail)
+            .contains { $0.0 == "X-Forwarded-User" })
+    }
+
+    @Test(arguments: ["X-WEBAUTH-USER", "x-webauth-user", "X_WEBAUTH_USER", "x_WebAuth-User", "X-WEBAUTH-EMAIL",
+                      "X-Forwarded-User", "x_forwarded_email", "X-Auth-Request-User"])
+    func configuredNamesAreStrippedInEverySpellingBesideTheDefaults(_ name: String) {
+        let strip = IdentityHeaders.matcher(Self.gitea, includingAuthorization: false)
+        #expect(Array(name.utf8).withUnsafeBytes { strip($0) }, "\(name)")
+        #expect(!Array("X-WEBAUTH-USERS".utf8).withUnsafeBytes { strip($0) })
+        #expect(!Array("Authorization".utf8).withUnsafeBytes { strip($0) })
+    }
+
     @Test func upstreamHeadersUseOAuth2ProxyNamesAndValues() {
         let headers = IdentityHeaders.headers(for: Self.fullSession, passAccessToken: false, passAuthorization: false)
         #expect(headers.map { "\($0.0): \($0.1)" } == [

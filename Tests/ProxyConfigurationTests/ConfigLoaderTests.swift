@@ -447,6 +447,19 @@ import Testing
         #expect(s.requiresSession("/ADMIN/x"), "a path rule's path needs a session")
     }
 
+    @Test func headerNamesAndTheUserClaimLoad() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            headers: { user: X-WEBAUTH-USER, user_claim: preferred_username, email: X-WEBAUTH-EMAIL }
+        """ + "\n" + Self.sessionProvider).get()
+        let h = try #require(c.oauth.session?.headers)
+        #expect(h.user == "X-WEBAUTH-USER" && h.email == "X-WEBAUTH-EMAIL" && h.userClaim == .preferredUsername)
+        #expect(h.groups == "X-Forwarded-Groups", "unset names keep oauth2-proxy's")
+    }
+
     @Test(arguments: [
         ("allowed_groups: [x], allowed_email_domains: [exämple.com]", "oauth.session.allowed_email_domains: 'exämple.com' is not a domain or .domain (write internationalized names as xn-- A-labels)"),
         ("allowed_groups: [x], allowed_email_domains: [\"*.example.com\"]", "oauth.session.allowed_email_domains: '*.example.com' is not a domain"),
@@ -456,8 +469,13 @@ import Testing
         ("allowed_groups: [x], path_rules: [{ prefix: /admin }]", "oauth.session.path_rules[0]: needs a rule"),
         ("allowed_groups: [x], path_rules: [{ prefix: /%61dmin, allowed_groups: [y] }]", "oauth.session.path_rules[0].prefix: '/%61dmin' is not in canonical form"),
         ("allowed_groups: [x], groups_claim: a..b", "oauth.session.groups_claim: must be a claim name"),
+        ("allowed_groups: [x], headers: { user: Cookie }", "oauth.session.headers.user: 'Cookie' is a header the proxy or HTTP itself uses"),
+        ("allowed_groups: [x], headers: { email: X-Forwarded-For }", "oauth.session.headers.email: 'X-Forwarded-For' is a header the proxy"),
+        ("allowed_groups: [x], headers: { user: \"X User\" }", "oauth.session.headers.user: 'X User' is not a header name"),
+        ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
+        ("allowed_groups: [x], headers: { user_claim: name }", "oauth.session.headers.user_claim:"),
     ])
-    func accessRuleMistakesAreNamed(_ line: String, _ expected: String) {
+    func sessionMistakesAreNamed(_ line: String, _ expected: String) {
         let p = problems("oauth: { session: { secret_env: SESSION_SECRET, \(line) } }\n" + Self.sessionProvider)
         #expect(p.count == 1 && p[0].hasPrefix(expected), "\(p)")
     }

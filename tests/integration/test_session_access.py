@@ -171,3 +171,19 @@ def test_check_refuses_session_mode_without_a_rule(proxy_bin, tmp_path, idp):
     out = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out
+
+
+def test_header_names_and_the_user_claim_are_the_operators_and_spoofs_of_them_are_stripped(gate, idp, upstream):
+    """Gitea's reverse-proxy login reads a user name from X-WEBAUTH-USER."""
+    p = gate("allowed_email_domains: [example.test], headers: { user: X-WEBAUTH-USER, user_claim: email, "
+             "email: X-WEBAUTH-EMAIL }")
+    r, _, _, _ = sign_in(p, idp)
+    spoofs = {"X-WEBAUTH-USER": "admin", "x_webauth_user": "admin2", "X-Webauth_Email": "root@example.test",
+              "X-Forwarded-User": "admin3"}
+    for cookies in (None, session(r)):
+        echo = get(p, "/echo", cookies=cookies, headers=spoofs).json()
+        sent = [(k.lower().replace("_", "-"), v) for k, v in echo["headers"]]
+        assert not [v for _, v in sent if v.startswith("admin") or v == "root@example.test"], sent
+        if cookies:
+            assert ("x-webauth-user", "alice@example.test") in sent and ("x-webauth-email", "alice@example.test") in sent
+            assert not [k for k, _ in sent if k == "x-forwarded-user"], "the default name is not sent any more"

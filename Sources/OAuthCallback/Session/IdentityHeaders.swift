@@ -6,6 +6,32 @@
 /// server behind us may fold onto the same name: any ASCII case, and `_` for `-` (Rack,
 /// Django, PHP and CGI all turn `X_Forwarded_Email` and `X-Forwarded-Email` into the same
 /// `HTTP_X_FORWARDED_EMAIL`).
+/// The names the upstream request carries, and the claim behind the user header
+/// (`oauth.session.headers`): Gitea wants a username in `X-WEBAUTH-USER`, Google's `sub` is a
+/// number. Defaults are oauth2-proxy's.
+public struct IdentityHeaderNames: Sendable, Equatable {
+    public var user = IdentityHeaders.forwardedUser
+    public var email = IdentityHeaders.forwardedEmail
+    public var preferredUsername = IdentityHeaders.forwardedPreferredUsername
+    public var groups = IdentityHeaders.forwardedGroups
+    public var accessToken = IdentityHeaders.forwardedAccessToken
+    /// What the user header holds.
+    public var userClaim = UserClaim.sub
+
+    public enum UserClaim: String, Sendable, Equatable {
+        /// The IdP's stable id.
+        case sub
+        /// The verified address (none when unverified: then no user header at all).
+        case email
+        case preferredUsername = "preferred_username"
+    }
+
+    public init() {}
+
+    /// Every name these set, for stripping what clients send under them.
+    var all: [String] { [user, email, preferredUsername, groups, accessToken] }
+}
+
 public enum IdentityHeaders {
     /// Upstream request headers (`headers(for:…)`).
     public static let forwardedUser = "X-Forwarded-User"
@@ -47,6 +73,19 @@ public enum IdentityHeaders {
         return false
     }
 
+    /// A matcher for the request path: the default names, `Authorization` when asked, and
+    /// every configured name — each in every spelling (case, `_` for `-`). The defaults stay
+    /// stripped when other names are configured: an app may still trust them.
+    public static func matcher(_ names: IdentityHeaderNames, includingAuthorization: Bool) -> @Sendable (UnsafeRawBufferPointer) -> Bool {
+        let extra = names.all.filter { n in !Self.names.contains { $0.lowercased() == n.lowercased() } }.map { Array($0.utf8).map(fold) }
+        if extra.isEmpty { return { isIdentityHeader($0, includingAuthorization: includingAuthorization) } }
+        return { name in
+            if isIdentityHeader(name, includingAuthorization: includingAuthorization) { return true }
+            for candidate in extra where candidate.count == name.count && matches(name, candidate) { return true }
+            return false
+        }
+    }
+
     /// Headers to add to the upstream request, in this order. Values holding control
     /// characters (a CR/LF would split the header) or empty values are left out.
     /// - Parameters:
@@ -55,10 +94,10 @@ public enum IdentityHeaders {
     ///     `--pass-authorization-header` sends the id_token; the session keeps no id_token, so
     ///     this is the access token, which is what an API behind the proxy expects.
     public static func headers(for session: ProxySession, passAccessToken: Bool,
-                               passAuthorization: Bool) -> [(String, String)] {
-        var out = identity(session, user: forwardedUser, email: forwardedEmail,
-                           preferredUsername: forwardedPreferredUsername, groups: forwardedGroups)
-        if passAccessToken { append(forwardedAccessToken, session.accessToken, to: &out) }
+                               passAuthorization: Bool, names: IdentityHeaderNames = IdentityHeaderNames()) -> [(String, String)] {
+        var out = identity(session, user: names.user, email: names.email,
+                           preferredUsername: names.preferredUsername, groups: names.groups, userClaim: names.userClaim)
+        if passAccessToken { append(names.accessToken, session.accessToken, to: &out) }
         if passAuthorization, let token = session.accessToken {
             append(authorization, "Bearer " + token, to: &out)
         }
@@ -67,17 +106,23 @@ public enum IdentityHeaders {
 
     /// Headers of a 2xx answer from the forward-auth endpoint (nginx `auth_request_set`,
     /// Traefik `authResponseHeaders`, Caddy `copy_headers`).
-    public static func authRequestHeaders(for session: ProxySession, passAccessToken: Bool) -> [(String, String)] {
+    public static func authRequestHeaders(for session: ProxySession, passAccessToken: Bool,
+                                          userClaim: IdentityHeaderNames.UserClaim = .sub) -> [(String, String)] {
         var out = identity(session, user: authRequestUser, email: authRequestEmail,
-                           preferredUsername: authRequestPreferredUsername, groups: authRequestGroups)
+                           preferredUsername: authRequestPreferredUsername, groups: authRequestGroups, userClaim: userClaim)
         if passAccessToken { append(authRequestAccessToken, session.accessToken, to: &out) }
         return out
     }
 
     private static func identity(_ session: ProxySession, user: String, email: String,
-                                 preferredUsername: String, groups: String) -> [(String, String)] {
+                                 preferredUsername: String, groups: String,
+                                 userClaim: IdentityHeaderNames.UserClaim) -> [(String, String)] {
         var out: [(String, String)] = []
-        append(user, session.subject, to: &out)
+        switch userClaim {
+        case .sub: append(user, session.subject, to: &out)
+        case .email: append(user, session.verifiedEmail, to: &out)
+        case .preferredUsername: append(user, session.preferredUsername, to: &out)
+        }
         append(email, session.verifiedEmail, to: &out)
         append(preferredUsername, session.preferredUsername, to: &out)
         if !session.groups.isEmpty { append(groups, session.groups.joined(separator: ","), to: &out) }

@@ -89,7 +89,7 @@ public final class SessionLayer: Sendable {
         redirects = RedirectValidator(allowedHosts: settings.allowedRedirectHosts)
         self.clock = clock
         let withAuthorization = settings.passAccessToken
-        strip = { IdentityHeaders.isIdentityHeader($0, includingAuthorization: withAuthorization) }
+        strip = IdentityHeaders.matcher(settings.headers, includingAuthorization: withAuthorization)
     }
 
     // MARK: Requests
@@ -146,7 +146,8 @@ public final class SessionLayer: Sendable {
                     return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
                 }
                 return .respond(Response(status: 202, headers: [("Cache-Control", "no-store")]
-                                         + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass)))
+                                         + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass,
+                                                                              userClaim: settings.headers.userClaim)))
             }
         case Self.webCallbackPath:
             guard request.method == .get else {
@@ -262,7 +263,7 @@ public final class SessionLayer: Sendable {
 
     func identityHeaders(_ s: ProxySession) -> [(name: String, value: String)] {
         IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
-                                passAuthorization: settings.passAccessToken).map { (name: $0.0, value: $0.1) }
+                                passAuthorization: settings.passAccessToken, names: settings.headers).map { (name: $0.0, value: $0.1) }
     }
 
     // MARK: Sign-in

@@ -26,6 +26,8 @@ public struct SessionSettings: Sendable, Equatable {
     public var access = AccessRule()
     /// Rules for some paths on top of `access` (`path_rules`); their paths need a session.
     public var pathRules: [PathAccessRule] = []
+    /// The names of the identity headers upstream, and the claim behind the user header.
+    public var headers = IdentityHeaderNames()
     /// The id_token claim that holds the user's groups: a name, or a dotted path into nested
     /// objects (`realm_access.roles`, Keycloak's roles). A list of strings, or one string.
     public var groupsClaim = "groups"
