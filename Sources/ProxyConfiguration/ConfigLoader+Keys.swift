@@ -129,6 +129,7 @@ extension ConfigLoader {
         ConfigKey("providers.<name>.kind"),
         ConfigKey("providers.<name>.handoff"),
         ConfigKey("providers.<name>.app_callback"),
+        ConfigKey("providers.<name>.display_name"),
         ConfigKey("providers.<name>.app_client", .section),
         ConfigKey("providers.<name>.app_client.id"),
         ConfigKey("providers.<name>.app_client.secret_env"),

@@ -36,6 +36,7 @@ extension ConfigLoader {
             // With an unknown kind the other keys cannot be judged: report only the kind.
             guard let settings = readProvider(name: name, p) else { continue }
             o.providers[name] = settings
+            o.providerOrder.append(name)
             p.finish()
         }
         if o.providers.isEmpty && m.problems.items.isEmpty {
@@ -51,6 +52,13 @@ extension ConfigLoader {
         }
         var s = ProviderSettings(name: name, kind: kind)
         if let h = p.parsed("handoff", "relay, params, session or verify", HandoffMode.init(rawValue:)) { s.handoff = h }
+        if let d = p.string("display_name") {
+            if d.isEmpty || d.count > 64 || d.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+                p.problems.add(p.child("display_name"), p.node("display_name")?.line, "must be 1–64 printable characters")
+            } else {
+                s.displayName = d
+            }
+        }
         if let cb = p.string("app_callback") {
             if isLocalPath(cb) { s.appCallback = cb } else {
                 p.problems.add(p.child("app_callback"), p.node("app_callback")?.line, "must be a path starting with a single /, without a query")

@@ -73,6 +73,7 @@ import Testing
     providers:
       google:
         handoff: relay
+        display_name: Google Workspace
         app_callback: /users/auth/google_oauth2/callback
         app_client: { id: web-id, secret_file: /keys/web }
         endpoints: { token: https://t.example, jwks: https://j.example, issuer: https://i.example, discovery: https://d.example,

@@ -3,7 +3,9 @@ against the strict test IdP with users whose claims differ — verified or not, 
 groups claim, Google's `hd`. A refused account gets a 403 and never a session cookie; a rule
 narrowed later (a reload, the emails file) ends the sessions that no longer qualify at their
 next request."""
+import html
 import json
+import re
 import signal
 import subprocess
 import time
@@ -187,3 +189,37 @@ def test_header_names_and_the_user_claim_are_the_operators_and_spoofs_of_them_ar
         if cookies:
             assert ("x-webauth-user", "alice@example.test") in sent and ("x-webauth-email", "alice@example.test") in sent
             assert not [k for k, _ in sent if k == "x-forwarded-user"], "the default name is not sent any more"
+
+
+def test_with_two_providers_start_offers_a_choice_in_configuration_order(proxy_factory, upstream, tmp_path, idp):
+    """An unchanged site links to /_oauth/start without naming a provider; with two, the first by
+    name used to be taken and the second could not be offered."""
+    second = f"""
+  corp:
+    kind: oidc
+    display_name: "Corp <SSO>"
+    handoff: session
+    app_client: {{ id: corp-web, secret_env: WEB_SECRET }}
+    endpoints: {{ issuer: {idp.base_url}, authorization: {idp.base_url}/authorize?tenant=corp }}
+    native: {{ ios: {{ client_id: corp-ios, redirect_uri: "com.example.corp:/cb" }} }}
+"""
+    config = tmp_path / "two.yaml"
+    text = session_config(idp)
+    # corp first in the file: the chooser follows the file, not the alphabet
+    head, providers = text.split("providers:\n", 1)
+    config.write_text(head + "providers:\n" + second.lstrip("\n") + providers)
+    p = proxy_factory(upstream, extra=["--config", str(config)])
+    r = get(p, "/_oauth/start?rd=%2Fprivate%2Fpage")
+    assert r.status == 200, r
+    page = r.body.decode()
+    assert "Sign in with Corp &lt;SSO&gt;" in page and "<SSO>" not in page
+    links = re.findall(r'href="([^"]+)"', page)
+    assert links == ["/_oauth/start?provider=corp&amp;rd=%2Fprivate%2Fpage",
+                     "/_oauth/start?provider=google&amp;rd=%2Fprivate%2Fpage"], links
+    assert page.index("Corp") < page.index("Google")
+    assert r.one("cache-control") == "no-store" and not set_cookies(r), "the chooser sets no state cookie"
+    chosen = get(p, html.unescape(links[0]))
+    assert chosen.status == 302 and chosen.one("location").startswith(idp.base_url + "/authorize?tenant=corp&")
+    assert "client_id=corp-web" in chosen.one("location")
+    # Named, it goes straight on, as before.
+    assert get(p, "/_oauth/start?provider=google").status == 302

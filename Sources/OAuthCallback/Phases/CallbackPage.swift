@@ -24,11 +24,20 @@ enum CallbackPage {
         page(status: status, title: escape(title), body: escape(message), extraHeaders: extraHeaders)
     }
 
-    private static func page(status: Int, title: String, body: String,
+    /// Session mode's provider chooser (`/_oauth/start` without `provider=` and more than one
+    /// provider): one link per provider, in configuration order, each starting that sign-in.
+    /// `choices` are (label, href), not yet escaped.
+    static func chooser(_ choices: [(label: String, href: String)]) -> Response {
+        let links = choices.map { "<a class=\"p\" href=\"\(escape($0.href))\">\(escape($0.label))</a>" }.joined()
+        return page(status: 200, title: "Sign in", body: "Choose how to sign in:</p><p>" + links,
+                    style: "a.p{display:block;margin:.6em 0;padding:.7em 1em;border:1px solid #888;border-radius:.4em;text-decoration:none;color:inherit}")
+    }
+
+    private static func page(status: Int, title: String, body: String, style: String = "",
                              extraHeaders: [(name: String, value: String)] = []) -> Response {
         let html = """
         <!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">\
-        <title>\(title)</title><style>body{font-family:system-ui,sans-serif;margin:3em auto;max-width:32em;padding:0 1em}</style>\
+        <title>\(title)</title><style>body{font-family:system-ui,sans-serif;margin:3em auto;max-width:32em;padding:0 1em}\(style)</style>\
         </head><body><h1>\(title)</h1><p>\(body)</p></body></html>
 
         """

@@ -31,6 +31,8 @@ public final class SessionLayer: Sendable {
 
     let settings: SessionSettings
     let providers: [String: ProviderSettings]
+    /// The session providers in the order the chooser lists them.
+    let providerOrder: [String]
     let identityProviders: [String: any IdentityProvider]
     let store: any Store
     let replayGuard: ReplayGuard
@@ -73,6 +75,9 @@ public final class SessionLayer: Sendable {
         self.emailsFile = emailsFile
         self.metrics = metrics
         providers = oauth.providers.filter { $0.value.handoff == .session }
+        // Configuration order; names the loader did not record (a settings value built in code) last, by name.
+        let listed = oauth.providerOrder.filter { oauth.providers[$0]?.handoff == .session }
+        providerOrder = listed + providers.keys.filter { !listed.contains($0) }.sorted()
         self.identityProviders = identityProviders
         self.store = store
         replayGuard = ReplayGuard(store: store, windowSeconds: oauth.replayWindowSeconds)
@@ -271,6 +276,9 @@ public final class SessionLayer: Sendable {
     /// - Parameter cookies: the request's, to find this browser's other state cookies (the
     ///   oldest are cleared beyond `maximumStateCookies`).
     func start(query: String, host: String, cookies: [(name: String, value: String)]) -> Response {
+        // More than one provider and none asked for: the site offers the choice (an unchanged
+        // site has no link of its own for a second provider).
+        if Self.queryValue(query, "provider") == nil && providers.count > 1 { return chooser(query: query) }
         let requested = Self.queryValue(query, "provider") ?? providers.keys.sorted().first ?? ""
         guard let provider = providers[requested], let client = provider.appClient,
               let authorize = Self.authorizationEndpoint(provider) else {

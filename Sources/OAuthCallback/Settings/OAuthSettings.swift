@@ -3,6 +3,8 @@
 public struct OAuthSettings: Sendable, Equatable {
     /// Providers by the name the wrapper app puts in `provider=` (e.g. `google`).
     public var providers: [String: ProviderSettings] = [:]
+    /// Provider names in the order the configuration lists them (the chooser's order).
+    public var providerOrder: [String] = []
     /// The path the wrapper app loads. Default `/_oauth_callback`.
     public var callbackPath = "/_oauth_callback"
     /// How long a seen code is remembered by the replay guard (seconds). Default 600.
@@ -79,6 +81,8 @@ public struct ProviderSettings: Sendable, Equatable {
     /// the id_token's `aud` against its web client would refuse the native one).
     public var relayOmitIDToken = false
     public var relayOmitRefreshToken = false
+    /// What session mode's provider chooser calls it (`display_name`); default from the kind.
+    public var displayName: String? = nil
     public var facebook: FacebookSettings? = nil
     public var apple: AppleSettings? = nil
 
