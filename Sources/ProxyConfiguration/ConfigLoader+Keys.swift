@@ -111,6 +111,7 @@ extension ConfigLoader {
         ConfigKey("oauth.session.allowed_hosted_domains", .list),
         ConfigKey("oauth.session.allow_any_authenticated_user"),
         ConfigKey("oauth.session.groups_claim"),
+        ConfigKey("oauth.session.bearer_tokens", .list),
         ConfigKey("oauth.session.headers", .section),
         ConfigKey("oauth.session.headers.user"),
         ConfigKey("oauth.session.headers.user_claim"),

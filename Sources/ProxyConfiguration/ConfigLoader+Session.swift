@@ -85,6 +85,8 @@ extension ConfigLoader {
         }
         s.access = readAccessRule(m, allowFile: true, allowAnyUser: true)
         if let h = m.mapping("headers") { s.headers = readHeaderNames(h) }
+        // Checked against the providers by `ConfigLoader.read` (they are read after this section).
+        if let list = m.strings("bearer_tokens") { s.bearerProviders = list }
         if let claim = m.string("groups_claim") {
             if !claim.isEmpty && claim.split(separator: ".", omittingEmptySubsequences: false).allSatisfy({ !$0.isEmpty }) {
                 s.groupsClaim = claim

@@ -57,6 +57,17 @@ public struct ConfigLoader {
             problems.add("oauth.session", nil,
                          "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
         }
+        for name in config.oauth.session?.bearerProviders ?? [] {
+            guard let p = config.oauth.providers[name] else {
+                problems.add("oauth.session.bearer_tokens", nil, "'\(name)' is not a configured provider")
+                continue
+            }
+            if p.kind == .facebook {
+                problems.add("oauth.session.bearer_tokens", nil, "'\(name)' is kind facebook, which issues no id_token to verify")
+            } else if p.native.isEmpty {
+                problems.add("oauth.session.bearer_tokens", nil, "'\(name)' has no native clients: bearer tokens must be issued to one (providers.\(name).native)")
+            }
+        }
         for (name, p) in config.oauth.providers where p.handoff == .session {
             if p.appClient == nil {
                 problems.add("providers.\(name).app_client", nil, "is required for handoff session (/_oauth/start sends the app's web client)")

@@ -67,6 +67,7 @@ import Testing
         allowed_groups: [staff]
         allowed_hosted_domains: [example.com]
         groups_claim: realm_access.roles
+        bearer_tokens: [google]
         headers: { user: X-WEBAUTH-USER, user_claim: email, email: X-WEBAUTH-EMAIL, preferred_username: X-WEBAUTH-LOGIN, groups: X-WEBAUTH-GROUPS, access_token: X-WEBAUTH-TOKEN }
         path_rules:
           - { prefix: /admin, allowed_groups: [admins], allowed_emails: [root@example.com], allowed_email_domains: [example.com], allowed_hosted_domains: [example.com] }

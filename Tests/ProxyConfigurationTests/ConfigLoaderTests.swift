@@ -474,6 +474,7 @@ import Testing
         ("allowed_groups: [x], headers: { user: \"X User\" }", "oauth.session.headers.user: 'X User' is not a header name"),
         ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
         ("allowed_groups: [x], headers: { user_claim: name }", "oauth.session.headers.user_claim:"),
+        ("allowed_groups: [x], bearer_tokens: [nobody]", "oauth.session.bearer_tokens: 'nobody' is not a configured provider"),
     ])
     func sessionMistakesAreNamed(_ line: String, _ expected: String) {
         let p = problems("oauth: { session: { secret_env: SESSION_SECRET, \(line) } }\n" + Self.sessionProvider)

@@ -223,3 +223,72 @@ def test_with_two_providers_start_offers_a_choice_in_configuration_order(proxy_f
     assert "client_id=corp-web" in chosen.one("location")
     # Named, it goes straight on, as before.
     assert get(p, "/_oauth/start?provider=google").status == 302
+
+
+# ---------------------------------------------------------------------------------------------
+# API calls from the native app: Authorization: Bearer <id_token> (oauth.session.bearer_tokens)
+
+ANDROID = "123-android.apps.googleusercontent.com"
+
+
+def id_token(idp, client="123-ios.apps.googleusercontent.com", **login):
+    grant = idp.get_code(client, username=login.pop("username", "alice@example.test"), login=login or None)
+    r = idp.exchange(grant)
+    assert r.status_code == 200, r.text
+    return r.json()["id_token"]
+
+
+def bearer(token):
+    return {"Authorization": "Bearer " + token, "Accept": "application/json"}
+
+
+def test_a_native_apps_api_call_with_a_verified_id_token_passes_protect(gate, idp, upstream):
+    p = gate("allowed_email_domains: [example.test], bearer_tokens: [google]")
+    token = id_token(idp)
+    r = get(p, "/private/api", headers=bearer(token))
+    assert r.status == 404, r  # the upstream's own answer: protect let it through
+    echo = get(p, "/echo", headers=bearer(token)).json()
+    sent = {k.lower(): v for k, v in echo["headers"]}
+    assert sent["x-forwarded-email"] == "alice@example.test" and sent["x-forwarded-user"]
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_bearer_tokens_total", provider="google", result="accepted") == 2
+
+
+@pytest.mark.parametrize("case", ["another client", "expired", "another issuer", "tampered", "not a JWT"])
+def test_a_bearer_token_that_does_not_verify_gets_401_and_never_a_redirect(gate, idp, web_idp, upstream, case):
+    p = gate("allowed_email_domains: [example.test], bearer_tokens: [google]")
+    if case == "another client":
+        token = id_token(idp, client=ANDROID)  # a real token of this IdP, for a client not configured
+    elif case == "expired":
+        idp.set_clock(-3 * 3600)
+        try:
+            token = id_token(idp)
+        finally:
+            idp.set_clock(0)
+    elif case == "another issuer":
+        token = id_token(web_idp)  # same client id, another IdP's keys and iss
+    elif case == "tampered":
+        head, claims, sig = id_token(idp).split(".")
+        token = ".".join([head, claims[:-4] + ("AAAA" if claims[-4:] != "AAAA" else "BBBB"), sig])
+    else:
+        token = "abc.def"
+    for path in ("/private/api", "/echo"):
+        r = get(p, path, headers=bearer(token))
+        if case == "not a JWT" and path == "/echo":
+            assert r.status == 200  # not a bearer JWT at all: an anonymous request like any other
+            continue
+        assert r.status == 401 and r.one("location") is None, (path, r)
+        if case != "not a JWT":
+            assert r.json() == {"error": "invalid_token"} and r.one("www-authenticate") == 'Bearer error="invalid_token"'
+    assert not any(q["target"] == "/private/api" for q in upstream.record.requests())
+
+
+def test_a_bearer_identity_is_held_to_the_same_rules(gate, idp):
+    p = gate("allowed_email_domains: [example.test], bearer_tokens: [google]",
+             rules="protect: [/private], path_rules: [{ prefix: /admin, allowed_groups: [admins] }]")
+    assert get(p, "/private/x", headers=bearer(id_token(idp, email_verified="false"))).status == 403
+    assert get(p, "/private/x", headers=bearer(id_token(idp, username="bob@other.test"))).status == 403
+    alice = id_token(idp)
+    assert get(p, "/admin", headers=bearer(alice)).status == 403
+    assert get(p, "/admin", headers=bearer(id_token(idp, username="root@example.test", groups="admins"))).status == 404
+    assert value(samples(scrape(p)), "callback_proxy_bearer_tokens_total", provider="google", result="forbidden") == 3

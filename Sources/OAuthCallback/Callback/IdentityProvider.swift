@@ -86,6 +86,16 @@ public protocol IdentityProvider: Sendable {
                 _ completion: @escaping (Result<VerifiedIdentity, CallbackFailure>) -> Void)
 }
 
+/// Verifies an id_token the provider issued to one of our clients, outside a code exchange:
+/// session mode's bearer tokens (`oauth.session.bearer_tokens`), which a native app sends on
+/// its own API calls. Signature by the provider's keys, `iss`, `aud` containing `audience`
+/// (and `azp`, when present, equal to it), `exp`/`iat` with the configured leeway.
+public protocol IDTokenVerifying: Sendable {
+    /// `completion` runs on `loop`, exactly once.
+    func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
+                       _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void)
+}
+
 /// Where a provider's real token endpoint is: the relay token endpoint forwards ordinary
 /// (web) codes there verbatim, so the app's own web sign-in keeps working with one setting.
 public protocol TokenEndpointProviding: Sendable {

@@ -10,6 +10,7 @@ public final class OAuthMetrics: Sendable {
     private let redeemed: MetricFamily<Counter>
     private let expired: MetricFamily<Counter>
     private let sessionRefusals: MetricFamily<Counter>
+    private let bearerTokens: MetricFamily<Counter>
     let storeErrors: Counter
     /// Configured provider → its configured native platforms.
     private let known: [String: Set<String>]
@@ -30,6 +31,9 @@ public final class OAuthMetrics: Sendable {
         sessionRefusals = registry.counter("callback_proxy_session_refusals_total",
                                            "Signed-in users kept out by session mode's access rules, by provider and rule.",
                                            labels: ["provider", "rule"])
+        bearerTokens = registry.counter("callback_proxy_bearer_tokens_total",
+                                        "Session mode: requests that carried a bearer id_token, by provider and result.",
+                                        labels: ["provider", "result"])
         storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
                                        labels: ["store"]).labels(storeKind)
         known = settings.providers.mapValues { Set($0.native.keys) }
@@ -69,6 +73,9 @@ public final class OAuthMetrics: Sendable {
     }
 
     func relayMinted(_ provider: String) { minted.labels(provider).increment() }
+    func bearerToken(_ provider: String, result: String) {
+        bearerTokens.labels(known[provider] != nil ? provider : "unknown", result).increment()
+    }
     func sessionRefused(_ provider: String, rule: AccessRefusal) {
         sessionRefusals.labels(known[provider] != nil ? provider : "unknown", rule.rawValue).increment()
     }

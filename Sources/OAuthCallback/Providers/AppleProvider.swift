@@ -142,6 +142,14 @@ private final class ClientSecretCache: Sendable {
     }
 }
 
+extension AppleProvider: IDTokenVerifying {
+    public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
+                              _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
+        let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: [issuer], audience: audience, leeway: options.leeway)
+        jwks.verify(token, with: verifier, expectedNonce: nil, on: loop, completion)
+    }
+}
+
 extension AppleProvider: TokenEndpointProviding {
     public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
         completion(.success(tokenEndpoint))

@@ -63,6 +63,14 @@ public struct GoogleProvider: IdentityProvider {
     }
 }
 
+extension GoogleProvider: IDTokenVerifying {
+    public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
+                              _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
+        let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: issuers, audience: audience, leeway: options.leeway)
+        jwks.verify(token, with: verifier, expectedNonce: nil, on: loop, completion)
+    }
+}
+
 extension GoogleProvider: TokenEndpointProviding {
     public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
         completion(.success(tokenEndpoint))

@@ -266,6 +266,22 @@ extension OIDCProvider {
     }
 }
 
+extension OIDCProvider: IDTokenVerifying {
+    public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
+                              _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
+        let algorithms = self.algorithms
+        let leeway = options.leeway
+        discovery.metadata(on: loop) { result in
+            switch result {
+            case .failure(let failure): completion(.failure(failure))
+            case .success(let metadata):
+                let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: [metadata.issuer], audience: audience, leeway: leeway)
+                metadata.jwks.verify(token, with: verifier, expectedNonce: nil, on: loop, completion)
+            }
+        }
+    }
+}
+
 extension OIDCProvider: TokenEndpointProviding {
     public func tokenEndpoint(on loop: EventLoop, _ completion: @escaping (Result<String, CallbackFailure>) -> Void) {
         discovery.metadata(on: loop) { completion($0.map(\.tokenEndpoint)) }

@@ -21,7 +21,12 @@ extension SessionLayer {
     /// The groups a new session carries: the configured claim's (`groups_claim`).
     func groups(of identity: VerifiedIdentity) -> [String] {
         guard settings.groupsClaim != "groups" else { return identity.groups }
-        var value: JSONValue? = .object(identity.claims)
+        return groups(identity.claims)
+    }
+
+    /// The configured groups claim of an id_token's claims.
+    func groups(_ claims: [String: JSONValue]) -> [String] {
+        var value: JSONValue? = .object(claims)
         for part in settings.groupsClaim.split(separator: ".") { value = value?[String(part)] }
         return ProviderSupport.groups(value)
     }

@@ -46,6 +46,8 @@ public final class SessionLayer: Sendable {
     /// `allowed_emails_file`, read and watched (nil without one).
     let emailsFile: AllowedEmailsFile?
     let metrics: OAuthMetrics?
+    /// `bearer_tokens`: whose id_tokens API calls may carry instead of a session cookie.
+    let bearerIssuers: [BearerIssuer]
     let cookie: SessionCookie
     /// Cookie sessions already opened, per loop.
     let opened = OpenedSessions()
@@ -74,6 +76,7 @@ public final class SessionLayer: Sendable {
         self.settings = settings
         self.emailsFile = emailsFile
         self.metrics = metrics
+        bearerIssuers = Self.bearerIssuers(oauth, identityProviders)
         providers = oauth.providers.filter { $0.value.handoff == .session }
         // Configuration order; names the loader did not record (a settings value built in code) last, by name.
         let listed = oauth.providerOrder.filter { oauth.providers[$0]?.handoff == .session }
@@ -167,6 +170,10 @@ public final class SessionLayer: Sendable {
         default:
             let (needed, pathRules) = request.withPathReadings { r in
                 (settings.requiresSession(r), settings.pathRules.isEmpty ? [] : settings.pathRules(for: r))
+            }
+            if !bearerIssuers.isEmpty, let authorization = request.header("Authorization"),
+               let token = Self.bearerToken(authorization) {
+                return bearerDecision(token, pathRules: pathRules, on: loop)
             }
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
             // get a 401, not a redirect to sign-in: following it would start sign-ins nobody

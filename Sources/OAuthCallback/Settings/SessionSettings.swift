@@ -26,6 +26,9 @@ public struct SessionSettings: Sendable, Equatable {
     public var access = AccessRule()
     /// Rules for some paths on top of `access` (`path_rules`); their paths need a session.
     public var pathRules: [PathAccessRule] = []
+    /// Providers whose id_tokens, issued to one of their native clients, API calls may carry as
+    /// `Authorization: Bearer` instead of a session cookie (`bearer_tokens`).
+    public var bearerProviders: [String] = []
     /// The names of the identity headers upstream, and the claim behind the user header.
     public var headers = IdentityHeaderNames()
     /// The id_token claim that holds the user's groups: a name, or a dotted path into nested

@@ -1,0 +1,88 @@
+import ProxyCore
+
+/// API calls from the native app (`oauth.session.bearer_tokens`): a request with
+/// `Authorization: Bearer <id_token>` issued to one of a listed provider's native clients passes
+/// `protect` when the token verifies — the provider's keys, `iss`, `aud` (and `azp`) a native
+/// client id, `exp` — and the access rules (global and per path) hold for the identity in it.
+/// The identity headers are set from it as from a session. Never a redirect: a bad token gets
+/// 401 JSON with `WWW-Authenticate: Bearer error="invalid_token"`, a refused identity 403 JSON.
+/// (oauth2-proxy's `skip_jwt_bearer_tokens` with `extra_jwt_issuers`.)
+extension SessionLayer {
+    /// One provider whose id_tokens are accepted: its verifier and its native client ids.
+    struct BearerIssuer: Sendable {
+        let provider: String
+        let audiences: Set<String>
+        let verifier: any IDTokenVerifying
+    }
+
+    static func bearerIssuers(_ oauth: OAuthSettings, _ providers: [String: any IdentityProvider]) -> [BearerIssuer] {
+        (oauth.session?.bearerProviders ?? []).compactMap { name in
+            guard let settings = oauth.providers[name], let verifier = providers[name] as? any IDTokenVerifying else { return nil }
+            return BearerIssuer(provider: name, audiences: Set(settings.native.values.map(\.clientID)), verifier: verifier)
+        }
+    }
+
+    /// The token of `Authorization: Bearer <token>` (scheme case-insensitive), when it looks like a JWT.
+    static func bearerToken(_ authorization: String) -> String? {
+        guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return nil }
+        let token = authorization.dropFirst(7).trimming(" ")
+        return token.split(separator: ".", omittingEmptySubsequences: false).count == 3 ? token : nil
+    }
+
+    /// The decision for a request that carries a bearer token.
+    func bearerDecision(_ token: String, pathRules: [PathAccessRule], on loop: EventLoop) -> RequestDecision {
+        // Which provider and client: from the token's own azp/aud, before any signature work
+        // (a token for no configured client costs nothing); the signature then decides.
+        guard let (issuer, audience) = bearerAudience(token) else {
+            metrics?.bearerToken("unknown", result: "invalid")
+            return .respond(Self.invalidBearer)
+        }
+        return .deferred { [self] sink in
+            issuer.verifier.verifyIDToken(token, audience: audience, on: loop) { [self] result in
+                let claims: VerifiedClaims
+                switch result {
+                case .success(let c): claims = c
+                case .failure(let failure):
+                    metrics?.bearerToken(issuer.provider, result: failure.retryable ? "unavailable" : "invalid")
+                    if refusalLog.isDue(provider: issuer.provider, setting: "bearer " + failure.code, now: loop.nowNanoseconds) {
+                        log.info("bearer token refused", ["provider": issuer.provider, "reason": failure.code, "detail": failure.logDetail])
+                    }
+                    return sink.respond(failure.retryable ? Self.json(503, ["error": .string("temporarily_unavailable")]) : Self.invalidBearer)
+                }
+                let now = clock()
+                let session = ProxySession(provider: issuer.provider, subject: claims.subject, email: claims.email,
+                                           emailVerified: claims.emailVerified ?? false, name: claims.name,
+                                           preferredUsername: claims.raw["preferred_username"]?.stringValue,
+                                           groups: groups(claims.raw), hostedDomain: claims.raw["hd"]?.stringValue,
+                                           issuedAt: now, expiresAt: claims.expiresAt)
+                if let r = refusal(session.accessSubject, pathRules: pathRules, now: loop.nowNanoseconds) {
+                    metrics?.bearerToken(issuer.provider, result: "forbidden")
+                    noteRefusal(r, provider: issuer.provider, subject: session.accessSubject, during: "bearer", now: loop.nowNanoseconds)
+                    return sink.respond(Self.forbidden(json: true))
+                }
+                metrics?.bearerToken(issuer.provider, result: "accepted")
+                var edits = HeaderEdits()
+                edits.add = identityHeaders(session)
+                sink.proceed(UpstreamRewrite(edits: edits))
+            }
+        }
+    }
+
+    /// The configured issuer and client a token names: its `azp`, else the first of its `aud`
+    /// that is one of a listed provider's native clients.
+    private func bearerAudience(_ token: String) -> (BearerIssuer, String)? {
+        guard let jwt = try? JWT(compact: token) else { return nil }
+        var candidates: [String] = []
+        if let azp = jwt.claims["azp"]?.stringValue { candidates.append(azp) }
+        if let aud = jwt.claims["aud"]?.stringValue { candidates.append(aud) }
+        candidates += jwt.claims["aud"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        for audience in candidates {
+            if let issuer = bearerIssuers.first(where: { $0.audiences.contains(audience) }) { return (issuer, audience) }
+        }
+        return nil
+    }
+
+    static let invalidBearer = Response(status: 401, headers: [
+        ("Content-Type", "application/json"), ("Cache-Control", "no-store"), ("WWW-Authenticate", "Bearer error=\"invalid_token\""),
+    ], body: Array("{\"error\":\"invalid_token\"}".utf8))
+}
