@@ -78,7 +78,7 @@ extension ConfigLoader {
             p.problems.add(p.child("app_client"), p.line, "is required for handoff relay (it authenticates the app at the relay token endpoint)")
         }
         if let e = p.mapping("endpoints") {
-            for key in ["issuer", "discovery", "authorization", "token", "jwks", "userinfo", "graph"] {
+            for key in ["issuer", "discovery", "authorization", "token", "jwks", "userinfo", "graph", "end_session"] {
                 guard let url = e.string(key) else { continue }
                 guard isAllowedURL(url) else {
                     e.problems.add(e.child(key), e.node(key)?.line, "must be an https:// URL (http:// only for loopback)")
@@ -91,6 +91,7 @@ extension ConfigLoader {
                 case "token": s.endpoints.token = url
                 case "jwks": s.endpoints.jwks = url
                 case "userinfo": s.endpoints.userinfo = url
+                case "end_session": s.endpoints.endSession = url
                 default: s.endpoints.graph = url
                 }
             }

@@ -87,6 +87,18 @@ extension ConfigLoader {
         if let h = m.mapping("headers") { s.headers = readHeaderNames(h) }
         // Checked against the providers by `ConfigLoader.read` (they are read after this section).
         if let list = m.strings("bearer_tokens") { s.bearerProviders = list }
+        if let so = m.mapping("sign_out") {
+            if let b = so.bool("at_provider") { s.signOutAtProvider = b }
+            if let u = so.string("post_logout_redirect_uri") {
+                if (u.hasPrefix("https://") || (u.hasPrefix("http://") && !s.secure)) && !u.contains("#") && u.count > 8 {
+                    s.postLogoutRedirectURI = u
+                } else {
+                    so.problems.add(so.child("post_logout_redirect_uri"), so.node("post_logout_redirect_uri")?.line,
+                                    "must be an https:// URL (http:// only with secure: false), as registered at the provider")
+                }
+            }
+            so.finish()
+        }
         if let claim = m.string("groups_claim") {
             if !claim.isEmpty && claim.split(separator: ".", omittingEmptySubsequences: false).allSatisfy({ !$0.isEmpty }) {
                 s.groupsClaim = claim

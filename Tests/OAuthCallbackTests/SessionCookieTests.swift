@@ -11,6 +11,14 @@ import Testing
         name: "Jane Doe", preferredUsername: "jane", groups: ["admins", "staff"], hostedDomain: "example.com", accessToken: "ya29.short",
         issuedAt: now, expiresAt: now + 3600)
 
+    @Test func theIDTokenKeptForSignOutRoundTrips() throws {
+        var s = Self.session
+        s.idToken = "eyJhbGciOiJSUzI1NiJ9.e30.sig"
+        let back = SessionCookie.session(from: SessionCookie.payload(s))
+        #expect(back == s)
+        #expect(SessionCookie.session(from: SessionCookie.payload(Self.session))?.idToken == nil)
+    }
+
     /// A session whose payload is large and compressible (a long access token, many groups)
     /// and still needs several cookies after compression (random token bytes).
     static func largeSession() throws -> ProxySession {

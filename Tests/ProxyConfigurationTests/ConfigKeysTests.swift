@@ -68,6 +68,7 @@ import Testing
         allowed_hosted_domains: [example.com]
         groups_claim: realm_access.roles
         bearer_tokens: [google]
+        sign_out: { at_provider: true, post_logout_redirect_uri: "https://app.example.com/signed-out" }
         headers: { user: X-WEBAUTH-USER, user_claim: email, email: X-WEBAUTH-EMAIL, preferred_username: X-WEBAUTH-LOGIN, groups: X-WEBAUTH-GROUPS, access_token: X-WEBAUTH-TOKEN }
         path_rules:
           - { prefix: /admin, allowed_groups: [admins], allowed_emails: [root@example.com], allowed_email_domains: [example.com], allowed_hosted_domains: [example.com] }
@@ -78,7 +79,8 @@ import Testing
         app_callback: /users/auth/google_oauth2/callback
         app_client: { id: web-id, secret_file: /keys/web }
         endpoints: { token: https://t.example, jwks: https://j.example, issuer: https://i.example, discovery: https://d.example,
-                     authorization: https://a.example, userinfo: https://u.example, graph: https://g.example }
+                     authorization: https://a.example, userinfo: https://u.example, graph: https://g.example,
+                     end_session: https://e.example/logout }
         relay: { omit_id_token: true, omit_refresh_token: true }
         algorithms: [RS256]
         native:

@@ -23,7 +23,7 @@ _PRIVATE_SCHEME = re.compile(r"^[a-z][a-z0-9+\-]*(\.[a-z0-9+\-]+)+$")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _KNOWN_KEYS = {
     "client_id", "type", "platform", "client_secret", "redirect_uris",
-    "token_endpoint_auth_method", "scopes", "require_pkce",
+    "token_endpoint_auth_method", "scopes", "require_pkce", "post_logout_redirect_uris",
 }
 
 
@@ -41,6 +41,7 @@ class RegisteredClient(ClientMixin):
     auth_methods: tuple[str, ...]  # ("none",) for native clients
     scopes: tuple[str, ...]
     require_pkce: bool
+    post_logout_redirect_uris: tuple = ()   # RP-initiated logout: where /end_session may send the browser
 
     @property
     def is_public(self) -> bool:
@@ -134,6 +135,11 @@ def _parse_client(entry: dict, where: str) -> tuple[RegisteredClient | None, lis
         if problem:
             errs.append(f"{where}: redirect_uri {uri!r}: {problem}")
 
+    logout_uris = entry.get("post_logout_redirect_uris", [])
+    if not isinstance(logout_uris, list) or not all(isinstance(u, str) and u for u in logout_uris):
+        errs.append(f"{where}: post_logout_redirect_uris must be a list of strings")
+        logout_uris = []
+
     scopes = entry.get("scopes", list(SUPPORTED_SCOPES))
     if not isinstance(scopes, list) or not scopes or any(s not in SUPPORTED_SCOPES for s in scopes):
         errs.append(f"{where}: scopes must be a non-empty subset of {list(SUPPORTED_SCOPES)}")
@@ -171,7 +177,7 @@ def _parse_client(entry: dict, where: str) -> tuple[RegisteredClient | None, lis
     return RegisteredClient(
         client_id=client_id, kind=kind, platform=platform, secret=secret,
         redirect_uris=tuple(uris), auth_methods=tuple(methods), scopes=tuple(scopes),
-        require_pkce=require_pkce,
+        require_pkce=require_pkce, post_logout_redirect_uris=tuple(logout_uris),
     ), []
 
 

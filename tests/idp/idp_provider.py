@@ -26,7 +26,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from html import escape
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import flask
 from authlib.integrations.flask_oauth2 import AuthorizationServer
@@ -193,7 +193,12 @@ class Stats:
         self.per_client: dict[str, dict] = {}
         self.authorize = {"requests": 0, "codes_issued": 0, "denied": 0, "errors": 0}
         self.endpoints = {name: 0 for name in ENDPOINTS.values()}
+        self.endpoints["end_session"] = 0
         self.events: deque = deque(maxlen=MAX_EVENTS)
+
+    def note_end_session(self, event: dict):
+        with self.lock:
+            self.events.append({"endpoint": "end_session", **event})
 
     def record_token(self, client_id: str, outcome: str, reason: str | None, error: str | None,
                      status: int, at: float, **extra):
@@ -732,6 +737,7 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
             "token_endpoint": iss + "/token",
             "userinfo_endpoint": iss + "/userinfo",
             "jwks_uri": iss + "/jwks",
+            "end_session_endpoint": iss + "/end_session",
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
             "grant_types_supported": ["authorization_code"],
@@ -753,6 +759,45 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
             return forced
         return json_response(state.jwks(),
                              headers={"Cache-Control": f"public, max-age={config.jwks_max_age}"})
+
+    # -- RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0) ----------------------------
+
+    @app.get(prefix + "/end_session")
+    def end_session():
+        """Strict like the providers that implement it: the client must be known (client_id, or
+        the aud of a valid id_token_hint), an id_token_hint must be one this IdP signed for that
+        client, and post_logout_redirect_uri must be registered for it, exactly."""
+        state.stats.bump("endpoints", "end_session")
+        args = flask.request.args
+        client_id, hint = args.get("client_id"), args.get("id_token_hint")
+        hint_aud = None
+        if hint:
+            try:
+                token = jwt.decode(hint, KeySet([state.signing_key()]), algorithms=[ID_TOKEN_ALG])
+            except Exception:  # noqa: BLE001 - any decoding failure is a bad hint
+                return _end_session_refused("id_token_hint is not a token this IdP issued")
+            if token.claims.get("iss") != config.issuer:
+                return _end_session_refused("id_token_hint is for another issuer")
+            hint_aud = token.claims.get("aud")
+            client_id = client_id or hint_aud
+        client = clients.get(client_id or "")
+        if client is None:
+            return _end_session_refused("unknown client")
+        if hint and hint_aud != client.client_id:
+            return _end_session_refused("id_token_hint was issued to another client")
+        target = args.get("post_logout_redirect_uri")
+        state.stats.note_end_session({"client_id": client.client_id, "hint": bool(hint),
+                             "post_logout_redirect_uri": target})
+        if target is None:
+            return flask.Response("Signed out.\n", 200, {"Content-Type": "text/plain"})
+        if target not in client.post_logout_redirect_uris:
+            return _end_session_refused("post_logout_redirect_uri is not registered")
+        suffix = ("&" if "?" in target else "?") + "state=" + quote(args["state"], safe="") if args.get("state") else ""
+        return flask.redirect(target + suffix, code=302)
+
+    def _end_session_refused(reason):
+        state.stats.note_end_session({"refused": reason})
+        return flask.Response(f"end_session refused: {reason}\n", 400, {"Content-Type": "text/plain", "X-OAuth-Error": reason})
 
     # -- authorization endpoint -----------------------------------------------------------------
 

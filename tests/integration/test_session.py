@@ -261,6 +261,7 @@ def test_rd_targets_are_validated(sproxy, idp, rd, expected):
 
 WEB_REDIRECT = "http://127.0.0.1/_oauth/web_callback"
 WEB_SECRET = "web-secret-of-the-session-tests"
+SIGNED_OUT = "http://127.0.0.1/signed-out"
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +271,7 @@ def web_idp(tmp_path_factory):
     clients.write_text(json.dumps({"clients": [
         {"client_id": WEB, "type": "web", "client_secret": WEB_SECRET, "require_pkce": True,
          "token_endpoint_auth_method": ["client_secret_post", "client_secret_basic"],
-         "redirect_uris": [WEB_REDIRECT]},
+         "redirect_uris": [WEB_REDIRECT], "post_logout_redirect_uris": [SIGNED_OUT]},
         {"client_id": IOS, "type": "native", "platform": "ios", "token_endpoint_auth_method": "none",
          "redirect_uris": ["com.googleusercontent.apps.123-ios:/oauth2redirect"]}]}))
     with IdP.start(make_test_pki(str(d)), log_dir=d, clients_file=str(clients)) as srv:
@@ -278,7 +279,7 @@ def web_idp(tmp_path_factory):
 
 
 def web_proxy_config(idp, *, client_auth="client_secret_post", store="memory", server_side=None,
-                     extra_session="", rate_limit=None):
+                     extra_session="", rate_limit=None, endpoints_extra=""):
     side = "" if server_side is None else f", server_side: {str(server_side).lower()}"
     limit = f"\n  rate_limit: {rate_limit}" if rate_limit else ""
     return f"""
@@ -293,7 +294,7 @@ providers:
     kind: google
     handoff: session
     app_client: {{ id: {WEB}, secret_env: WEB_SECRET, client_auth: {client_auth} }}
-    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url} }}
+    endpoints: {{ authorization: {idp.base_url}/authorize, token: {idp.base_url}/token, jwks: {idp.base_url}/jwks, issuer: {idp.base_url}{endpoints_extra} }}
     native: {{ ios: {{ client_id: {IOS} }} }}
 """
 

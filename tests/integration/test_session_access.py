@@ -292,3 +292,40 @@ def test_a_bearer_identity_is_held_to_the_same_rules(gate, idp):
     assert get(p, "/admin", headers=bearer(alice)).status == 403
     assert get(p, "/admin", headers=bearer(id_token(idp, username="root@example.test", groups="admins"))).status == 404
     assert value(samples(scrape(p)), "callback_proxy_bearer_tokens_total", provider="google", result="forbidden") == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Sign-out at the provider (RP-Initiated Logout 1.0), against the test IdP's end_session endpoint
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+def test_sign_out_continues_to_the_providers_end_session_endpoint(web_proxy_factory, web_idp, server_side):
+    from test_session import SIGNED_OUT, WEB
+    import urllib.parse
+    extra = (f", sign_out: {{ at_provider: true, post_logout_redirect_uri: \"{SIGNED_OUT}\" }}")
+    p = web_proxy_factory(name=f"rp{server_side}", server_side=server_side, extra_session=extra,
+                          endpoints_extra=f", end_session: {web_idp.base_url}/end_session")
+    r, _, _ = web_sign_in(p, web_idp)
+    cookies = session_of(r)
+    assert r.status == 302 and cookies
+    out = get(p, "/_oauth/sign_out?rd=/bye", cookies=cookies)
+    assert out.status == 302
+    location = out.one("location")
+    assert location.startswith(web_idp.base_url + "/end_session?"), location
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
+    assert q["client_id"] == WEB and q["post_logout_redirect_uri"] == SIGNED_OUT and q["id_token_hint"]
+    assert all(v == "" for k, v in set_cookies(out).items() if k.startswith("_oauth_session")), "the cookie is cleared"
+    # The strict IdP accepts it: its hint is a token it issued to that client, the target registered.
+    back = web_idp.request("GET", location, allow_redirects=False)
+    assert back.status_code == 302 and back.headers["Location"] == SIGNED_OUT, (back.status_code, back.text)
+    # Server-side, the session is over for any copy of the cookie too (a sealed cookie session
+    # ends only in the browser that drops it: that is what server_side is for).
+    if server_side:
+        assert get(p, "/private/x", cookies=cookies, headers=JSON).status == 401
+
+
+def test_without_at_provider_sign_out_stays_local(web_proxy_factory, web_idp):
+    p = web_proxy_factory(name="local")
+    r, _, _ = web_sign_in(p, web_idp)
+    out = get(p, "/_oauth/sign_out?rd=/bye", cookies=session_of(r))
+    assert out.status == 302 and out.one("location") == "/bye"

@@ -96,6 +96,20 @@ public protocol IDTokenVerifying: Sendable {
                        _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void)
 }
 
+/// Where RP-initiated logout sends the browser (OpenID Connect RP-Initiated Logout 1.0): the
+/// configured `endpoints.end_session`, or (for `oidc`) the discovery document's. Nil: the
+/// provider has none (Google does not offer one).
+public protocol EndSessionProviding: Sendable {
+    /// `completion` runs on `loop`.
+    func endSessionEndpoint(on loop: EventLoop, _ completion: @escaping (String?) -> Void)
+}
+
+extension GoogleProvider: EndSessionProviding {
+    public func endSessionEndpoint(on loop: EventLoop, _ completion: @escaping (String?) -> Void) {
+        completion(settings.endpoints.endSession)
+    }
+}
+
 /// Where a provider's real token endpoint is: the relay token endpoint forwards ordinary
 /// (web) codes there verbatim, so the app's own web sign-in keeps working with one setting.
 public protocol TokenEndpointProviding: Sendable {

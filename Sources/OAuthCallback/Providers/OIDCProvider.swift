@@ -101,6 +101,8 @@ extension OIDCProvider {
             let issuer: String
             let tokenEndpoint: String
             let jwks: JWKSSource
+            /// `end_session_endpoint` (RP-initiated logout), when the document has a usable one.
+            var endSession: String? = nil
         }
 
         private enum Phase {
@@ -213,7 +215,8 @@ extension OIDCProvider {
             case .success(let endpoints):
                 let jwks = JWKSSource(url: endpoints.jwks, label: label, http: http, clock: clock, policy: options.jwksPolicy,
                                       timeout: options.timeout)
-                return .success(Metadata(issuer: issuer, tokenEndpoint: endpoints.token, jwks: jwks))
+                let endSession = document["end_session_endpoint"]?.stringValue.flatMap { Self.isAcceptableEndpoint($0) ? $0 : nil }
+                return .success(Metadata(issuer: issuer, tokenEndpoint: endpoints.token, jwks: jwks, endSession: endSession))
             }
         }
 
@@ -262,6 +265,15 @@ extension OIDCProvider {
                 if rest.isEmpty || rest.hasPrefix(":") || rest.hasPrefix("/") { return true }
             }
             return false
+        }
+    }
+}
+
+extension OIDCProvider: EndSessionProviding {
+    public func endSessionEndpoint(on loop: EventLoop, _ completion: @escaping (String?) -> Void) {
+        if let configured = settings.endpoints.endSession { return completion(configured) }
+        discovery.metadata(on: loop) { result in
+            completion(try? result.get().endSession)
         }
     }
 }

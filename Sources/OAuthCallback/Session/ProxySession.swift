@@ -15,6 +15,8 @@ public struct ProxySession: Sendable, Equatable {
     /// `preferred_username`, when the IdP provides one.
     public var preferredUsername: String?
     public var groups: [String]
+    /// The id_token, kept only for RP-initiated logout's `id_token_hint` (`sign_out.at_provider`).
+    public var idToken: String? = nil
     /// The id_token's `hd` (Google Workspace domain), for `allowed_hosted_domains`.
     public var hostedDomain: String?
     /// Only kept when the operator passes it upstream (`X-Forwarded-Access-Token` /

@@ -138,7 +138,7 @@ public struct SessionCookie: Sendable {
     private enum Member {
         static let provider = "p", subject = "s", email = "e", emailVerified = "ev", name = "n"
         static let preferredUsername = "u", groups = "g", accessToken = "at", issuedAt = "iat", expiresAt = "exp"
-        static let hostedDomain = "hd"
+        static let hostedDomain = "hd", idToken = "it"
     }
 
     static func payload(_ session: ProxySession) -> JSONValue {
@@ -155,6 +155,7 @@ public struct SessionCookie: Sendable {
         if !session.groups.isEmpty { members[Member.groups] = .array(session.groups.map(JSONValue.string)) }
         if let token = session.accessToken { members[Member.accessToken] = .string(token) }
         if let hd = session.hostedDomain { members[Member.hostedDomain] = .string(hd) }
+        if let t = session.idToken { members[Member.idToken] = .string(t) }
         return .object(members)
     }
 
@@ -171,7 +172,8 @@ public struct SessionCookie: Sendable {
         guard let email = optionalString(Member.email), let name = optionalString(Member.name),
               let username = optionalString(Member.preferredUsername),
               let accessToken = optionalString(Member.accessToken),
-              let hostedDomain = optionalString(Member.hostedDomain) else { return nil }
+              let hostedDomain = optionalString(Member.hostedDomain),
+              let idToken = optionalString(Member.idToken) else { return nil }
         var groups: [String] = []
         if let list = payload[Member.groups] {
             guard let elements = list.arrayValue else { return nil }
@@ -180,9 +182,11 @@ public struct SessionCookie: Sendable {
                 groups.append(group)
             }
         }
-        return ProxySession(provider: provider, subject: subject, email: email, emailVerified: emailVerified,
+        var session = ProxySession(provider: provider, subject: subject, email: email, emailVerified: emailVerified,
                             name: name, preferredUsername: username, groups: groups, hostedDomain: hostedDomain,
                             accessToken: accessToken,
                             issuedAt: issuedAt, expiresAt: expiresAt)
+        session.idToken = idToken
+        return session
     }
 }

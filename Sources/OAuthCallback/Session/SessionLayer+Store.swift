@@ -87,25 +87,52 @@ extension SessionLayer {
         }
     }
 
-    /// `/_oauth/sign_out` (GET or POST, same-site: see `isSameSiteOrUnknown`): ends the
-    /// server-side session (if any), clears the cookies, goes to `rd`.
+    /// `/_oauth/sign_out` (GET or POST, same-site: see `isSameSiteOrUnknown`): ends the session
+    /// (cookie cleared; the store record deleted with server-side sessions) and goes to `rd` — or, with `sign_out.at_provider`, on to the provider's end-session
+    /// endpoint (`signOutAtProvider`), so that its own sign-in session ends too and the next
+    /// `/_oauth/start` asks the user again.
     func signOut(cookies: [(name: String, value: String)], rd: String, on loop: EventLoop,
                  _ completion: @escaping (Response) -> Void) {
         let present = cookies.map(\.name).filter(cookie.isSessionCookieName)
-        let signedOut = Response(status: 302, headers: [("Location", rd), ("Cache-Control", "no-store")]
-                                 + cookie.clearingCookies(present: present).map { ("Set-Cookie", $0) })
+        let clearing = cookie.clearingCookies(present: present).map { (name: "Set-Cookie", value: $0) }
+        let finish: (ProxySession?) -> Void = { [self] ended in
+            signedOutTarget(ended, rd: rd, on: loop) { location in
+                completion(Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store")] + clearing))
+            }
+        }
         guard serverSide, let id = cookie.reference(from: cookies.filter { cookie.isSessionCookieName($0.name) }) else {
-            return completion(signedOut)
+            return finish(settings.signOutAtProvider ? session(cookies) : nil)
         }
         let log = self.log
-        store.delete(key: Self.storeKey(id), on: loop) { result in
-            switch result {
-            case .success: completion(signedOut)
-            case .failure(let error):
-                log.warn("sign-out failed", ["reason": "store_unavailable", "detail": error.description])
-                completion(CallbackPage.error(status: 503, message: "Signing out is temporarily unavailable. Please try again in a moment.",
-                                              title: "Not signed out"))
+        let delete = { [self] (ended: ProxySession?) in
+            store.delete(key: Self.storeKey(id), on: loop) { result in
+                switch result {
+                case .success: finish(ended)
+                case .failure(let error):
+                    log.warn("sign-out failed", ["reason": "store_unavailable", "detail": error.description])
+                    completion(CallbackPage.error(status: 503, message: "Signing out is temporarily unavailable. Please try again in a moment.",
+                                                  title: "Not signed out"))
+                }
             }
+        }
+        guard settings.signOutAtProvider else { return delete(nil) }
+        lookup(id, on: loop) { found in delete(try? found.get()) }
+    }
+
+    /// Where a sign-out lands: `rd`, or the ended session's provider's end-session endpoint
+    /// with `client_id`, `id_token_hint` (when the session kept it) and the configured
+    /// `post_logout_redirect_uri` (RP-Initiated Logout 1.0 §2).
+    private func signedOutTarget(_ ended: ProxySession?, rd: String, on loop: EventLoop, _ done: @escaping (String) -> Void) {
+        guard settings.signOutAtProvider, let ended, let provider = providers[ended.provider],
+              let endpoints = identityProviders[ended.provider] as? any EndSessionProviding else { return done(rd) }
+        let postLogout = settings.postLogoutRedirectURI
+        endpoints.endSessionEndpoint(on: loop) { url in
+            guard let url else { return done(rd) }
+            var fields: [(String, String)] = []
+            if let client = provider.appClient?.clientID { fields.append(("client_id", client)) }
+            if let hint = ended.idToken { fields.append(("id_token_hint", hint)) }
+            if let postLogout { fields.append(("post_logout_redirect_uri", postLogout)) }
+            done(url + (url.contains("?") ? "&" : "?") + FormEncoding.encode(fields))
         }
     }
 }

@@ -150,6 +150,8 @@ public struct ProviderEndpoints: Sendable, Equatable {
     public var userinfo: String? = nil
     /// Facebook Graph API base, e.g. `https://graph.facebook.com/v26.0` (`GraphAPIVersions.newest` by default).
     public var graph: String? = nil
+    /// RP-initiated logout (`end_session_endpoint`); an `oidc` provider's comes from discovery.
+    public var endSession: String? = nil
     public init() {}
 }
 

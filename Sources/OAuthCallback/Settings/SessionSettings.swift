@@ -26,6 +26,12 @@ public struct SessionSettings: Sendable, Equatable {
     public var access = AccessRule()
     /// Rules for some paths on top of `access` (`path_rules`); their paths need a session.
     public var pathRules: [PathAccessRule] = []
+    /// `/_oauth/sign_out` continues to the provider's `end_session_endpoint` (RP-initiated
+    /// logout), so its own sign-in session ends too; sessions then keep the id_token for the hint.
+    public var signOutAtProvider = false
+    /// Where the provider sends the browser after that (registered at the provider); nil: the
+    /// provider's own page.
+    public var postLogoutRedirectURI: String? = nil
     /// Providers whose id_tokens, issued to one of their native clients, API calls may carry as
     /// `Authorization: Bearer` instead of a session cookie (`bearer_tokens`).
     public var bearerProviders: [String] = []
