@@ -79,12 +79,24 @@ def healthz_latencies(port, stop, out):
         time.sleep(0.02)
 
 
+def ready_line(p, timeout=5.0):
+    """The proxy's `ready` line. The listener accepts (which is what Proxy waits for) a moment
+    before the line is written, and on a busy machine that moment is long enough to miss it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in p.stderr_text().splitlines():
+            if '"msg":"ready"' in line:
+                return json.loads(line)
+        assert time.monotonic() < deadline, p.stderr_text()[-2000:]
+        time.sleep(0.02)
+
+
 def test_a_flood_past_the_descriptor_limit_gets_no_502_and_healthz_keeps_answering(proxy_bin, upstream, tmp_path):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, FLOOD + 512)), hard))
     p = Proxy(limited_binary(proxy_bin, tmp_path), str(tmp_path), upstream.url, opts={"--loops": "2"})
     try:
-        ready = next(json.loads(l) for l in p.stderr_text().splitlines() if '"msg":"ready"' in l)
+        ready = ready_line(p)
         # (1024 − 64 reserved − 128 internal − 2 loops × 128 pooled) / 2
         assert ready["max_connections"] == "288", ready
         stop, probes = threading.Event(), []
@@ -113,7 +125,7 @@ def test_limits_max_connections_lowers_the_budget_and_a_higher_one_is_refused_po
     cfg.write_text("limits: { max_connections: 100 }\n")
     p = Proxy(limited_binary(proxy_bin, tmp_path), str(tmp_path), upstream.url, extra=["--config", str(cfg)])
     try:
-        ready = next(json.loads(l) for l in p.stderr_text().splitlines() if '"msg":"ready"' in l)
+        ready = ready_line(p)
         assert ready["max_connections"] == "100"
     finally:
         p.kill()
