@@ -49,6 +49,11 @@ extension ConfigLoader {
         }) {
             s.lifetimeSeconds = Int64(d / 1_000_000_000)
         }
+        if let d = m.parsed("idle_timeout", "a duration from 1s to 30 days", {
+            Units.duration($0).flatMap { $0 >= 1_000_000_000 && $0 <= 30 * 86_400_000_000_000 ? $0 : nil }
+        }) {
+            s.idleTimeoutSeconds = Int64(d / 1_000_000_000)
+        }
         if let b = m.bool("secure") { s.secure = b }
         if let b = m.bool("pass_access_token") { s.passAccessToken = b }
         if let hosts = m.strings("allowed_redirect_hosts") {

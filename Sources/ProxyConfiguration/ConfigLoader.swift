@@ -57,6 +57,11 @@ public struct ConfigLoader {
             problems.add("oauth.session", nil,
                          "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
         }
+        if let session = config.oauth.session, session.idleTimeoutSeconds != nil,
+           !(session.serverSide ?? (config.store != .memory)) {
+            problems.add("oauth.session.idle_timeout", nil,
+                         "needs server-side sessions (server_side: true, or a redis store): a session sealed in its cookie cannot slide without a Set-Cookie on every response")
+        }
         for name in config.oauth.session?.bearerProviders ?? [] {
             guard let p = config.oauth.providers[name] else {
                 problems.add("oauth.session.bearer_tokens", nil, "'\(name)' is not a configured provider")

@@ -17,6 +17,9 @@ import Testing
         let back = SessionCookie.session(from: SessionCookie.payload(s))
         #expect(back == s)
         #expect(SessionCookie.session(from: SessionCookie.payload(Self.session))?.idToken == nil)
+        var seen = Self.session
+        seen.seenAt = Self.now - 30
+        #expect(SessionCookie.session(from: SessionCookie.payload(seen)) == seen)
     }
 
     /// A session whose payload is large and compressible (a long access token, many groups)

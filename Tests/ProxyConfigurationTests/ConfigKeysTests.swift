@@ -53,6 +53,7 @@ import Testing
         previous_secret_file: /keys/old-session
         cookie_name: _s
         lifetime: 12h
+        idle_timeout: 30m
         secure: true
         pass_access_token: false
         allowed_redirect_hosts: [app.example.com]

@@ -329,3 +329,30 @@ def test_without_at_provider_sign_out_stays_local(web_proxy_factory, web_idp):
     r, _, _ = web_sign_in(p, web_idp)
     out = get(p, "/_oauth/sign_out?rd=/bye", cookies=session_of(r))
     assert out.status == 302 and out.one("location") == "/bye"
+
+
+# ---------------------------------------------------------------------------------------------
+# idle_timeout: a server-side session unused that long ends; used, it slides forward
+
+
+def test_an_unused_session_ends_after_the_idle_timeout_and_a_used_one_slides(gate, idp):
+    p = gate("allowed_email_domains: [example.test], server_side: true, idle_timeout: 3s")
+    used, _, _, _ = sign_in(p, idp)
+    idle, _, _, _ = sign_in(p, idp, username="bob@example.test")
+    used, idle = session(used), session(idle)
+    started = time.monotonic()
+    # `used` is asked for every second (each look more than a second after the last write slides
+    # its expiry, a third of the timeout); `idle` is left alone.
+    while time.monotonic() - started < 5:
+        assert get(p, "/private/x", cookies=used, headers=JSON).status == 404
+        time.sleep(1.05)
+    assert get(p, "/private/x", cookies=used, headers=JSON).status == 404, "in use past the idle timeout"
+    assert get(p, "/private/x", cookies=idle, headers=JSON).status == 401, "idle past the timeout"
+
+
+def test_idle_timeout_needs_server_side_sessions(proxy_bin, tmp_path, idp):
+    config = tmp_path / "idle.yaml"
+    config.write_text(session_config(idp, access="allowed_email_domains: [example.test], idle_timeout: 30m"))
+    out = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "oauth.session.idle_timeout: needs server-side sessions" in out.stdout + out.stderr, out

@@ -15,6 +15,9 @@ public struct ProxySession: Sendable, Equatable {
     /// `preferred_username`, when the IdP provides one.
     public var preferredUsername: String?
     public var groups: [String]
+    /// When a request last used the session (seconds since the epoch), for `idle_timeout`
+    /// (server-side sessions only; written at most once a minute).
+    public var seenAt: Int64? = nil
     /// The id_token, kept only for RP-initiated logout's `id_token_hint` (`sign_out.at_provider`).
     public var idToken: String? = nil
     /// The id_token's `hd` (Google Workspace domain), for `allowed_hosted_domains`.

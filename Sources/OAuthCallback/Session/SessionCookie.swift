@@ -138,7 +138,7 @@ public struct SessionCookie: Sendable {
     private enum Member {
         static let provider = "p", subject = "s", email = "e", emailVerified = "ev", name = "n"
         static let preferredUsername = "u", groups = "g", accessToken = "at", issuedAt = "iat", expiresAt = "exp"
-        static let hostedDomain = "hd", idToken = "it"
+        static let hostedDomain = "hd", idToken = "it", seenAt = "sa"
     }
 
     static func payload(_ session: ProxySession) -> JSONValue {
@@ -156,6 +156,7 @@ public struct SessionCookie: Sendable {
         if let token = session.accessToken { members[Member.accessToken] = .string(token) }
         if let hd = session.hostedDomain { members[Member.hostedDomain] = .string(hd) }
         if let t = session.idToken { members[Member.idToken] = .string(t) }
+        if let s = session.seenAt { members[Member.seenAt] = .number(s) }
         return .object(members)
     }
 
@@ -187,6 +188,10 @@ public struct SessionCookie: Sendable {
                             accessToken: accessToken,
                             issuedAt: issuedAt, expiresAt: expiresAt)
         session.idToken = idToken
+        if let seen = payload[Member.seenAt] {
+            guard let value = seen.int64Value else { return nil }
+            session.seenAt = value
+        }
         return session
     }
 }

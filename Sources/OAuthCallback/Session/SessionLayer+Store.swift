@@ -53,16 +53,49 @@ extension SessionLayer {
     func lookup(_ id: [UInt8], on loop: EventLoop, _ completion: @escaping (Result<ProxySession?, StoreError>) -> Void) {
         let now = clock()
         let log = self.log
-        store.get(key: Self.storeKey(id), on: loop) { result in
+        store.get(key: Self.storeKey(id), on: loop) { [self] result in
             switch result {
             case .success(let bytes?):
                 let session = (try? JSONParser.parse(bytes)).flatMap(SessionCookie.session(from:))
-                completion(.success(session.flatMap { now < $0.expiresAt ? $0 : nil }))
+                guard let live = session.flatMap({ now < $0.expiresAt ? $0 : nil }) else { return completion(.success(nil)) }
+                guard let idle = settings.idleTimeoutSeconds, let seen = live.seenAt else { return completion(.success(live)) }
+                // The store's TTL ends an idle session; this check covers a store whose clock
+                // or TTL granularity lags.
+                guard now - seen < idle else { return completion(.success(nil)) }
+                if now - seen >= Self.touchInterval(idle) { touch(live, id: id, now: now, on: loop) }
+                completion(.success(live))
             case .success(nil):
                 completion(.success(nil))
             case .failure(let error):
                 log.warn("session lookup failed", ["reason": "store_unavailable", "detail": error.description])
                 completion(.failure(error))
+            }
+        }
+    }
+
+    // MARK: Idle expiry (`idle_timeout`, server-side sessions only)
+
+    /// How long the store keeps a session: its lifetime, or the idle timeout from now when that
+    /// ends sooner (the record then slides forward as the session is used).
+    func storeTTL(_ session: ProxySession, now: Int64) -> Int64 {
+        let remaining = session.expiresAt - now
+        guard let idle = settings.idleTimeoutSeconds else { return max(1, remaining) }
+        return max(1, min(idle, remaining))
+    }
+
+    /// How stale `seenAt` may grow before a request writes it again: a minute, or a third of a
+    /// short idle timeout. A write per request would cost a store round trip on every page.
+    static func touchInterval(_ idle: Int64) -> Int64 { min(60, max(1, idle / 3)) }
+
+    /// Slides the session's expiry forward; a failure only means it may end a little early.
+    private func touch(_ session: ProxySession, id: [UInt8], now: Int64, on loop: EventLoop) {
+        var seen = session
+        seen.seenAt = now
+        let log = self.log
+        store.set(key: Self.storeKey(id), value: SessionCookie.payload(seen).serialized(), ttlSeconds: storeTTL(seen, now: now),
+                  on: loop) { result in
+            if case .failure(let error) = result {
+                log.warn("session activity not recorded", ["reason": "store_unavailable", "detail": error.description])
             }
         }
     }
@@ -75,8 +108,10 @@ extension SessionLayer {
                                                       present: present) else {
             return completion(.failure(Self.unsealable))
         }
+        var session = session
+        session.seenAt = settings.idleTimeoutSeconds == nil ? nil : session.issuedAt
         let record = SessionCookie.payload(session).serialized()
-        store.set(key: Self.storeKey(id), value: record, ttlSeconds: max(1, session.expiresAt - session.issuedAt),
+        store.set(key: Self.storeKey(id), value: record, ttlSeconds: storeTTL(session, now: session.issuedAt),
                   on: loop) { result in
             switch result {
             case .success: completion(.success(setCookies))
@@ -88,9 +123,9 @@ extension SessionLayer {
     }
 
     /// `/_oauth/sign_out` (GET or POST, same-site: see `isSameSiteOrUnknown`): ends the session
-    /// (cookie cleared; the store record deleted with server-side sessions) and goes to `rd` — or, with `sign_out.at_provider`, on to the provider's end-session
-    /// endpoint (`signOutAtProvider`), so that its own sign-in session ends too and the next
-    /// `/_oauth/start` asks the user again.
+    /// (cookie cleared; the store record deleted with server-side sessions) and goes to `rd` —
+    /// or, with `sign_out.at_provider`, on to the provider's end-session endpoint, so that its
+    /// own sign-in session ends too and the next `/_oauth/start` asks the user again.
     func signOut(cookies: [(name: String, value: String)], rd: String, on loop: EventLoop,
                  _ completion: @escaping (Response) -> Void) {
         let present = cookies.map(\.name).filter(cookie.isSessionCookieName)

@@ -10,6 +10,9 @@ public struct SessionSettings: Sendable, Equatable {
     public var secrets: [Secret] = []
     /// How long a session lasts (seconds). Default 12 h.
     public var lifetimeSeconds: Int64 = 12 * 3600
+    /// A session unused this long ends (seconds); nil: only `lifetime` ends it. Server-side
+    /// sessions only: the store record slides forward as it is used.
+    public var idleTimeoutSeconds: Int64? = nil
     /// Cookies carry `Secure` (and the `__Host-` prefix). Default true; turn off only for
     /// plain-http development.
     public var secure = true
