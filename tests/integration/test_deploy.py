@@ -789,3 +789,46 @@ def test_check_without_a_file_validates_what_the_environment_configures(proxy_bi
     # nothing configures an upstream: the one required setting is named
     none = run(proxy_bin, "check", env=clean_env())
     assert none.returncode == 1 and "upstream" in none.stdout.decode(), none.stdout.decode()
+
+
+# ---------------------------------------------------------------------------------------------
+# deploy/prometheus: the alert and recording rules, checked and unit-tested by Prometheus' own
+# promtool (Debian's prometheus package)
+
+PROMETHEUS = os.path.join(DEPLOY, "prometheus")
+PROMTOOL = "/usr/bin/promtool"
+
+
+def promtool(*args, cwd=PROMETHEUS):
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_the_rule_file_parses_and_every_alert_fires_and_stays_silent_as_its_tests_say():
+    check = promtool("check", "rules", "callback-proxy.rules.yml")
+    assert check.returncode == 0 and "SUCCESS" in check.stdout, check.stdout + check.stderr
+    run = promtool("test", "rules", "callback-proxy.rules.test.yml")
+    assert run.returncode == 0 and "SUCCESS" in run.stdout, run.stdout + run.stderr
+
+
+def test_every_alert_has_a_test_that_fires_it():
+    rules = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.yml")))
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    tests = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.test.yml")))
+    fired = {t["alertname"] for case in tests["tests"] for t in case.get("alert_rule_test", []) if t.get("exp_alerts")}
+    assert alerts == fired, f"alerts without a firing test: {sorted(alerts - fired)}"
+
+
+def test_the_rule_tests_would_catch_a_changed_threshold(tmp_path):
+    for name in ("callback-proxy.rules.yml", "callback-proxy.rules.test.yml"):
+        (tmp_path / name).write_text(open(os.path.join(PROMETHEUS, name)).read())
+    rules = tmp_path / "callback-proxy.rules.yml"
+    rules.write_text(rules.read_text().replace("ratio_rate5m > 0.02", "ratio_rate5m > 0.2"))
+    run = promtool("test", "rules", "callback-proxy.rules.test.yml", cwd=str(tmp_path))
+    assert run.returncode != 0 and "CallbackProxyUpstream5xx" in run.stdout + run.stderr
+
+
+def test_every_metric_the_rules_name_is_documented():
+    text = open(os.path.join(PROMETHEUS, "callback-proxy.rules.yml")).read()
+    reference = open(os.path.join(REPO_ROOT, "docs", "reference.md")).read()
+    named = set(re.findall(r"\b(callback_proxy_[a-z0-9_]+?)(?:_bucket)?\b", text))
+    assert named and all(f"`{m}`" in reference for m in named), sorted(m for m in named if f"`{m}`" not in reference)
