@@ -40,12 +40,6 @@ public final class AllowedEmailsFile: Sendable {
         return state.withLock { $0.emails.contains(address) }
     }
 
-    /// How many addresses are listed (after a look at the file if one is due).
-    public func count(now: UInt64) -> Int {
-        refreshIfDue(now: now)
-        return state.withLock { $0.emails.count }
-    }
-
     private func refreshIfDue(now: UInt64) {
         let due: FileIdentity? = state.withLock { s in
             guard now &- s.checkedAt >= Self.recheckInterval else { return nil }
