@@ -37,9 +37,17 @@ public final class OAuthMetrics: Sendable {
         storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
                                        labels: ["store"]).labels(storeKind)
         known = settings.providers.mapValues { Set($0.native.keys) }
+        // Every configured provider × platform × outcome starts at 0: a series that first
+        // appears already at 1 hides its first increase from rate() and increase(), so an
+        // alert on the first store outage of a deployment would never fire.
+        for (provider, platforms) in known {
+            for platform in platforms.sorted() {
+                for outcome in Outcome.allCases { _ = callbacks.labels(provider, platform, outcome.rawValue) }
+            }
+        }
     }
 
-    public enum Outcome: String, Sendable {
+    public enum Outcome: String, Sendable, CaseIterable {
         case success, refused, denied, replay
         case idpError = "idp_error"
         case configError = "config_error"
