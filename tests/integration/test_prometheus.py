@@ -1,0 +1,103 @@
+"""A real Prometheus (Debian's server) scraping the proxy's internal listener with the rules in
+deploy/prometheus: a user signs in, the store (a real redis-server) goes away, and Prometheus'
+own HTTP API shows the series and the store alert as an on-call engineer would see them."""
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from helpers import REPO_ROOT, free_port
+from test_redis_store import IOS, callback, idp, redis, start  # noqa: F401  (fixtures)
+
+PROMETHEUS = "/usr/bin/prometheus"
+RULES = os.path.join(REPO_ROOT, "deploy", "prometheus", "callback-proxy.rules.yml")
+
+
+class Prometheus:
+    def __init__(self, tmp_path, targets):
+        self.port = free_port()
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global: { scrape_interval: 1s, evaluation_interval: 1s }\n"
+            f"rule_files: [{json.dumps(RULES)}]\n"
+            "scrape_configs:\n"
+            f"  - {{ job_name: callback-proxy, static_configs: [{{ targets: {json.dumps(targets)} }}] }}\n")
+        self.log = open(tmp_path / "prometheus.log", "w")
+        self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait(lambda: self.get("/-/ready", raw=True) == 200, "Prometheus ready")
+
+    def get(self, path, raw=False):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status if raw else json.loads(r.read())
+        except OSError:
+            return None
+
+    def query(self, expr):
+        """The instant vector's samples as {frozenset(labels): value}."""
+        answer = self.get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        if not answer or answer.get("status") != "success":
+            return {}
+        return {frozenset(s["metric"].items()): float(s["value"][1]) for s in answer["data"]["result"]}
+
+    def alerts(self):
+        answer = self.get("/api/v1/alerts") or {}
+        return answer.get("data", {}).get("alerts", [])
+
+    def wait(self, predicate, what, timeout=20):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert self.proc.poll() is None, open(self.log.name).read()[-2000:]
+            assert time.monotonic() < deadline, f"{what} not seen in {timeout}s; Prometheus log: {open(self.log.name).read()[-1500:]}"
+            time.sleep(0.25)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    started = []
+
+    def run(targets):
+        p = Prometheus(tmp_path, targets)
+        started.append(p)
+        return p
+    yield run
+    for p in started:
+        p.stop()
+
+
+def test_prometheus_sees_a_sign_in_then_the_store_failing_and_the_store_alert(proxy_factory, upstream, tmp_path, idp,
+                                                                              redis, prometheus):
+    p = start(proxy_factory, upstream, tmp_path, idp, redis, "p")
+    prom = prometheus([f"127.0.0.1:{p.internal_port}"])
+    prom.wait(lambda: list(prom.query('up{job="callback-proxy"}').values()) == [1.0], "the proxy scraped")
+    assert callback(p, idp.get_code(IOS)).status == 200
+    prom.wait(lambda: sum(prom.query('callback_proxy_callbacks_total{outcome="success"}').values()) == 1,
+              "the sign-in counted")
+    assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "CallbackProxyStoreUnavailable"]
+
+    redis.stop()
+    for _ in range(3):
+        assert callback(p, idp.get_code(IOS)).status == 503
+    prom.wait(lambda: sum(prom.query('callback_proxy_callbacks_total{outcome="store_unavailable"}').values()) == 3,
+              "the refused sign-ins counted")
+    prom.wait(lambda: sum(prom.query('callback_proxy:callbacks:rate10m{outcome="store_unavailable"}').values()) > 0,
+              "the recording rule")
+
+    def store_alert():
+        return [a for a in prom.alerts() if a["labels"]["alertname"] == "CallbackProxyStoreUnavailable"]
+    prom.wait(lambda: store_alert(), "the store alert")
+    alert = store_alert()[0]
+    # `for: 2m`: pending now, firing if it lasts; its labels route it to the pager
+    assert alert["state"] == "pending" and alert["labels"]["severity"] == "page", alert
+    assert "store (Redis)" in alert["annotations"]["summary"]
