@@ -625,7 +625,7 @@ def test_a_continuation_flood_ends_the_connection(h2_proxy, upstream):
 
 def test_a_ping_flood_from_a_client_that_does_not_read_costs_bounded_memory_and_is_closed(h2_proxy):
     """A client that floods PINGs and reads nothing: the proxy stops reading once its output towards
-    that client is full (it never queues more than nghttp2's 1,000 unsent ACKs), keeps serving others,
+    that client is full (nghttp2 queues at most 10,000 unsent ACKs; the frame guard cuts such a flood sooner), keeps serving others,
     and closes the connection after --client-send-timeout."""
     proxy = h2_proxy(opts={"--client-send-timeout": "2s"})
     before = proxy.vm_kib("VmRSS")

@@ -36,8 +36,12 @@ public struct HTTP2Settings: Sendable, Equatable {
     public var resetsPerSecond: UInt64 = 33
     /// CONTINUATION frames after one HEADERS frame.
     public var maxContinuations = 8
-    /// Queued SETTINGS/PING acknowledgements before the peer counts as flooding.
-    public var maxOutboundAcks = 1000
+    /// Queued SETTINGS/PING acknowledgements before nghttp2 ends the session (no GOAWAY). It is
+    /// the backstop for a peer that floods and reads nothing; set well above `glitchBurst` so
+    /// that a flood from a peer that does read meets the frame guard first, and its GOAWAY
+    /// ENHANCE_YOUR_CALM, metric and log line (at 1,000 each, the two raced). A peer that
+    /// reads nothing is dropped after `timeouts.client_send` anyway.
+    public var maxOutboundAcks = 10_000
     /// Frames that cost work and carry no request (SETTINGS, PING, PRIORITY, RST_STREAM,
     /// WINDOW_UPDATE, unknown types, empty DATA/HEADERS/CONTINUATION that end nothing) allowed at
     /// once, then per second (`HTTP2FrameGuard`); past them, `GOAWAY ENHANCE_YOUR_CALM`.
