@@ -49,7 +49,7 @@ let package = Package(
         // take it; OpenSSL only on Linux, for SHA-256 where CryptoKit does not exist.
         .target(name: "NativeSignIn",
                 dependencies: [.target(name: "COpenSSL", condition: .when(platforms: [.linux]))]),
-        // The e2e suite's wrapper app speaks JSON lines to NativeSignIn through it (tests/e2e/wrapper.py).
+        // The e2e suite's wrapper app speaks JSON lines to NativeSignIn through it (IntegrationTests/e2e/wrapper.py).
         .executableTarget(name: "NativeSignInSim", dependencies: ["NativeSignIn"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "idp"))
+sys.path.insert(0, str(ROOT / "IntegrationTests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 
 BIN = os.environ.get("CALLBACK_PROXY_BIN", str(ROOT / ".build" / "release" / "callback-proxy"))

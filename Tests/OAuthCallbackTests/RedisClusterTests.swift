@@ -5,7 +5,7 @@ import Testing
 // The Redis Cluster store's pure parts: key slotting, the URL, and the cluster's answers
 // (CLUSTER SLOTS, MOVED/ASK) read without sockets. The store against real cluster nodes —
 // keys on every primary, a migration under load, a primary killed — is
-// tests/integration/test_redis_cluster.py.
+// IntegrationTests/integration/test_redis_cluster.py.
 struct RedisClusterTests {
     // MARK: Slots
 

@@ -8,7 +8,7 @@ import Glibc
 
 // The Sentinel-managed store: its URL and the sentinels' answers read without sockets, then the
 // store against real `redis-server` processes, one of them run with --sentinel (the failover
-// itself, with a replica and three sentinels, is tests/integration/test_redis_sentinel.py).
+// itself, with a replica and three sentinels, is IntegrationTests/integration/test_redis_sentinel.py).
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct RedisSentinelTests {
     // MARK: The URL

@@ -4,7 +4,7 @@ import Testing
 
 /// The resolver's bookkeeping with a scripted lookup: which addresses connections get, what a
 /// failed lookup keeps, when pools must drop their idle connections. (The real lookup and
-/// the fall-over between addresses run against sockets in tests/integration/test_upstream_names.py.)
+/// the fall-over between addresses run against sockets in IntegrationTests/integration/test_upstream_names.py.)
 @Suite struct HostResolverTests {
     /// Answers from a script, one per lookup; the last one repeats.
     final class ScriptedLookup: Sendable {

@@ -1,5 +1,5 @@
 """`/_oauth_callback` end to end: the proxy binary in front of the loopback upstream, configured for
-the strict test IdP (tests/idp) both as a `google` provider (endpoints from the IdP's discovery
+the strict test IdP (IntegrationTests/idp) both as a `google` provider (endpoints from the IdP's discovery
 document) and as a generic `oidc` provider (discovery at run time). Codes are real: the IdP's
 authorize + login step is driven over HTTPS exactly as the wrapper's system browser would.
 

@@ -55,7 +55,7 @@ SECRET_KEY_BASE = secrets.token_hex(64)     # the Rails app's, one per run (both
 
 def free_port(taken=()) -> int:
     """A free loopback TCP port below the ephemeral range (no outgoing connection takes it), and
-    below the 20000-32000 that tests/integration picks from: the proxy binds with SO_REUSEPORT, so
+    below the 20000-32000 that IntegrationTests/integration picks from: the proxy binds with SO_REUSEPORT, so
     two proxies of concurrent runs on one port would silently share its connections."""
     for _ in range(200):
         port = random.randint(12000, 19999)
@@ -139,7 +139,7 @@ def clients_file(path, redirect_ports) -> str:
     """The IdP's registered clients: the site's web client (confidential, client_secret_post only,
     PKCE required) whose redirect URIs are the app's callback on each of `redirect_ports` (the
     proxy's public port and the apps' own ports, known only at run time; the IdP compares them
-    exactly), and the iOS and Android native clients of tests/idp/clients.example.json."""
+    exactly), and the iOS and Android native clients of IntegrationTests/idp/clients.example.json."""
     doc = {"clients": [
         {"client_id": WEB_CLIENT, "type": "web", "client_secret": WEB_SECRET,
          "token_endpoint_auth_method": ["client_secret_post"], "require_pkce": True,
@@ -158,7 +158,7 @@ def clients_file(path, redirect_ports) -> str:
 
 
 def prepare_rails_app(workdir) -> Path:
-    """Copy tests/e2e/rails_app to `workdir`, resolve its Gemfile against the installed Debian gems
+    """Copy IntegrationTests/e2e/rails_app to `workdir`, resolve its Gemfile against the installed Debian gems
     (`bundle install --local`: nothing is fetched) and create its SQLite database from
     db/schema.rb. Returns the app directory."""
     app = Path(workdir) / "rails_app"

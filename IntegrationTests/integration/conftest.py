@@ -6,8 +6,8 @@ The proxy binary comes from $CALLBACK_PROXY_BIN (default: .build/release/callbac
 repository root). Its stdout (the access log) and stderr (JSON log lines) go to files in the test's
 tmp_path; on failure their tails are printed in the teardown section of the report.
 
-Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy python -m pytest tests/integration -q
-(needs only pytest: tests/requirements.txt; the upstream is tests/integration/upstream.py.)
+Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy python -m pytest IntegrationTests/integration -q
+(needs only pytest: IntegrationTests/requirements.txt; the upstream is IntegrationTests/integration/upstream.py.)
 """
 
 import os

@@ -5,7 +5,7 @@
     idp          (function) idp_server reset (stats, modes, clock); log tail printed on failure
     idp_factory  (function) start extra IdPs with other arguments, stopped at teardown
 
-Run:  python -m pytest -q tests/idp     (needs tests/requirements.txt and the openssl CLI)
+Run:  python -m pytest -q IntegrationTests/idp     (needs IntegrationTests/requirements.txt and the openssl CLI)
 """
 
 import pytest

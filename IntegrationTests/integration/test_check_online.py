@@ -68,5 +68,5 @@ def test_keys_for_the_wrong_algorithm_are_named(proxy_bin, tmp_path, idp):
     native: {{ ios: {{ client_id: {IOS} }} }}
 """
     code, out = check_online(proxy_bin, tmp_path, google, ca_file=idp.ca_cert)
-    # The test IdP signs with RS256 only (tests/idp: ID_TOKEN_ALG), so its JWKS has RSA keys alone.
+    # The test IdP signs with RS256 only (IntegrationTests/idp: ID_TOKEN_ALG), so its JWKS has RSA keys alone.
     assert code == 1 and f"providers.g.endpoints.jwks: {idp.base_url}/jwks: no key can verify ES256 id_tokens" in out, out

@@ -1,6 +1,6 @@
 """Start the strict test IdP from tests and drive it over HTTP(S) — importable by any test suite.
 
-    import sys; sys.path.insert(0, "<repo>/tests/idp")
+    import sys; sys.path.insert(0, "<repo>/IntegrationTests/idp")
     from idp_harness import idp_pki, idp_server, idp, idp_factory   # pytest fixtures, re-exported
 
 or use the classes directly:
@@ -11,7 +11,7 @@ or use the classes directly:
         resp = srv.exchange(grant)                    # a correct token request (PKCE, no secret)
         claims = srv.verify_id_token(resp.json()["id_token"], grant.client_id, nonce=grant.nonce)
 
-Only `requests` and `PyJWT` are needed on the test side (see tests/requirements.txt).
+Only `requests` and `PyJWT` are needed on the test side (see IntegrationTests/requirements.txt).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Strict test IdP for CallbackProxy's end-to-end tests. See README.md beside this file.
 
-    python tests/idp/server.py --port 0 --issuer https://127.0.0.1:PORT \\
+    python IntegrationTests/idp/server.py --port 0 --issuer https://127.0.0.1:PORT \\
         --tls-cert server.pem --tls-key server.key --clients clients.json [--test-hooks]
 
 Binds first, then builds the issuer (so with --port 0 the issuer carries the real port: write the

@@ -3,7 +3,7 @@
 The stand-in app behaves like an OmniAuth app whose only change is its token URL: on its
 callback it posts the code it was given to `token_url` (the proxy's relay token endpoint) with
 its web client's credentials, and shows what it got. The Rails + Devise + OmniAuth app with a
-real browser is the end-to-end suite (tests/e2e); this one pins the proxy's side precisely.
+real browser is the end-to-end suite (IntegrationTests/e2e); this one pins the proxy's side precisely.
 """
 import base64
 import http.server

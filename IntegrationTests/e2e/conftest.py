@@ -16,7 +16,7 @@ The wrapper app's decisions are the NativeSignIn library's, through `native-sign
 (NATIVE_SIGN_IN_SIM, else .build/release/native-sign-in-sim, built here once if missing).
 
 Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy NATIVE_SIGN_IN_SIM=/path/to/native-sign-in-sim \
-      .venv/bin/python -m pytest -q tests/e2e
+      .venv/bin/python -m pytest -q IntegrationTests/e2e
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from wrapper import WrapperApp  # noqa: E402
 from secret_scan import (_ledger_collects_cookies, pytest_collection_modifyitems,  # noqa: E402,F401
                          secret_ledger)
 
-sys.path.insert(0, str(REPO_ROOT / "tests" / "idp"))
+sys.path.insert(0, str(REPO_ROOT / "IntegrationTests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 
 DEFAULT_BIN = REPO_ROOT / ".build" / "release" / "callback-proxy"

@@ -1,5 +1,5 @@
 """Shared pieces for the end-to-end tests of `/_oauth_callback` against the strict test IdP
-(tests/idp): the IdP fixtures re-exported, the proxy's YAML configuration for that IdP, the
+(IntegrationTests/idp): the IdP fixtures re-exported, the proxy's YAML configuration for that IdP, the
 callback URL builder, readers for the proxy's JSON log lines, and a recording TLS relay that
 shows which tokens the IdP handed the proxy (for the secrets-hygiene test).
 
@@ -22,7 +22,7 @@ import requests
 
 from helpers import REPO_ROOT, HTTPConn, serve_http
 
-sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "idp"))
+sys.path.insert(0, os.path.join(REPO_ROOT, "IntegrationTests", "idp"))
 from idp_harness import (  # noqa: E402,F401  (fixtures re-exported for the test module)
     CodeGrant,
     IdP,
@@ -35,7 +35,7 @@ from idp_harness import (  # noqa: E402,F401  (fixtures re-exported for the test
     sub_for,
 )
 
-# The native clients registered in tests/idp/clients.example.json.
+# The native clients registered in IntegrationTests/idp/clients.example.json.
 IOS = "123-ios.apps.googleusercontent.com"
 IOS_REDIRECT = "com.googleusercontent.apps.123-ios:/oauth2redirect"     # Google's derived one
 ANDROID = "123-android.apps.googleusercontent.com"

@@ -1,0 +1,1 @@
+"""End-to-end suite (a package so its test modules may share basenames with IntegrationTests/integration)."""

@@ -1,1 +1,0 @@
-"""End-to-end suite (a package so its test modules may share basenames with tests/integration)."""
