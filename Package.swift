@@ -6,6 +6,9 @@ import Foundation
 // wrapped as thin system-library or C shim targets (see Sources/C*/).
 let package = Package(
     name: "CallbackProxy",
+    // NativeSignIn on Apple platforms: CryptoKit, ASWebAuthenticationPresentationContextProviding
+    // and Swift concurrency need iOS 13 / macOS 10.15 (the https callback, iOS 17.4, is behind #available).
+    platforms: [.iOS(.v13), .macOS(.v10_15)],
     products: [
         .executable(name: "callback-proxy", targets: ["CallbackProxy"]),
         .library(name: "ProxyCore", targets: ["ProxyCore"]),

@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (NATIVE, REPO_ROOT, Proxy, RailsApp, TokenTap, clients_file,  # noqa: E402
                      free_port, prepare_rails_app, proxy_config, start_browser, tail)
+from flow_wrapper import FlowApp  # noqa: E402
+from native_sim import write_plists  # noqa: E402
 from wrapper import WrapperApp  # noqa: E402
 from secret_scan import (_ledger_collects_cookies, pytest_collection_modifyitems,  # noqa: E402,F401
                          secret_ledger)
@@ -266,6 +268,28 @@ def wrapper_factory(webview, idp, pki, sim_bin, tmp_path):
     yield make
     for w in made:
         w.close()
+
+
+@pytest.fixture
+def flow_factory(webview, idp, pki, sim_bin, tmp_path):
+    """flow_factory(proxy, **flow settings) → the iOS-shaped app driven through its SignInFlow
+    (flow_wrapper.py): configured from its plists (the iOS Google client), its Google provider
+    recognised at the IdP's endpoint, initial_url = the proxy's public URL. Another simulator
+    speaking sim-protocol.md would be given its own command and platform settings here."""
+    made: list[FlowApp] = []
+
+    def make(proxy, **flow_settings):
+        settings = dict(platform="ios",
+                        google_authorization_endpoint=idp.discovery()["authorization_endpoint"],
+                        **write_plists(tmp_path / f"ios-{len(made)}", google_client_id=NATIVE["ios"][0]))
+        app = FlowApp(webview, sim=sim_bin, settings=settings, initial_url=proxy.url,
+                      ca_file=pki.ca_cert, workdir=tmp_path, **flow_settings)
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

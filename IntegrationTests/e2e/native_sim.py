@@ -1,6 +1,9 @@
 """The wrapper app's decisions, made by the NativeSignIn library itself: a client of
 `native-sign-in-sim` (Sources/NativeSignInSim), one process per simulated app, JSON lines on its
-stdin and stdout (the protocol: Sources/NativeSignInSim/Session.swift).
+stdin and stdout (the protocol: sim-protocol.md, next to this file).
+
+The client is the same for every simulator that speaks that protocol: the iOS-shaped one
+(`native-sign-in-sim`, NativeSignIn) and any other, whose command is passed in as `binary`.
 
 The app's configuration goes through the library's plist reader: `write_plists` writes the
 Info.plist (and for Google on iOS the GoogleService-Info.plist) the app bundle would carry.
@@ -22,13 +25,16 @@ class SimError(AssertionError):
 
 
 class NativeSignInSim:
-    """One simulated app: `configure` once, then `decide` and `callback`. Thread-safe (the
-    WebView's navigations are decided on the CDP reader thread)."""
+    """One simulated app: `configure` once, then `decide` and `callback` (the core's pure
+    functions) or the flow ops (`navigate`, `browser_complete`, …: the app's one SignInFlow).
+    Thread-safe (the WebView's navigations are decided on the CDP reader thread). `binary` is a
+    path or a command (a list)."""
 
-    def __init__(self, binary: str, log_path):
+    def __init__(self, binary, log_path):
         self._lock = threading.Lock()
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        command = [binary] if isinstance(binary, (str, Path)) else list(binary)
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, preexec_fn=die_with_parent)
 
     def call(self, **request) -> dict:
@@ -54,6 +60,26 @@ class NativeSignInSim:
 
     def callback(self, request_id: str, initial_url: str, result) -> str:
         return self.call(op="callback", id=request_id, initial_url=initial_url, result=result)["url"]
+
+    # -- the flow (sim-protocol.md, "The sign-in flow"): each returns the answer, events included
+
+    def navigate(self, url: str, target: str = "mainFrame") -> dict:
+        return self.call(op="navigate", url=url, target=target)
+
+    def browser_complete(self, session: str, result) -> dict:
+        return self.call(op="browser_complete", session=session, result=result)
+
+    def fail_next_start(self, reason: str) -> dict:
+        return self.call(op="fail_next_start", reason=reason)
+
+    def cancel(self) -> dict:
+        return self.call(op="cancel")
+
+    def webview_gone(self) -> dict:
+        return self.call(op="webview_gone")
+
+    def open_link(self, url: str) -> dict:
+        return self.call(op="open_link", url=url)
 
     def close(self):
         if self.proc.poll() is None:

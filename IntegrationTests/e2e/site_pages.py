@@ -61,6 +61,12 @@ def tap_sign_in(driver):
     driver.find_element(By.ID, "sign-in-google").click()
 
 
+def tap_sign_in_in_new_window(driver, how):
+    """Tap the sign-in that opens a new window: `blank` (a form with target=_blank) or `popup`
+    (window.open, then the form posts into that window)."""
+    driver.find_element(By.ID, f"sign-in-google-{how}").click()
+
+
 def tap_sign_out(driver):
     driver.find_element(By.ID, "sign-out").click()
     wait_for(driver, lambda d: status(d) == "Not signed in", "signed out")

@@ -77,20 +77,35 @@ class CDPSession:
     def on(self, method, handler):
         self._handlers.setdefault(method, []).append(handler)
 
-    def send(self, method, params=None) -> int:
+    @classmethod
+    def for_browser(cls, driver) -> "CDPSession":
+        """The browser target: with flat sessions, every attached target's messages come over
+        it, each event's params carrying its `sessionId`."""
+        address = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]
+        with urllib.request.urlopen(f"http://{address}/json/version", timeout=5) as r:
+            return cls(json.load(r)["webSocketDebuggerUrl"])
+
+    @staticmethod
+    def _message(msg_id, method, params, session_id) -> str:
+        msg = {"id": msg_id, "method": method, "params": params or {}}
+        if session_id:
+            msg["sessionId"] = session_id
+        return json.dumps(msg)
+
+    def send(self, method, params=None, session_id=None) -> int:
         with self._send_lock:
             self._next_id += 1
             msg_id = self._next_id
-            self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params or {}}))
+            self.ws.send(self._message(msg_id, method, params, session_id))
         return msg_id
 
-    def call(self, method, params=None, timeout=10.0) -> dict:
+    def call(self, method, params=None, timeout=10.0, session_id=None) -> dict:
         event, box = threading.Event(), []
         with self._send_lock:
             self._next_id += 1
             msg_id = self._next_id
             self._pending[msg_id] = (event, box)
-            self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params or {}}))
+            self.ws.send(self._message(msg_id, method, params, session_id))
         if not event.wait(timeout):
             raise TimeoutError(f"CDP {method}: no answer in {timeout}s")
         reply = box[0]
@@ -112,9 +127,12 @@ class CDPSession:
                 elif "error" in msg:
                     self.errors.append(str(msg["error"]))
                 continue
+            params = msg.get("params", {})
+            if "sessionId" in msg:
+                params = dict(params, sessionId=msg["sessionId"])
             for handler in self._handlers.get(msg.get("method"), ()):
                 try:
-                    handler(msg.get("params", {}))
+                    handler(params)
                 except Exception as exc:   # keep reading; the test sees it in .errors
                     self.errors.append(f"{msg.get('method')}: {exc!r}")
 

@@ -25,6 +25,7 @@ public struct AuthorizationEndpoint: Sendable, Equatable {
                                                      allowsGraphVersion: false)
     public static let facebook = AuthorizationEndpoint(hosts: ["www.facebook.com", "m.facebook.com"], port: nil,
                                                        paths: ["/dialog/oauth"], allowsGraphVersion: true)
+    /// Recognised only to be refused as a native provider (`Provider` explains why).
     public static let apple = AuthorizationEndpoint(hosts: ["appleid.apple.com"], port: nil,
                                                     paths: ["/auth/authorize"], allowsGraphVersion: false)
 

@@ -31,6 +31,10 @@ extension AuthorizationRequest {
     /// provider error without a state is passed on (an error signs nobody in, and providers
     /// differ in echoing state on errors), one with a different state is `state_mismatch`.
     public func callbackURL(initialURL: URL, result: BrowserResult) throws -> URL {
+        try callbackURL(initialURL: initialURL, outcome: outcome(of: result))
+    }
+
+    func callbackURL(initialURL: URL, outcome: Outcome) throws -> URL {
         guard let initial = URLComponents(url: initialURL, resolvingAgainstBaseURL: false),
               let scheme = initial.scheme?.lowercased(), scheme == "https" || scheme == "http",
               let host = initial.percentEncodedHost, !host.isEmpty else {
@@ -41,14 +45,14 @@ extension AuthorizationRequest {
                       QueryString.Field(name: "platform", value: platform.rawValue),
                       QueryString.Field(name: "client_id", value: clientID),
                       QueryString.Field(name: "redirect_uri", value: redirectURI)]
-        switch outcome(of: result) {
+        switch outcome {
         case .code(let code):
             fields.append(QueryString.Field(name: "code", value: code))
             fields.append(QueryString.Field(name: "state", value: state))
             if let codeVerifier { fields.append(QueryString.Field(name: "code_verifier", value: codeVerifier)) }
-        case .error(let error):
+        case let failure:
             fields.append(QueryString.Field(name: "state", value: state))
-            fields.append(QueryString.Field(name: "error", value: error))
+            fields.append(QueryString.Field(name: "error", value: failure.errorWord!))
         }
         var callback = URLComponents()
         callback.scheme = scheme
@@ -59,32 +63,63 @@ extension AuthorizationRequest {
         return callback.url!
     }
 
+    /// What a browser result means for this request, before it is written into a callback.
     enum Outcome: Equatable {
         case code(String)
-        case error(String)
+        /// The browser reported that the user closed it.
+        case cancelled
+        /// The browser session failed.
+        case browserFailed
+        /// Not our redirect, neither code nor error, a parameter twice.
+        case invalidResponse
+        case stateMismatch
+        /// The provider's `error=`, already reduced to a plain OAuth word or `sign_in_failed`.
+        case providerError(String)
+
+        /// The `error=` value of the callback; nil for a code.
+        var errorWord: String? {
+            switch self {
+            case .code: return nil
+            case .cancelled: return CallbackError.cancelled
+            case .browserFailed: return CallbackError.signInFailed
+            case .invalidResponse: return CallbackError.invalidResponse
+            case .stateMismatch: return CallbackError.stateMismatch
+            case .providerError(let word): return word
+            }
+        }
     }
 
     func outcome(of result: BrowserResult) -> Outcome {
-        let redirect: URL
         switch result {
-        case .cancelled: return .error(CallbackError.cancelled)
-        case .failed: return .error(CallbackError.signInFailed)
-        case .redirect(let url): redirect = url
+        case .cancelled: return .cancelled
+        case .failed: return .browserFailed
+        case .redirect(let url):
+            guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false), isOurRedirect(parts) else {
+                return .invalidResponse
+            }
+            return Self.outcome(ofRedirectQuery: parts.percentEncodedQuery, state: state)
         }
-        guard let parts = URLComponents(url: redirect, resolvingAgainstBaseURL: false), isOurRedirect(parts) else {
-            return .error(CallbackError.invalidResponse)
-        }
+    }
+
+    /// The redirect's query read against the state sent. Any parameter given twice — even one
+    /// this library ignores (`authuser=0&authuser=1`) — makes the whole response invalid: which
+    /// copy a reader takes differs between stacks, and a response that parses two ways is not
+    /// one to hand a code from.
+    static func outcome(ofRedirectQuery query: String?, state: String) -> Outcome {
         var values: [String: String] = [:]
-        for field in QueryString.fields(parts.percentEncodedQuery) where ["code", "state", "error"].contains(field.name) {
-            guard values[field.name] == nil, let value = field.value else { return .error(CallbackError.invalidResponse) }
+        var names: Set<String> = []
+        for field in QueryString.fields(query) {
+            guard names.insert(field.name).inserted else { return .invalidResponse }
+            guard ["code", "state", "error"].contains(field.name) else { continue }
+            guard let value = field.value else { return .invalidResponse }
             values[field.name] = value
         }
         if let error = values["error"] {
-            if let returned = values["state"], returned != state { return .error(CallbackError.stateMismatch) }
-            return .error(Self.isPlainOAuthWord(error) ? error : CallbackError.signInFailed)
+            if let returned = values["state"], returned != state { return .stateMismatch }
+            return .providerError(isPlainOAuthWord(error) ? error : CallbackError.signInFailed)
         }
-        guard let code = values["code"], !code.isEmpty else { return .error(CallbackError.invalidResponse) }
-        guard values["state"] == state else { return .error(CallbackError.stateMismatch) }
+        guard let code = values["code"], !code.isEmpty else { return .invalidResponse }
+        guard values["state"] == state else { return .stateMismatch }
         return .code(code)
     }
 

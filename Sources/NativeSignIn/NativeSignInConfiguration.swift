@@ -12,7 +12,8 @@ import Foundation
 /// | GoogleService-Info.plist | `CLIENT_ID` | String | (file absent: no Google) | the iOS client, `….apps.googleusercontent.com` |
 /// | GoogleService-Info.plist | `REVERSED_CLIENT_ID` | String | required with `CLIENT_ID` | `com.googleusercontent.apps.…`, the redirect's scheme |
 ///
-/// Apple and other OpenID providers have no plist keys; pass them as `extraProviders`.
+/// Other OpenID providers have no plist keys; pass them as `extraProviders`. Sign in with Apple
+/// is not intercepted: a provider at appleid.apple.com is refused (see `Provider`).
 public struct NativeSignInConfiguration: Sendable, Equatable {
     public static let infoPlistName = "Info.plist"
     public static let googleServiceInfoName = "GoogleService-Info.plist"
@@ -30,11 +31,24 @@ public struct NativeSignInConfiguration: Sendable, Equatable {
         enabled ? SignInInterceptor(providers: providers, platform: platform, callbackPath: callbackPath) : nil
     }
 
-    /// From the app bundle: its Info.plist, and GoogleService-Info.plist when the bundle has one.
+    /// From the app bundle: its Info.plist, and GoogleService-Info.plist when the bundle has one
+    /// (`url(forResource:)` looks in the resources directory on both layouts).
     public static func load(bundle: Bundle = .main, extraProviders: [Provider] = []) throws -> Self {
-        try load(infoPlist: bundle.bundleURL.appendingPathComponent(infoPlistName),
+        try load(infoPlist: infoPlistURL(bundleURL: bundle.bundleURL),
                  googleServiceInfo: bundle.url(forResource: "GoogleService-Info", withExtension: "plist"),
                  extraProviders: extraProviders)
+    }
+
+    /// Where a bundle keeps its Info.plist. An iOS app bundle is flat (`App.app/Info.plist`);
+    /// a macOS one has a `Contents` directory (`App.app/Contents/Info.plist`, resources in
+    /// `Contents/Resources`) — the layout CFBundle itself tells apart by that directory.
+    static func infoPlistURL(bundleURL: URL) -> URL {
+        let contents = bundleURL.appendingPathComponent("Contents", isDirectory: true)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: contents.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return contents.appendingPathComponent(infoPlistName)
+        }
+        return bundleURL.appendingPathComponent(infoPlistName)
     }
 
     /// From plist files. A `googleServiceInfo` URL that is given must be readable.

@@ -36,6 +36,15 @@ public struct Provider: Sendable, Equatable {
             throw NativeSignInError(.configuration, key: "redirect_uri",
                                     "the redirect of \(name) has no scheme: \"\(redirectURI)\"")
         }
+        // Apple answers with response_mode=form_post when the site asks for name or email — a
+        // POST no browser session returns to an app — and redirects to an https URL. Its web
+        // sign-in works inside a WebView, so the site's own flow is left alone there.
+        guard endpoint.hosts.isDisjoint(with: AuthorizationEndpoint.apple.hosts) else {
+            throw NativeSignInError(.configuration, key: name,
+                                    "Sign in with Apple (appleid.apple.com) is not intercepted natively: remove the "
+                                    + "provider \(name) and let the site's web flow run in the WebView, where Apple "
+                                    + "allows it (or use the hand-back strategy for a site that asks for no name or email)")
+        }
         self.name = name
         self.endpoint = endpoint
         self.clientID = clientID
@@ -57,13 +66,6 @@ public struct Provider: Sendable, Equatable {
     public static func facebook(appID: String) throws -> Provider {
         try Provider(name: "facebook", endpoint: .facebook, clientID: appID,
                      redirectURI: "fb\(appID)://authorize", usesPKCE: false)
-    }
-
-    /// Sign in with Apple through its web authorization endpoint. Apple has no fixed native
-    /// redirect: it is the one registered for the Services ID, configured here.
-    public static func apple(clientID: String, redirectURI: String, usesPKCE: Bool = false) throws -> Provider {
-        try Provider(name: "apple", endpoint: .apple, clientID: clientID,
-                     redirectURI: redirectURI, usesPKCE: usesPKCE)
     }
 
     /// Any OpenID provider: its `authorization_endpoint` (as its discovery document spells it)

@@ -13,7 +13,7 @@ public enum NavigationDecision: Sendable, Equatable {
 
 /// The decision core of the wrapper app: recognises the site's authorization URL and builds
 /// the native request that replaces it. Pure: no WebView, no browser, no clock — the platform
-/// adapter (`OAuthCoordinator` on iOS, the recipe in docs/native.md on Android) only asks.
+/// adapter (through `SignInFlow` on iOS, the recipe in docs/native.md on Android) only asks.
 public struct SignInInterceptor: Sendable {
     public let providers: [Provider]
     public let platform: Platform

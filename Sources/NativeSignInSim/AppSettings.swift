@@ -7,10 +7,16 @@ struct AppSettings {
     let platform: Platform
     let callbackPath: String
     let configuration: NativeSignInConfiguration
+    /// The flow's settings; without `initial_url` there is no flow (decide/callback only).
+    let initialURL: URL?
+    let strategy: SignInStrategy
+    let ephemeral: Bool
+    let httpsCallbacks: Bool
 
     init(_ request: JSONLine) throws {
         try request.only(["op", "platform", "info_plist", "google_service_info",
-                          "google_authorization_endpoint", "providers", "callback_path"])
+                          "google_authorization_endpoint", "providers", "callback_path",
+                          "initial_url", "strategy", "ephemeral", "https_callbacks", "link_paths"])
         let name = try request.string("platform")
         guard let platform = Platform(rawValue: name) else { throw SimError("platform is ios or android, not \"\(name)\"") }
         self.platform = platform
@@ -24,6 +30,19 @@ struct AppSettings {
             configuration.providers = try configuration.providers.map { try Self.moving($0, to: endpoint) }
         }
         self.configuration = configuration
+        initialURL = try request.optionalURL("initial_url")
+        ephemeral = try request.optionalBool("ephemeral") ?? false
+        httpsCallbacks = try request.optionalBool("https_callbacks") ?? true
+        let linkPaths = try request.strings("link_paths")
+        switch try request.optionalString("strategy") ?? "native" {
+        case "native":
+            guard linkPaths.isEmpty else { throw SimError("link_paths is for the hand_back strategy") }
+            strategy = .native
+        case "hand_back":
+            strategy = .handBack(linkPaths: Set(linkPaths))
+        case let other:
+            throw SimError("strategy is native or hand_back, not \"\(other)\"")
+        }
     }
 
     private static func oidcProvider(_ fields: JSONLine) throws -> Provider {

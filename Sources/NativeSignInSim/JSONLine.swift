@@ -61,6 +61,18 @@ struct JSONLine {
         return value
     }
 
+    func optionalBool(_ name: String) throws -> Bool? {
+        guard let value = fields[name], !(value is NSNull) else { return nil }
+        return try bool(name)
+    }
+
+    /// An array of strings; absent is empty.
+    func strings(_ name: String) throws -> [String] {
+        guard let value = fields[name], !(value is NSNull) else { return [] }
+        guard let array = value as? [String] else { throw SimError("\(name) must be an array of strings") }
+        return array
+    }
+
     func objects(_ name: String) throws -> [JSONLine] {
         guard let value = fields[name], !(value is NSNull) else { return [] }
         guard let array = value as? [Any] else { throw SimError("\(name) must be an array") }

@@ -1,29 +1,24 @@
 import Foundation
 import NativeSignIn
 
-/// One wrapper app: its interceptor once configured, and the sign-ins under way by id. Every
-/// decision is the library's; this only translates JSON to its calls and back.
-///
-///     {"op":"configure","platform":"ios"|"android","info_plist":PATH,
-///      "google_service_info":PATH?,"google_authorization_endpoint":URL?,
-///      "providers":[{"name","authorization_endpoint","client_id","redirect_uri","pkce"}]?,
-///      "callback_path":"/_oauth_callback"?}
-///       → {"enabled":true|false,"providers":[{"name","client_id","redirect_uri","callback_scheme","pkce"}]}
-///     {"op":"decide","url":URL,"target":"mainFrame"|"popup"|"subframe"}
-///       → {"decision":"allow"}
-///       | {"decision":"start","id","url","provider","platform","client_id","redirect_uri",
-///          "callback_scheme","state","code_verifier"|null}
-///       | {"decision":"refuse","error","key"|null}
-///     {"op":"callback","id","initial_url":URL,"result":{"redirect":URL}|"cancelled"|"failed"}
-///       → {"url":URL}    (the id is then spent)
+/// One wrapper app: its interceptor once configured, the sign-ins under way by id (`decide` /
+/// `callback`, the library's pure functions), and its one `SignInFlow` over a fake browser and a
+/// fake WebView (`navigate`, `browser_complete`, …). Every decision is the library's; this only
+/// translates JSON to its calls and back. The protocol: IntegrationTests/e2e/sim-protocol.md.
 ///
 /// Anything else, or a request the library throws on, is answered `{"error":message}`.
+@MainActor
 final class Session {
     private var configured = false
     /// nil when `OAuthEnabled` is off: the app then lets the WebView load everything.
     private var interceptor: SignInInterceptor?
     private var requests: [String: AuthorizationRequest] = [:]
     private var issued = 0
+    private let log = EventLog()
+    private var flow: SignInFlow?
+    private var browser: SimBrowser?
+    /// The app's strong reference to its WebView; `webview_gone` drops it.
+    private var webView: SimWebView?
 
     func handle(_ line: String) -> [String: Any] {
         do {
@@ -32,6 +27,12 @@ final class Session {
             case "configure": return try configure(request)
             case "decide": return try decide(request)
             case "callback": return try callback(request)
+            case "navigate": return try navigate(request)
+            case "browser_complete": return try browserComplete(request)
+            case "fail_next_start": return try failNextStart(request)
+            case "cancel": return try flowOp(request) { $0.cancel() }
+            case "webview_gone": return try flowOp(request) { _ in self.webView = nil }
+            case "open_link": return try openLink(request)
             case let op: throw SimError("unknown op \"\(op)\"")
             }
         } catch {
@@ -44,6 +45,17 @@ final class Session {
         let app = try AppSettings(request)
         configured = true
         interceptor = app.configuration.interceptor(platform: app.platform, callbackPath: app.callbackPath)
+        if let interceptor, let initialURL = app.initialURL {
+            let browser = SimBrowser(supportsHTTPSCallbacks: app.httpsCallbacks, log: log)
+            let webView = SimWebView(log: log)
+            let flow = try SignInFlow(interceptor: interceptor, initialURL: initialURL, strategy: app.strategy,
+                                      prefersEphemeralSession: app.ephemeral, browser: browser, webView: webView)
+            flow.onOutcome = { [log] outcome in
+                log.events.append(["event": "outcome", "session": EventLog.session(outcome.signIn),
+                                   "outcome": outcome.kind.rawValue, "reason": outcome.reason ?? NSNull()])
+            }
+            (self.flow, self.browser, self.webView) = (flow, browser, webView)
+        }
         return ["enabled": app.configuration.enabled,
                 "providers": app.configuration.providers.map { provider -> [String: Any] in
                     ["name": provider.name, "client_id": provider.clientID, "redirect_uri": provider.redirectURI,
@@ -81,6 +93,71 @@ final class Session {
                                           result: Self.result(request.value("result")))
         requests[id] = nil
         return ["url": url.absoluteString]
+    }
+
+    // MARK: the flow
+
+    /// The flow, or nil when `OAuthEnabled` is off (the app then lets everything through).
+    private func configuredFlow() throws -> SignInFlow? {
+        guard configured else { throw SimError("a flow op before configure") }
+        guard interceptor != nil else { return nil }
+        guard let flow else { throw SimError("the flow ops need configure's initial_url") }
+        return flow
+    }
+
+    private func flowOp(_ request: JSONLine, _ action: (SignInFlow) -> Void) throws -> [String: Any] {
+        try request.only(["op"])
+        if let flow = try configuredFlow() { action(flow) }
+        return ["events": log.take()]
+    }
+
+    private func navigate(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op", "url", "target"])
+        let navigation = Navigation(url: try request.url("url"), target: try Self.target(request.string("target")))
+        guard let flow = try configuredFlow() else { return ["policy": "allow", "events": []] }
+        let policy = flow.decide(navigation)
+        return ["policy": policy == .allow ? "allow" : "cancel", "events": log.take()]
+    }
+
+    private func browserComplete(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op", "session", "result"])
+        let id = try request.string("session")
+        let result: BrowserResult
+        switch request.value("result") {
+        case let word as String where word == "cancelled":
+            result = .cancelled
+        case let object?:
+            let fields = try JSONLine(object: object, field: "result")
+            if let reason = try fields.optionalString("failed") {
+                try fields.only(["failed"])
+                FileHandle.standardError.write(Data("browser session \(id) failed: \(reason)\n".utf8))
+                result = .failed
+            } else {
+                try fields.only(["redirect"])
+                result = .redirect(try fields.url("redirect"))
+            }
+        case nil:
+            throw SimError("result is {\"redirect\": URL}, \"cancelled\" or {\"failed\": reason}")
+        }
+        guard try configuredFlow() != nil, let browser, browser.complete(id, result) else {
+            throw SimError("no browser session \"\(id)\" was started")
+        }
+        return ["events": log.take()]
+    }
+
+    private func failNextStart(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op", "reason"])
+        let reason = try request.string("reason")
+        if try configuredFlow() != nil { browser?.failNext(reason) }
+        return ["events": log.take()]
+    }
+
+    private func openLink(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op", "url"])
+        let url = try request.url("url")
+        guard let flow = try configuredFlow() else { return ["handled": false, "events": []] }
+        let handled = flow.open(link: url)
+        return ["handled": handled, "events": log.take()]
     }
 
     private static func target(_ name: String) throws -> Navigation.Target {

@@ -17,7 +17,6 @@ import Testing
         Case(url: "https://www.facebook.com/v26.0/dialog/oauth?state=s", provider: "facebook"),
         Case(url: "https://www.facebook.com/dialog/oauth?state=s", provider: "facebook"),
         Case(url: "https://m.facebook.com/v19.0/dialog/oauth?state=s", provider: "facebook"),
-        Case(url: "https://appleid.apple.com/auth/authorize?state=s", provider: "apple"),
         Case(url: "https://login.example.com:8443/realms/corp/auth?state=s", provider: "corp"),
     ]
 
@@ -43,6 +42,8 @@ import Testing
         Case(url: "https://facebook.com/dialog/oauth?state=s", provider: nil),
         Case(url: "https://login.example.com/realms/corp/auth?state=s", provider: nil),
         Case(url: "https://appleid.apple.com/auth/authorize/?state=s", provider: nil),
+        // Apple is never intercepted: its web sign-in runs in the WebView
+        Case(url: "https://appleid.apple.com/auth/authorize?state=s", provider: nil),
     ]
 
     @Test(arguments: recognised + notRecognised)

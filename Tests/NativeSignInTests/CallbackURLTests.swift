@@ -70,6 +70,9 @@ import Testing
         Failure(result: redirect("code=c&state=s1&state=s1"), error: "invalid_response"),
         Failure(result: redirect("code=c&code=d&state=s1"), error: "invalid_response"),
         Failure(result: redirect("state=s1"), error: "invalid_response"),
+        // any parameter twice, even one the library does not read
+        Failure(result: redirect("code=c&state=s1&authuser=0&authuser=1"), error: "invalid_response"),
+        Failure(result: redirect("authuser=0&code=c&authuser=0&state=s1"), error: "invalid_response"),
         Failure(result: redirect("code=&state=s1"), error: "invalid_response"),
         Failure(result: .redirect(URL(string: "com.googleusercontent.apps.123-ios:/elsewhere?code=c&state=s1")!), error: "invalid_response"),
         Failure(result: .redirect(URL(string: "com.other.app:/oauth2redirect?code=c&state=s1")!), error: "invalid_response"),

@@ -7,10 +7,9 @@ enum Fixtures {
     static let googleReversed = "com.googleusercontent.apps.123-ios"
     static let google = try! Provider.google(clientID: googleClientID, reversedClientID: googleReversed)
     static let facebook = try! Provider.facebook(appID: "4242")
-    static let apple = try! Provider.apple(clientID: "com.example.app.signin", redirectURI: "https://app.example.com/apple/return")
     static let corp = try! Provider.oidc(name: "corp", authorizationEndpoint: URL(string: "https://login.example.com:8443/realms/corp/auth")!,
                                          clientID: "corp-ios", redirectURI: "com.example.app:/oauth2redirect")
-    static let interceptor = SignInInterceptor(providers: [google, facebook, apple, corp], platform: .ios)
+    static let interceptor = SignInInterceptor(providers: [google, facebook, corp], platform: .ios)
 
     /// The request `decide` builds for a main-frame navigation to `url`, or nil.
     static func request(_ url: String, _ interceptor: SignInInterceptor = interceptor) -> AuthorizationRequest? {

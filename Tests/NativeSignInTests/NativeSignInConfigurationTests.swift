@@ -111,8 +111,8 @@ import Testing
 
     @Test func extraProvidersJoinThePlistOnesAndNamesAreUnique() throws {
         let config = try NativeSignInConfiguration.parse(infoPlist: Self.info, googleServiceInfo: nil,
-                                                         extraProviders: [Fixtures.apple])
-        #expect(config.providers.map(\.name) == ["facebook", "apple"])
+                                                         extraProviders: [Fixtures.corp])
+        #expect(config.providers.map(\.name) == ["facebook", "corp"])
         let twice = #expect(throws: NativeSignInError.self) {
             try NativeSignInConfiguration.parse(infoPlist: Self.info, googleServiceInfo: nil, extraProviders: [Fixtures.facebook])
         }
@@ -129,8 +129,38 @@ import Testing
 
     @Test func aRedirectWithoutSchemeIsAnError() {
         let error = #expect(throws: NativeSignInError.self) {
-            try Provider.apple(clientID: "com.example.app", redirectURI: "/relative")
+            try Provider.oidc(name: "corp", authorizationEndpoint: URL(string: "https://login.example.com/auth")!,
+                              clientID: "com.example.app", redirectURI: "/relative")
         }
         #expect(error?.key == "redirect_uri")
+    }
+}
+
+@Suite struct AppleAndBundleTests {
+    @Test(arguments: ["https://appleid.apple.com/auth/authorize", "https://APPLEID.apple.com/auth/authorize"])
+    func anAppleProviderIsRefusedAtConfigurationNamingIt(_ endpoint: String) {
+        let error = #expect(throws: NativeSignInError.self) {
+            try Provider.oidc(name: "apple", authorizationEndpoint: URL(string: endpoint)!,
+                              clientID: "com.example.app.signin", redirectURI: "https://app.example.com/apple/return")
+        }
+        #expect(error?.kind == .configuration)
+        #expect(error?.key == "apple")
+        #expect(error?.message.contains("web flow run in the WebView") == true)
+    }
+
+    @Test func anIOSBundleKeepsInfoPlistAtItsRootAndAMacOSBundleInContents() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("bundles-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let ios = root.appendingPathComponent("App.app")
+        let mac = root.appendingPathComponent("Mac.app")
+        try FileManager.default.createDirectory(at: ios, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: mac.appendingPathComponent("Contents/Resources"), withIntermediateDirectories: true)
+        #expect(NativeSignInConfiguration.infoPlistURL(bundleURL: ios).path == ios.appendingPathComponent("Info.plist").path)
+        #expect(NativeSignInConfiguration.infoPlistURL(bundleURL: mac).path
+                == mac.appendingPathComponent("Contents/Info.plist").path)
+
+        try NativeSignInConfigurationTests.info.write(to: mac.appendingPathComponent("Contents/Info.plist"))
+        let bundle = try #require(Bundle(url: mac))
+        #expect(try NativeSignInConfiguration.load(bundle: bundle).providers.map(\.name) == ["facebook"])
     }
 }

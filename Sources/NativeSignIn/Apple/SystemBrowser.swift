@@ -1,0 +1,91 @@
+// ASWebAuthenticationSession as the flow's `SignInBrowser`.
+//
+// NOT COMPILED OR TESTED IN THIS REPOSITORY: it builds only where WebKit and
+// AuthenticationServices exist (iOS, macOS), and the package is built and tested on Linux.
+// Signatures follow Apple's documentation; every decision is `SignInFlow`'s, tested with fakes.
+//
+// A custom callback scheme is NOT registered in CFBundleURLTypes: the session catches its own
+// scheme, and a registered one risks the redirect going to application(_:open:) instead.
+#if canImport(WebKit) && canImport(AuthenticationServices)
+import AuthenticationServices
+import WebKit
+#if canImport(UIKit)
+import UIKit
+#elseif canImport(AppKit)
+import AppKit
+#endif
+
+@MainActor
+final class SystemBrowser: NSObject, SignInBrowser, @preconcurrency ASWebAuthenticationPresentationContextProviding {
+    private weak var webView: WKWebView?
+
+    init(webView: WKWebView) {
+        self.webView = webView
+    }
+
+    var supportsHTTPSCallbacks: Bool {
+        if #available(iOS 17.4, macOS 14.4, *) { return true }
+        return false
+    }
+
+    func start(_ request: BrowserRequest,
+               completion: @escaping @MainActor @Sendable (BrowserResult) -> Void) -> (any BrowserSession)? {
+        // The system calls this on a queue of its choosing; under Swift 6 a main-actor closure
+        // run off the main thread traps (SE-0423), so it is @Sendable and hops explicitly.
+        let handler: @Sendable (URL?, (any Error)?) -> Void = { url, error in
+            let result: BrowserResult
+            if let url {
+                result = .redirect(url)
+            } else if (error as? ASWebAuthenticationSessionError)?.code == .canceledLogin {
+                result = .cancelled
+            } else {
+                result = .failed
+            }
+            Task { @MainActor in completion(result) }
+        }
+        let session: ASWebAuthenticationSession
+        switch request.callback {
+        case .scheme(let scheme):
+            session = ASWebAuthenticationSession(url: request.url, callbackURLScheme: scheme, completionHandler: handler)
+        case .https(let host, let path):
+            guard #available(iOS 17.4, macOS 14.4, *) else { return nil }
+            session = ASWebAuthenticationSession(url: request.url, callback: .https(host: host, path: path),
+                                                 completionHandler: handler)
+        }
+        session.prefersEphemeralWebBrowserSession = request.prefersEphemeralSession
+        session.presentationContextProvider = self
+        // Without a window there is nothing to present over: report "did not start" instead of
+        // presenting from a detached anchor, which shows nothing.
+        guard webView?.window != nil, session.start() else { return nil }
+        return RunningSession(session)
+    }
+
+    func openExternally(_ request: BrowserRequest) -> Bool {
+        #if canImport(UIKit)
+        UIApplication.shared.open(request.url)
+        return true
+        #else
+        return NSWorkspace.shared.open(request.url)
+        #endif
+    }
+
+    func presentationAnchor(for session: ASWebAuthenticationSession) -> ASPresentationAnchor {
+        // start() checked the window; it can only be gone if the WebView left it since.
+        webView?.window ?? ASPresentationAnchor()
+    }
+}
+
+/// Keeps the session alive while it runs (the flow holds this) and cancels it.
+@MainActor
+private final class RunningSession: BrowserSession {
+    private let session: ASWebAuthenticationSession
+
+    init(_ session: ASWebAuthenticationSession) {
+        self.session = session
+    }
+
+    func cancel() {
+        session.cancel()
+    }
+}
+#endif
