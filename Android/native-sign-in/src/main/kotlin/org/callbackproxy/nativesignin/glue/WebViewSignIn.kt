@@ -1,0 +1,185 @@
+// NOT COMPILED OR TESTED IN THIS REPOSITORY. It needs the Android SDK (android.webkit, androidx.activity)
+// and AppAuth (net.openid:appauth), which cannot be installed here (Debian has neither, and no Gradle or
+// Maven downloads are possible). It is kept thin on purpose: every decision — what is intercepted, the
+// native request, the callback, which sign-in is current, what a late or repeated result does — is
+// SignInFlow's and the core's (package ..core), which scripts/test-android compiles and tests on the JVM.
+// This file only maps Android calls onto SignInFlow. API names checked against AppAuth-Android 0.11
+// (AuthorizationManagementActivity puts the redirect Uri into the result Intent's data for successes,
+// provider errors and state mismatches alike) and the Android reference (WebView.WebViewTransport,
+// WebResourceRequest.isForMainFrame).
+package org.callbackproxy.nativesignin.glue
+
+import android.content.ActivityNotFoundException
+import android.content.Intent
+import android.net.Uri
+import android.os.Message
+import android.webkit.WebResourceRequest
+import android.webkit.WebView
+import android.webkit.WebViewClient
+import androidx.activity.ComponentActivity
+import androidx.activity.result.ActivityResult
+import androidx.activity.result.ActivityResultLauncher
+import androidx.activity.result.contract.ActivityResultContracts
+import net.openid.appauth.AuthorizationException
+import net.openid.appauth.AuthorizationRequest
+import net.openid.appauth.AuthorizationService
+import net.openid.appauth.AuthorizationServiceConfiguration
+import net.openid.appauth.ResponseTypeValues
+import org.callbackproxy.nativesignin.core.BrowserResult
+import org.callbackproxy.nativesignin.core.BrowserStart
+import org.callbackproxy.nativesignin.core.BrowserStarter
+import org.callbackproxy.nativesignin.core.Cancellable
+import org.callbackproxy.nativesignin.core.FlowSettings
+import org.callbackproxy.nativesignin.core.Navigation
+import org.callbackproxy.nativesignin.core.Pkce
+import org.callbackproxy.nativesignin.core.SignInFlow
+import org.callbackproxy.nativesignin.core.SignInInterceptor
+import org.callbackproxy.nativesignin.core.SignInOutcome
+import org.callbackproxy.nativesignin.core.WebViewLoader
+import java.lang.ref.WeakReference
+
+/**
+ * Native sign-in for one activity's WebView. Create it in `onCreate` (registerForActivityResult must
+ * run before the activity is STARTED), call the four hooks from your own WebViewClient, WebChromeClient
+ * and onNewIntent, and [close] it in `onDestroy`. Main thread only, as SignInFlow requires.
+ */
+class WebViewSignIn(
+    private val activity: ComponentActivity,
+    webView: WebView,
+    interceptor: SignInInterceptor,
+    settings: FlowSettings,
+    onOutcome: (SignInOutcome) -> Unit = {},
+    /** A popup that is no sign-in: by default it is loaded in the main WebView. */
+    private val onOtherPopup: (String) -> Unit = { url -> webView.loadUrl(url) }
+) : BrowserStarter, WebViewLoader {
+    private val webView = WeakReference(webView)
+    /** One per activity, disposed in [close]: it holds a Custom Tabs service connection. */
+    private val service = AuthorizationService(activity)
+    private var launchedSession = 0
+    private val launcher: ActivityResultLauncher<Intent> =
+        activity.registerForActivityResult(ActivityResultContracts.StartActivityForResult()) { onResult(it) }
+
+    val flow = SignInFlow(interceptor, settings, this, this, onOutcome)
+
+    // WebViewClient.shouldOverrideUrlLoading(view, request): `if (signIn.shouldOverrideUrlLoading(request)) return true`.
+    fun shouldOverrideUrlLoading(request: WebResourceRequest): Boolean {
+        val target = if (request.isForMainFrame) Navigation.Target.MAIN_FRAME else Navigation.Target.SUBFRAME
+        return flow.decide(Navigation(request.url.toString(), target)) == SignInFlow.Policy.CANCEL
+    }
+
+    /**
+     * WebChromeClient.onCreateWindow(view, isDialog, isUserGesture, resultMsg): `return signIn.onCreateWindow(resultMsg)`
+     * (with `settings.setSupportMultipleWindows(true)`). Android gives onCreateWindow no URL: a
+     * throw-away WebView is handed back through WebViewTransport, and its first navigation is the popup's.
+     */
+    fun onCreateWindow(resultMsg: Message?): Boolean {
+        val transport = resultMsg?.obj as? WebView.WebViewTransport ?: return false
+        val popup = WebView(activity)
+        popup.webViewClient = object : WebViewClient() {
+            private var seen = false
+
+            override fun shouldOverrideUrlLoading(view: WebView, request: WebResourceRequest): Boolean {
+                take(view, request.url.toString())
+                return true
+            }
+
+            // Some WebView versions start a new window's first load without asking shouldOverrideUrlLoading.
+            override fun onPageStarted(view: WebView, url: String, favicon: android.graphics.Bitmap?) {
+                view.stopLoading()
+                take(view, url)
+            }
+
+            private fun take(view: WebView, url: String) {
+                if (seen) return
+                seen = true
+                if (flow.decide(Navigation(url, Navigation.Target.POPUP)) == SignInFlow.Policy.ALLOW) onOtherPopup(url)
+                view.post { view.destroy() }
+            }
+        }
+        transport.webView = popup
+        resultMsg.sendToTarget()
+        return true
+    }
+
+    // onNewIntent / onCreate with an App Link (hand-back): `if (signIn.onNewIntent(intent)) return`.
+    fun onNewIntent(intent: Intent): Boolean {
+        val data = intent.data ?: return false
+        return intent.action == Intent.ACTION_VIEW && flow.openLink(data.toString())
+    }
+
+    fun close() {
+        flow.cancel()
+        service.dispose()
+    }
+
+    // BrowserStarter: AppAuth for the native request; a Custom Tab cannot catch an https redirect.
+    override val supportsHttpsCallbacks: Boolean get() = false
+
+    override fun start(start: BrowserStart): Cancellable? {
+        val native = start.native ?: return null
+        // The endpoint without the site's query: AppAuth appends its parameters with buildUpon().
+        val endpoint = Uri.parse(native.endpoint)
+        val pkce: Pkce? = native.pkce
+        // AppAuth refuses "" for these (checkNullOrNotEmpty); an empty hint means none.
+        fun kept(name: String) = native.parameter(name)?.takeIf { it.isNotEmpty() }
+        val request = AuthorizationRequest.Builder(AuthorizationServiceConfiguration(endpoint, endpoint),
+            native.clientId, ResponseTypeValues.CODE, Uri.parse(native.redirectUri))
+            .setState(native.state)
+            .setScope(kept("scope"))
+            .setNonce(kept("nonce"))                // null too: AppAuth would otherwise invent one
+            .setPrompt(kept("prompt"))
+            .setLoginHint(kept("login_hint"))
+            .setCodeVerifier(pkce?.verifier, pkce?.challenge, pkce?.let { Pkce.METHOD })   // null: no PKCE (Facebook)
+            .setAdditionalParameters(listOf("access_type", "include_granted_scopes", "hd")
+                .mapNotNull { name -> kept(name)?.let { name to it } }.toMap())
+            .build()
+        return try {
+            launchedSession = start.session
+            launcher.launch(service.getAuthorizationRequestIntent(request))
+            object : Cancellable {
+                // A Custom Tab cannot be closed from outside; bringing this activity back to the top
+                // finishes AppAuth's activity, whose (cancel) result the flow then ignores.
+                override fun cancel() {
+                    activity.startActivity(Intent(activity, activity.javaClass)
+                        .addFlags(Intent.FLAG_ACTIVITY_CLEAR_TOP or Intent.FLAG_ACTIVITY_SINGLE_TOP))
+                }
+            }
+        } catch (e: ActivityNotFoundException) {
+            null
+        }
+    }
+
+    override fun openExternally(start: BrowserStart): Boolean = try {
+        activity.startActivity(Intent(Intent.ACTION_VIEW, Uri.parse(start.url)).addCategory(Intent.CATEGORY_BROWSABLE))
+        true
+    } catch (e: ActivityNotFoundException) {
+        false
+    }
+
+    /**
+     * The raw redirect goes to the core, not AppAuth's AuthorizationResponse.fromIntent: AppAuth reads
+     * the first of a duplicated parameter, the core refuses the response (invalid_response).
+     */
+    private fun onResult(result: ActivityResult) {
+        val data: Intent? = result.data
+        val redirect: Uri? = data?.data
+        val browserResult = when {
+            redirect != null -> BrowserResult.Redirect(redirect.toString())
+            data == null -> BrowserResult.Failed("AppAuth returned no result")
+            else -> {
+                val error = AuthorizationException.fromIntent(data)
+                if (error == AuthorizationException.GeneralErrors.USER_CANCELED_AUTH_FLOW) BrowserResult.Cancelled
+                else BrowserResult.Failed(error?.errorDescription ?: "AppAuth error")
+            }
+        }
+        flow.browserCompleted(launchedSession, browserResult)
+    }
+
+    // WebViewLoader: a released WebView (or a destroyed activity) is "gone".
+    override fun load(url: String): Boolean {
+        val view = webView.get() ?: return false
+        if (activity.isDestroyed) return false
+        view.loadUrl(url)
+        return true
+    }
+}
