@@ -19,6 +19,8 @@ let package = Package(
     targets: [
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, accept4, signalfd).
         .target(name: "CProxyLinux", path: "Sources/CProxyLinux"),
+        // The commit the binary was built from (scripts/build writes it; see CBuildInfo.c).
+        .target(name: "CBuildInfo", path: "Sources/CBuildInfo"),
         // OpenSSL 3 (libssl-dev): hashes, MAC, AES-GCM, RSA/ECDSA verification, TLS.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
@@ -32,8 +34,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
         // hiredis (libhiredis-dev): the Redis store's reply parser (the connection itself is ours).
-        .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis",
-                       providers: [.apt(["libhiredis-dev"])]),
+        // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM drops with a warning
+        // on every build; <hiredis/hiredis.h> is found on the default include path as it is.
+        .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", providers: [.apt(["libhiredis-dev"])]),
         // nghttp2 (libnghttp2-dev): HTTP/2 to clients — framing, HPACK, flow control, flood limits.
         .systemLibrary(name: "CNghttp2", path: "Sources/CNghttp2", pkgConfig: "libnghttp2",
                        providers: [.apt(["libnghttp2-dev"])]),
@@ -54,7 +57,8 @@ let package = Package(
                 dependencies: [.target(name: "COpenSSL", condition: .when(platforms: [.linux]))]),
         // The e2e suite's wrapper app speaks JSON lines to NativeSignIn through it (IntegrationTests/e2e/wrapper.py).
         .executableTarget(name: "NativeSignInSim", dependencies: ["NativeSignIn"]),
-        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux"]),
+        .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux",
+                                                               "CBuildInfo"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),

@@ -5,6 +5,7 @@ import json
 import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -79,6 +80,9 @@ def test_requests_are_counted_by_route_and_status_class(proxy):
     assert value(s, "callback_proxy_requests_total", route="internal", code_class="2xx") >= 1
     (build,) = [(dict(k[1]), v) for k, v in s.items() if k[0] == "callback_proxy_build_info"]
     assert build[1] == 1 and re.fullmatch(r"\d+\.\d+\.\d+", build[0]["version"]), build
+    # The commit scripts/build recorded, as --version prints it.
+    version = subprocess.run([proxy.args[0], "--version"], capture_output=True, text=True).stdout
+    assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", build[0]["commit"]) and f"(commit {build[0]['commit']})" in version, build
     assert abs(value(s, "callback_proxy_process_start_time_seconds") - time.time()) < 600
 
 

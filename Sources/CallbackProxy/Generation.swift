@@ -40,7 +40,8 @@ struct Generation {
             // Probes and the app's relay token requests come straight, not through the balancer.
             internalConfig.proxyProtocol = false
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
-                                    phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness),
+                                    phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness,
+                                                              assertionJWKS: oauth.assertionJWKS),
                                     accessLogged: false)
             spec.drainsLast = true
             spec.ownBudget = true

@@ -6,6 +6,8 @@ struct InternalEndpoints: HTTPPhases {
     let relay: RelayTokenEndpoint?
     let metrics: MetricsRegistry
     let readiness: Readiness
+    /// `{"keys":[…]}` verifying `oauth.session.jwt_assertion` tokens; nil without that setting.
+    var assertionJWKS: [UInt8]? = nil
 
     func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
         if let relay, let decision = relay.decision(request) { return decision }
@@ -18,6 +20,11 @@ struct InternalEndpoints: HTTPPhases {
         if request.pathEquals("/metrics") {
             return .respond(Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                      text: metrics.render(), headers: [("Cache-Control", "no-store")]))
+        }
+        if let assertionJWKS, request.pathEquals("/.well-known/jwks.json") {
+            // Apps cache it; a rotation publishes the new key beside the old one first.
+            return .respond(Response(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "max-age=300")],
+                                     body: assertionJWKS))
         }
         return .respond(Response(status: 404, text: "404 Not Found\n"))
     }

@@ -6,6 +6,8 @@ import ProxyCore
 /// provider per configured entry, the pipeline, and the phases the public listener runs.
 struct OAuthWiring {
     let phases: any HTTPPhases
+    /// The keys that verify the session's `jwt_assertion` tokens, served on the internal listener.
+    let assertionJWKS: [UInt8]?
     /// Served on the internal listener: the relay token endpoint (relay mode).
     let relayEndpoint: RelayTokenEndpoint?
     let http: CurlClient?
@@ -35,6 +37,7 @@ struct OAuthWiring {
         self.storeTLS = config.storeTLS
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
+            assertionJWKS = nil
             relayEndpoint = nil
             http = nil
             store = nil
@@ -148,6 +151,7 @@ struct OAuthWiring {
             }
         }
         phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, session: session, metrics: metrics, log: log)
+        assertionJWKS = session?.assertionJWKS
         relayEndpoint = RelayTokenEndpoint(settings: config.oauth, relayCodes: relayCodes, providers: providers,
                                            http: http, metrics: metrics, log: log)
         self.http = http

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CBuildInfo
 import ProxyConfiguration
 import ProxyCore
 
@@ -20,6 +21,8 @@ struct Options {
     var noHTTP2 = false
 
     static let version = "0.1.0"
+    /// The commit the binary was built from (scripts/build records it), "unknown" otherwise.
+    static let commit = String(cString: CBuildInfo_commit())
 
     static let usage = """
     callback-proxy \(version): a reverse proxy that completes native-app OAuth callbacks for an unchanged website.
@@ -63,7 +66,7 @@ struct Options {
       --log-level LEVEL               debug, info, warn, error (default info)
       --log-format FORMAT             json or text (default json)
       --help                          this text
-      --version                       the version
+      --version                       the version and the commit it was built from
 
     Durations: 250ms, 10s, 2m. Sizes: bytes or with k/m/g (powers of 1024).
     """

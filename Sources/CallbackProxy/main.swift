@@ -23,7 +23,7 @@ case .help:
     print(Options.usage)
     exit(0)
 case .version:
-    print("callback-proxy \(Options.version)")
+    print("callback-proxy \(Options.version) (commit \(Options.commit))")
     exit(0)
 case .check:
     exit(Check.run(options))
@@ -46,7 +46,8 @@ guard let accessLog = AccessLog.open(config.accessLog, loops: loops, format: con
     fail("access log: cannot open '\(config.accessLog)'")
 }
 let metrics = MetricsRegistry()
-metrics.gauge("callback_proxy_build_info", "The running version (value 1).", labels: ["version": Options.version]) { 1 }
+metrics.gauge("callback_proxy_build_info", "The running version and commit (value 1).",
+              labels: ["version": Options.version, "commit": Options.commit]) { 1 }
 let startTime = Double(time(nil))
 metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
 let engineMetrics = EngineMetrics(registry: metrics)

@@ -90,6 +90,7 @@ extension ConfigLoader {
         }
         s.access = readAccessRule(m, allowFile: true, allowAnyUser: true)
         if let h = m.mapping("headers") { s.headers = readHeaderNames(h) }
+        if let a = m.mapping("jwt_assertion") { s.jwtAssertion = readJWTAssertion(a, names: &s.headers) }
         // Checked against the providers by `ConfigLoader.read` (they are read after this section).
         if let list = m.strings("bearer_tokens") { s.bearerProviders = list }
         if let so = m.mapping("sign_out") {
@@ -171,6 +172,56 @@ extension ConfigLoader {
         }
         m.finish()
         return n
+    }
+
+    /// `jwt_assertion: { signing_key_file | signing_key_env, previous_signing_key_…, issuer,
+    /// audience, lifetime, header }`. The keys must be P-256 private keys in PEM
+    /// (`openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt`).
+    private func readJWTAssertion(_ m: MappingReader, names: inout IdentityHeaderNames) -> JWTAssertionSettings? {
+        func key(_ name: String, required: Bool) -> Secret? {
+            guard let pem = secret(m, name, required: required) else { return nil }
+            guard (try? P256PrivateKey(pem: pem.value)) != nil else {
+                let source = m.node("\(name)_file") != nil ? "\(name)_file" : "\(name)_env"
+                m.problems.add(m.child(source), m.node(source)?.line,
+                               "must be a P-256 (prime256v1) private key in PEM, unencrypted: "
+                               + "openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt")
+                return nil
+            }
+            return pem
+        }
+        let signing = key("signing_key", required: true)
+        let previous = key("previous_signing_key", required: false)
+        if let name = m.string("header") {
+            let lower = name.lowercased()
+            if name.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) {
+                m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is not a header name")
+            } else if Self.reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
+                m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is a header the proxy or HTTP itself uses: pick another name")
+            } else if [names.user, names.email, names.preferredUsername, names.groups, names.accessToken].contains(where: { $0.lowercased() == lower }) {
+                m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is already one of oauth.session.headers")
+            } else {
+                names.jwtAssertion = name
+            }
+        }
+        var a = signing.map(JWTAssertionSettings.init(signingKeyPEM:))
+        if let previous { a?.previousKeyPEMs = [previous] }
+        if let issuer = m.string("issuer") {
+            if issuer.isEmpty || !IdentityHeaders.isSafeValue(issuer) {
+                m.problems.add(m.child("issuer"), m.node("issuer")?.line, "must be a non-empty string without control characters")
+            } else { a?.issuer = issuer }
+        }
+        if let audience = m.string("audience") {
+            if audience.isEmpty || !IdentityHeaders.isSafeValue(audience) {
+                m.problems.add(m.child("audience"), m.node("audience")?.line, "must be a non-empty string without control characters")
+            } else { a?.audience = audience }
+        }
+        if let d = m.parsed("lifetime", "a duration from 10s to 1h", {
+            Units.duration($0).flatMap { $0 >= 10_000_000_000 && $0 <= 3_600_000_000_000 ? $0 : nil }
+        }) {
+            a?.lifetimeSeconds = Int64(d / 1_000_000_000)
+        }
+        m.finish()
+        return a
     }
 
     static let reservedHeaders: Set<String> = [

@@ -383,7 +383,7 @@ import Testing
         let jar = setCookies(r).filter { layer.cookie.isSessionCookieName($0.name) }
         let opened = try #require(layer.session(jar))
         #expect(opened.preferredUsername == "jane" && opened.groups == ["admins", "staff"])
-        let headers = layer.identityHeaders(opened)
+        let headers = layer.identityHeaders(opened, on: loop.loop)
         #expect(headers.contains { $0.name == "X-Forwarded-Preferred-Username" && $0.value == "jane" })
         #expect(headers.contains { $0.name == "X-Forwarded-Groups" && $0.value == "admins,staff" })
     }

@@ -71,6 +71,7 @@ import Testing
         bearer_tokens: [google]
         sign_out: { at_provider: true, post_logout_redirect_uri: "https://app.example.com/signed-out" }
         headers: { user: X-WEBAUTH-USER, user_claim: email, email: X-WEBAUTH-EMAIL, preferred_username: X-WEBAUTH-LOGIN, groups: X-WEBAUTH-GROUPS, access_token: X-WEBAUTH-TOKEN }
+        jwt_assertion: { signing_key_file: /keys/assertion.pem, previous_signing_key_env: OLD_ASSERTION_KEY, header: X-WEBAUTH-JWT, issuer: https://app.example.com, audience: grafana, lifetime: 2m }
         path_rules:
           - { prefix: /admin, allowed_groups: [admins], allowed_emails: [root@example.com], allowed_email_domains: [example.com], allowed_hosted_domains: [example.com] }
     providers:
@@ -108,9 +109,17 @@ import Testing
     """
 
     static let env = ["REDIS_PW": "pw", "SESSION_SECRET": String(repeating: "s", count: 40), "FB_SECRET": "fb",
-                      "WEB_SECRET": "web", "CORP_SECRET": "corp"]
+                      "WEB_SECRET": "web", "CORP_SECRET": "corp", "OLD_ASSERTION_KEY": p256]
+    /// A P-256 key (openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt).
+    static let p256 = """
+        -----BEGIN PRIVATE KEY-----
+        MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgQVogxGC0/BuSrlmG
+        D6nxLRycC/k81VLgldHKLJMD6dehRANCAATxmxWH/ziswZR0yhMfZ49zbt/W3PlX
+        /ZjsZgJ/eQgo0VHIa9JEAzcmVqxm/3LKPJmxoEw7SsMwgrWDcFssF1Jy
+        -----END PRIVATE KEY-----
+        """
     static let files = ["/tls/ca.pem": "-----BEGIN CERTIFICATE-----\n", "/keys/old-session": String(repeating: "o", count: 40),
-                        "/keys/web": "web", "/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n"]
+                        "/keys/web": "web", "/keys/assertion.pem": p256, "/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n"]
 
     @Test func theLoaderReadsExactlyTheListedKeys() throws {
         let loader = ConfigLoader(environment: Self.env, readFile: { Self.files[$0] })

@@ -7,7 +7,7 @@ import Testing
     let env = ["GOOGLE_WEB_SECRET": "web-secret", "FB_SECRET": "fb-secret",
                "SESSION_SECRET": "a-session-secret-of-at-least-32-characters", "SENTINEL_PW": "sentinel-pw"]
     let files = ["/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n",
-                 "/keys/empty": "\n"]
+                 "/keys/empty": "\n", "/keys/assertion.pem": ConfigKeysTests.p256]
 
     func loader() -> ConfigLoader {
         let files = self.files
@@ -475,10 +475,34 @@ import Testing
         ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
         ("allowed_groups: [x], headers: { user_claim: name }", "oauth.session.headers.user_claim:"),
         ("allowed_groups: [x], bearer_tokens: [nobody]", "oauth.session.bearer_tokens: 'nobody' is not a configured provider"),
+        ("allowed_groups: [x], jwt_assertion: { issuer: me }", "oauth.session.jwt_assertion.signing_key_env: is required (or signing_key_file)"),
+        ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/apple.p8 }",
+         "oauth.session.jwt_assertion.signing_key_file: must be a P-256 (prime256v1) private key in PEM"),
+        ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/assertion.pem, header: X-Forwarded-User }",
+         "oauth.session.jwt_assertion.header: 'X-Forwarded-User' is already one of oauth.session.headers"),
+        ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/assertion.pem, header: Authorization }",
+         "oauth.session.jwt_assertion.header: 'Authorization' is a header the proxy or HTTP itself uses"),
+        ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/assertion.pem, lifetime: 2h }",
+         "oauth.session.jwt_assertion.lifetime:"),
     ])
     func sessionMistakesAreNamed(_ line: String, _ expected: String) {
         let p = problems("oauth: { session: { secret_env: SESSION_SECRET, \(line) } }\n" + Self.sessionProvider)
         #expect(p.count == 1 && p[0].hasPrefix(expected), "\(p)")
+    }
+
+    @Test func theJWTAssertionLoadsWithItsKeyAndHeader() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            jwt_assertion: { signing_key_file: /keys/assertion.pem, header: X-WEBAUTH-JWT, audience: grafana, lifetime: 30s }
+        """ + "\n" + Self.sessionProvider).get()
+        let s = try #require(c.oauth.session)
+        let a = try #require(s.jwtAssertion)
+        #expect(s.headers.jwtAssertion == "X-WEBAUTH-JWT")
+        #expect(a.audience == "grafana" && a.issuer == "callback-proxy" && a.lifetimeSeconds == 30 && a.previousKeyPEMs.isEmpty)
+        #expect(a.signingKeyPEM.value.contains("BEGIN PRIVATE KEY"))
     }
 
     @Test func relayNeedsTheAppCallbackAndTheAppClient() {

@@ -15,6 +15,9 @@ public struct IdentityHeaderNames: Sendable, Equatable {
     public var preferredUsername = IdentityHeaders.forwardedPreferredUsername
     public var groups = IdentityHeaders.forwardedGroups
     public var accessToken = IdentityHeaders.forwardedAccessToken
+    /// The proxy-signed JWT (`jwt_assertion`); stripped from client requests whether or not
+    /// the proxy sends one.
+    public var jwtAssertion = IdentityHeaders.jwtAssertion
     /// What the user header holds.
     public var userClaim = UserClaim.sub
 
@@ -29,7 +32,7 @@ public struct IdentityHeaderNames: Sendable, Equatable {
     public init() {}
 
     /// Every name these set, for stripping what clients send under them.
-    var all: [String] { [user, email, preferredUsername, groups, accessToken] }
+    var all: [String] { [user, email, preferredUsername, groups, accessToken, jwtAssertion] }
 }
 
 public enum IdentityHeaders {
@@ -39,6 +42,7 @@ public enum IdentityHeaders {
     public static let forwardedPreferredUsername = "X-Forwarded-Preferred-Username"
     public static let forwardedGroups = "X-Forwarded-Groups"
     public static let forwardedAccessToken = "X-Forwarded-Access-Token"
+    public static let jwtAssertion = "X-Jwt-Assertion"
     /// Forward-auth response headers (`/_oauth/auth`, `authRequestHeaders(for:…)`).
     public static let authRequestUser = "X-Auth-Request-User"
     public static let authRequestEmail = "X-Auth-Request-Email"
@@ -51,7 +55,7 @@ public enum IdentityHeaders {
     /// `X-Auth-Request-*` names are stripped from requests too: nginx copies them from the
     /// auth subrequest into upstream headers, and a client must not be able to pre-set them.
     public static let names: [String] = [
-        forwardedUser, forwardedEmail, forwardedPreferredUsername, forwardedGroups, forwardedAccessToken,
+        forwardedUser, forwardedEmail, forwardedPreferredUsername, forwardedGroups, forwardedAccessToken, jwtAssertion,
         authRequestUser, authRequestEmail, authRequestPreferredUsername, authRequestGroups, authRequestAccessToken,
     ]
 
@@ -118,15 +122,20 @@ public enum IdentityHeaders {
                                  preferredUsername: String, groups: String,
                                  userClaim: IdentityHeaderNames.UserClaim) -> [(String, String)] {
         var out: [(String, String)] = []
-        switch userClaim {
-        case .sub: append(user, session.subject, to: &out)
-        case .email: append(user, session.verifiedEmail, to: &out)
-        case .preferredUsername: append(user, session.preferredUsername, to: &out)
-        }
+        append(user, userValue(session, userClaim), to: &out)
         append(email, session.verifiedEmail, to: &out)
         append(preferredUsername, session.preferredUsername, to: &out)
         if !session.groups.isEmpty { append(groups, session.groups.joined(separator: ","), to: &out) }
         return out
+    }
+
+    /// What the user header (and the assertion's `user` claim) holds for `claim`.
+    public static func userValue(_ session: ProxySession, _ claim: IdentityHeaderNames.UserClaim) -> String? {
+        switch claim {
+        case .sub: return session.subject
+        case .email: return session.verifiedEmail
+        case .preferredUsername: return session.preferredUsername
+        }
     }
 
     private static func append(_ name: String, _ value: String?, to out: inout [(String, String)]) {
@@ -135,7 +144,7 @@ public enum IdentityHeaders {
     }
 
     /// No C0 controls (CR, LF, NUL, HTAB) and no DEL; UTF-8 passes through unchanged.
-    static func isSafeValue(_ value: String) -> Bool {
+    public static func isSafeValue(_ value: String) -> Bool {
         !value.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 

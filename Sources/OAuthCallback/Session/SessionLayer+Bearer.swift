@@ -62,7 +62,7 @@ extension SessionLayer {
                 }
                 metrics?.bearerToken(issuer.provider, result: "accepted")
                 var edits = HeaderEdits()
-                edits.add = identityHeaders(session)
+                edits.add = identityHeaders(session, on: loop)
                 sink.proceed(UpstreamRewrite(edits: edits))
             }
         }

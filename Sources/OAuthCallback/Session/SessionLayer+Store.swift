@@ -28,7 +28,7 @@ extension SessionLayer {
             // The cookie was opened once, here: its identity headers go with the decision.
             case .pass(let s?):
                 var edits = HeaderEdits()
-                edits.add = identityHeaders(s)
+                edits.add = identityHeaders(s, on: loop)
                 return .proceed(UpstreamRewrite(edits: edits))
             }
         }
@@ -38,7 +38,7 @@ extension SessionLayer {
                 case .respond(let response): sink.respond(response)
                 case .pass(let s):
                     var edits = HeaderEdits()
-                    if let s { edits.add = self.identityHeaders(s) }
+                    if let s { edits.add = self.identityHeaders(s, on: loop) }
                     sink.proceed(UpstreamRewrite(edits: edits))
                 }
             }

@@ -49,6 +49,8 @@ public final class SessionLayer: Sendable {
     /// `bearer_tokens`: whose id_tokens API calls may carry instead of a session cookie.
     let bearerIssuers: [BearerIssuer]
     let cookie: SessionCookie
+    /// Signs `jwt_assertion` tokens (nil without that setting).
+    let assertions: JWTAssertions?
     /// Cookie sessions already opened, per loop.
     let opened = OpenedSessions()
     /// One per session secret, the current one first: state cookies are sealed with it and
@@ -89,6 +91,7 @@ public final class SessionLayer: Sendable {
         let keys = settings.secrets.map { SHA256.hash("session:" + $0.value) }
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
                                    secure: settings.secure)
+        assertions = try settings.jwtAssertion.map { a throws(CryptoError) in try JWTAssertions(a) }
         let stateKeys = settings.secrets.map { SHA256.hash("state:" + $0.value) }
         stateSealers = try (stateKeys.isEmpty ? [SHA256.hash("state:unset")] : stateKeys).map { k throws(CryptoError) in
             try AES256GCM(key: k)
@@ -153,9 +156,14 @@ public final class SessionLayer: Sendable {
                     noteRefusal(r, provider: s.provider, subject: s.accessSubject, during: "auth", now: now)
                     return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
                 }
-                return .respond(Response(status: 202, headers: [("Cache-Control", "no-store")]
-                                         + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass,
-                                                                              userClaim: settings.headers.userClaim)))
+                var headers = [("Cache-Control", "no-store")]
+                    + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass, userClaim: settings.headers.userClaim)
+                // For nginx's auth_request_set / Traefik's authResponseHeaders to pass on.
+                if let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
+                                                                     on: loop, now: clock()) {
+                    headers.append((settings.headers.jwtAssertion, token))
+                }
+                return .respond(Response(status: 202, headers: headers))
             }
         case Self.webCallbackPath:
             guard request.method == .get else {
@@ -273,10 +281,19 @@ public final class SessionLayer: Sendable {
         edits.removeMatching = strip
     }
 
-    func identityHeaders(_ s: ProxySession) -> [(name: String, value: String)] {
-        IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
-                                passAuthorization: settings.passAccessToken, names: settings.headers).map { (name: $0.0, value: $0.1) }
+    /// The upstream request's identity headers for `s`, the signed assertion last. Call on `loop`.
+    func identityHeaders(_ s: ProxySession, on loop: EventLoop) -> [(name: String, value: String)] {
+        var out = IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
+                                          passAuthorization: settings.passAccessToken, names: settings.headers).map { (name: $0.0, value: $0.1) }
+        if let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
+                                                             on: loop, now: clock()) {
+            out.append((name: settings.headers.jwtAssertion, value: token))
+        }
+        return out
     }
+
+    /// The keys that verify `jwt_assertion` tokens (`{"keys":[…]}`), nil when none are signed.
+    public var assertionJWKS: [UInt8]? { assertions?.jwks }
 
     // MARK: Sign-in
 

@@ -40,6 +40,8 @@ public struct SessionSettings: Sendable, Equatable {
     public var bearerProviders: [String] = []
     /// The names of the identity headers upstream, and the claim behind the user header.
     public var headers = IdentityHeaderNames()
+    /// A proxy-signed JWT about the user with the identity headers (`jwt_assertion`); nil: none.
+    public var jwtAssertion: JWTAssertionSettings? = nil
     /// The id_token claim that holds the user's groups: a name, or a dotted path into nested
     /// objects (`realm_access.roles`, Keycloak's roles). A list of strings, or one string.
     public var groupsClaim = "groups"
