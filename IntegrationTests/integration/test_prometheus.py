@@ -3,6 +3,7 @@ deploy/prometheus: a user signs in, the store (a real redis-server) goes away, a
 own HTTP API shows the series and the store alert as an on-call engineer would see them."""
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.parse
@@ -101,3 +102,43 @@ def test_prometheus_sees_a_sign_in_then_the_store_failing_and_the_store_alert(pr
     # `for: 2m`: pending now, firing if it lasts; its labels route it to the pager
     assert alert["state"] == "pending" and alert["labels"]["severity"] == "page", alert
     assert "store (Redis)" in alert["annotations"]["summary"]
+
+
+DASHBOARD = os.path.join(REPO_ROOT, "deploy", "grafana", "callback-proxy.json")
+
+
+def dashboard_expressions():
+    with open(DASHBOARD) as f:
+        dash = json.load(f)
+    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
+
+
+def grafana_to_promql(expr, instance):
+    """What Grafana sends for an expression: its variables replaced (here with what a 1 s scrape
+    interval and the one instance would give)."""
+    return (expr.replace("$__rate_interval", "1m").replace("$instance", instance))
+
+
+def test_every_dashboard_expression_evaluates_in_prometheus(proxy, prometheus):
+    """Grafana is not packaged for Debian, so the dashboard is checked as far as Prometheus can:
+    every expression is valid PromQL that evaluates, names only metrics the proxy documents, and
+    the ones a plain proxy already has data for return it for this instance."""
+    target = f"127.0.0.1:{proxy.internal_port}"
+    prom = prometheus([target])
+    prom.wait(lambda: list(prom.query('up{job="callback-proxy"}').values()) == [1.0], "the proxy scraped")
+    # The instance variable's query, as Grafana's label_values() runs it.
+    assert prom.query("group by (instance) (callback_proxy_build_info)") != {}
+    reference = open(os.path.join(REPO_ROOT, "docs", "reference.md")).read()
+    expressions = dashboard_expressions()
+    assert len(expressions) >= 30
+    for title, expr in expressions:
+        for metric in set(re.findall(r"callback_proxy_[a-z0-9_]+", expr)):
+            base = re.sub(r"_(bucket|count|sum)$", "", metric)
+            assert f"| `{base}` |" in reference, f"{title}: {metric} is not a documented metric"
+        answer = prom.get("/api/v1/query?" + urllib.parse.urlencode({"query": grafana_to_promql(expr, target)}))
+        assert answer and answer["status"] == "success", f"{title}: {expr}: {answer}"
+    with_data = {"Open connections", "Running versions", "Heap", "Requests by route and status class"}
+    prom.wait(lambda: all(prom.query(grafana_to_promql(e, target)) for t, e in expressions if t in with_data),
+              "data in the panels a plain proxy fills", timeout=30)
+    (versions,) = prom.query(grafana_to_promql(dict(expressions)["Running versions"], target))
+    assert dict(versions)["commit"] != "" and "version" in dict(versions)
