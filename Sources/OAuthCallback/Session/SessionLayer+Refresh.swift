@@ -105,8 +105,8 @@ extension SessionLayer {
                                              keepIDToken: settings.signOutAtProvider, groups: groups(_:))
             if renewed.seenAt != nil { renewed.seenAt = now }
         }
-        let refusedBy = refusal(renewed.accessSubject, now: loop.nowNanoseconds)
-        switch SessionRefresh.outcome(result, refused: { _ in refusedBy != nil }) {
+        let refused = { [self] (_: RefreshedIdentity) in refusal(renewed.accessSubject, now: loop.nowNanoseconds) != nil }
+        switch SessionRefresh.outcome(result, refused: refused) {
         case .renewed:
             metrics?.sessionRefreshed(provider, .renewed)
             log.debug("session refreshed", ["provider": provider])
@@ -122,11 +122,8 @@ extension SessionLayer {
             }
         case .refused:
             metrics?.sessionRefreshed(provider, .refused)
-            if let r = refusedBy {
-                noteRefusal(r, provider: provider, subject: renewed.accessSubject, during: "refresh", now: loop.nowNanoseconds)
-            }
             // Ended for good; this request is answered with the renewed claims, which the
-            // caller's own rule check refuses (403), as at any request.
+            // caller's own rule check refuses (403) — and counts and logs, once, as at any request.
             endSession(key, on: loop) { completion(.success(renewed)) }
         case .unavailable:
             metrics?.sessionRefreshed(provider, .idpUnavailable)
