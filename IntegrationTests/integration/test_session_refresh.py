@@ -212,6 +212,10 @@ def test_an_unreachable_idp_keeps_the_session_until_its_lifetime(refreshing, idp
 
 def test_without_a_refresh_token_the_session_lasts_one_interval(refreshing, idp):
     p = refreshing()
+    s = samples(scrape(p))
+    for outcome in ("renewed", "refused", "ended", "failed", "idp_unavailable"):
+        key = ("callback_proxy_session_refreshes_total", frozenset({"provider": "idp", "outcome": outcome}.items()))
+        assert s.get(key) == 0, f"{outcome} starts at 0, so its first increase is seen by rate()"
     r, session, _ = native_sign_in(p, idp, "nora@example.test", offline=False)
     attributes = [v for k, v in r.headers if k.lower() == "set-cookie" and v.startswith("_oauth_session=")][0]
     assert f"Max-Age={INTERVAL}" in attributes
