@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 from authlib.oauth2.rfc6749 import ClientMixin
 
-SUPPORTED_SCOPES = ("openid", "email", "profile")
+# offline_access (OIDC Core §11): the grant may be refreshed; a refresh token is issued only then
+# (or for a Google-style access_type=offline with prompt=consent).
+SUPPORTED_SCOPES = ("openid", "email", "profile", "offline_access")
 CONFIDENTIAL_AUTH_METHODS = ("client_secret_post", "client_secret_basic")
 
 # RFC 8252 §7.1: a private-use URI scheme for a native app is a reverse domain name (it has a dot).
@@ -76,7 +78,8 @@ class RegisteredClient(ClientMixin):
         return response_type == "code"
 
     def check_grant_type(self, grant_type):
-        return grant_type == "authorization_code"
+        # refresh_token: only usable with a refresh token this client was issued (offline access).
+        return grant_type in ("authorization_code", "refresh_token")
 
 
 def load_clients(path: str) -> dict[str, RegisteredClient]:

@@ -274,6 +274,39 @@ class IdP:
         form.update(override or {})
         return self.request("POST", "/token", data=form, headers=hdrs)
 
+    def refresh(self, client_id, refresh_token, *, client_secret=None, auth="post", override=None
+                ) -> requests.Response:
+        """POST /token grant_type=refresh_token as `client_id` would (a public client: its
+        client_id only; with client_secret: in the body or HTTP Basic)."""
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
+        hdrs = {}
+        if client_secret is not None:
+            if auth == "basic":
+                from urllib.parse import quote
+                raw = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}".encode()
+                hdrs["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+                form.pop("client_id")
+            else:
+                form["client_secret"] = client_secret
+        form.update(override or {})
+        return self.request("POST", "/token", data=form, headers=hdrs)
+
+    def change_user(self, username, **changes) -> dict:
+        """What refreshes see of `username` from now on: groups=[...], hd="...", disabled=True."""
+        resp = self.request("POST", "/_test/user", json={"username": username, **changes})
+        resp.raise_for_status()
+        return resp.json()
+
+    def revoke(self, username) -> int:
+        """Revoke every live refresh token of `username`; returns how many."""
+        resp = self.request("POST", "/_test/revoke", json={"username": username})
+        resp.raise_for_status()
+        return resp.json()["revoked"]
+
+    def refresh_events(self) -> list:
+        """The token requests with grant_type=refresh_token among the stats' events."""
+        return [e for e in self.stats()["events"] if e.get("grant") == "refresh_token"]
+
     def web_secret(self, client_id) -> str:
         return self.clients[client_id]["client_secret"]
 
@@ -337,6 +370,7 @@ class IdP:
         """Back to a clean slate between tests: stats zeroed, every mode "ok", clock true."""
         self.set_mode(token="ok", jwks="ok", discovery="ok", userinfo="ok", id_token="ok")
         self.set_clock(0)
+        self.request("POST", "/_test/reset-users").raise_for_status()
         self.reset_stats()
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 from urllib.parse import quote, unquote, urlsplit
 
@@ -59,7 +59,7 @@ ENDPOINTS = {
 }
 MODES = ("ok", "500", "garbage", "close")   # plus "slow:MS"
 ID_TOKEN_MODES = ("ok", "bad_signature", "wrong_issuer", "wrong_audience", "expired", "issued_in_future",
-                  "missing_nonce", "wrong_nonce", "unknown_kid", "alg_none")
+                  "missing_nonce", "wrong_nonce", "unknown_kid", "alg_none", "other_subject", "omit")
 
 
 class IdPError(OAuth2Error):
@@ -136,6 +136,8 @@ class CodeRecord(AuthorizationCodeMixin):
     issued_at: float
     expires_at: float
     redeemed_at: float | None = None
+    # Offline access was granted: the token response carries a refresh token.
+    offline: bool = False
 
     def get_redirect_uri(self):
         return self.redirect_uri
@@ -148,6 +150,34 @@ class CodeRecord(AuthorizationCodeMixin):
 
     def get_auth_time(self):
         return int(self.issued_at)
+
+
+@dataclass
+class RefreshRecord:
+    """A refresh token: bound to the client it was issued to, single use (rotated at every
+    refresh), revocable by the test hooks."""
+    token: str
+    client_id: str
+    user: User
+    scope: str
+    issued_at: float
+    used_at: float | None = None
+    revoked: bool = False
+
+    def get_scope(self):
+        return self.scope
+
+    def check_client(self, client):
+        return client.client_id == self.client_id
+
+
+def offline_granted(scope: str, params) -> bool:
+    """Whether an authorization grants offline access: the offline_access scope (OIDC Core §11),
+    or Google's access_type=offline — which, like Google for a returning user, yields a refresh
+    token only together with prompt=consent."""
+    if "offline_access" in (scope or "").split():
+        return True
+    return params.get("access_type") == "offline" and "consent" in (params.get("prompt") or "").split()
 
 
 @dataclass
@@ -236,6 +266,10 @@ class IdPState:
         self.lock = threading.Lock()
         self.codes: dict[str, CodeRecord] = {}
         self.tokens: dict[str, AccessToken] = {}
+        self.refresh_tokens: dict[str, RefreshRecord] = {}
+        # sub → {"groups": tuple, "hd": str, "disabled": bool}: what POST /_test/user changed
+        # about a user since sign-in; refreshes (and their id_tokens, userinfo) see it.
+        self.user_overrides: dict[str, dict] = {}
         self.key = _new_key()
         self.rotations = 0
         self.clock_offset = 0.0
@@ -281,6 +315,46 @@ class IdPState:
         if rec.client_id != client.client_id:
             raise IdPError("invalid_grant", "Bad Request", "code_issued_to_another_client")
         return rec
+
+    # Refresh tokens
+
+    def store_refresh_token(self, rec: RefreshRecord):
+        with self.lock:
+            self.refresh_tokens[rec.token] = rec
+        self.remember_secret("refresh_token", rec.token)
+
+    def take_refresh_token(self, token: str, client: RegisteredClient) -> RefreshRecord:
+        """Consume `token` for `client`, atomically: of two concurrent refreshes with one token,
+        one succeeds. Another client's presentation is refused and does not burn it."""
+        refused = "Token has been expired or revoked."   # Google's text for invalid_grant here
+        with self.lock:
+            rec = self.refresh_tokens.get(token)
+            if rec is None:
+                raise IdPError("invalid_grant", refused, "unknown_refresh_token")
+            if rec.client_id != client.client_id:
+                raise IdPError("invalid_grant", refused, "refresh_token_issued_to_another_client")
+            if rec.revoked:
+                raise IdPError("invalid_grant", refused, "refresh_token_revoked")
+            if rec.used_at is not None:
+                raise IdPError("invalid_grant", refused, "refresh_token_already_used")
+            rec.used_at = self.now()
+        return rec
+
+    def current_user(self, user: User) -> User:
+        """`user` as the hooks changed it since sign-in; a disabled user has no grant left."""
+        with self.lock:
+            o = dict(self.user_overrides.get(user.sub, {}))
+        if o.get("disabled"):
+            raise IdPError("invalid_grant", "Account has been disabled.", "user_disabled")
+        changes = {k: o[k] for k in ("groups", "hd") if k in o}
+        return replace(user, **changes) if changes else user
+
+    def revoke_refresh_tokens(self, sub: str) -> int:
+        with self.lock:
+            live = [r for r in self.refresh_tokens.values() if r.user.sub == sub and not r.revoked and r.used_at is None]
+            for r in live:
+                r.revoked = True
+            return len(live)
 
     def nonce_in_use(self, client_id: str, nonce: str) -> bool:
         with self.lock:
@@ -560,6 +634,7 @@ class StrictCodeGrant(grants.AuthorizationCodeGrant):
             nonce=data.get("nonce"), code_challenge=data.get("code_challenge"),
             code_challenge_method=data.get("code_challenge_method"),
             issued_at=now, expires_at=now + self.state.config.code_ttl,
+            offline=offline_granted(request.scope, data),
         ))
 
     def query_authorization_code(self, code, client):
@@ -581,6 +656,32 @@ class StrictCodeGrant(grants.AuthorizationCodeGrant):
         return authorization_code.user
 
 
+class StrictRefreshTokenGrant(grants.RefreshTokenGrant):
+    """RFC 6749 §6, strict: the same client authentication as the code grant (a public client
+    sends only its client_id), the token bound to its client and single use — every refresh
+    rotates it, and the old one is then invalid_grant. The user is looked up again (test hooks
+    may have changed their groups or disabled them). A new id_token comes with the response when
+    the grant has `openid` (as Google does), without a nonce (OIDC Core §12.2)."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+    INCLUDE_NEW_REFRESH_TOKEN = True
+    state: IdPState   # set on the subclass made by create_app
+
+    def authenticate_token_endpoint_client(self):
+        client = authenticate_client(self.request, self.server.query_client)
+        self.server.send_signal("after_authenticate_client", client=client, grant=self)
+        return client
+
+    def authenticate_refresh_token(self, refresh_token):
+        return self.state.take_refresh_token(refresh_token, self.request.client)
+
+    def authenticate_user(self, refresh_token):
+        return self.state.current_user(refresh_token.user)
+
+    def revoke_old_credential(self, refresh_token):
+        pass   # already consumed by take_refresh_token, before the new one was issued
+
+
 class AuthorizeChecks:
     """Authorization-request checks beyond authlib's, in one hook so their order is fixed (authlib
     keeps the hooks of one event in a set)."""
@@ -594,7 +695,7 @@ class AuthorizeChecks:
     def check(self, grant, redirect_uri):
         params = grant.request.payload
         client: RegisteredClient = grant.request.client
-        for name in ("nonce", "response_mode", "prompt", "login_hint"):
+        for name in ("nonce", "response_mode", "prompt", "login_hint", "access_type"):
             if len(params.datalist.get(name, [])) > 1:
                 raise IdPError("invalid_request", f"Multiple '{name}' in request.",
                                "duplicate_parameter", redirect_uri=redirect_uri)
@@ -605,6 +706,10 @@ class AuthorizeChecks:
         if any(s not in client.scopes for s in scope.split()):
             raise IdPError("invalid_scope", "Some requested scopes were invalid.", "invalid_scope",
                            redirect_uri=redirect_uri)
+        if params.data.get("access_type", "online") not in ("online", "offline"):
+            # Google's values; anything else is refused as Google does.
+            raise IdPError("invalid_request", "Invalid access_type: must be online or offline.",
+                           "invalid_access_type", redirect_uri=redirect_uri)
         if params.data.get("response_mode", "query") != "query":
             raise IdPError("invalid_request", "Only response_mode=query is supported.",
                            "unsupported_response_mode", redirect_uri=redirect_uri)
@@ -658,12 +763,24 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
     state = IdPState(config)
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
-    app.config["OAUTH2_TOKEN_EXPIRES_IN"] = {"authorization_code": ACCESS_TOKEN_TTL}
-    app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = False
+    app.config["OAUTH2_TOKEN_EXPIRES_IN"] = {"authorization_code": ACCESS_TOKEN_TTL,
+                                             "refresh_token": ACCESS_TOKEN_TTL}
+    # authlib's generator; whether a response keeps the token is decided in save_token.
+    app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True
     app.config["OAUTH2_SCOPES_SUPPORTED"] = list(SUPPORTED_SCOPES)
     prefix = urlsplit(config.issuer).path.rstrip("/")
 
     def save_token(token, request):
+        # A refresh token only for offline access (the code grant's record says), and always a
+        # rotated one for a refresh.
+        code = getattr(request, "authorization_code", None)
+        refreshing = getattr(request, "refresh_token", None) is not None
+        if "refresh_token" in token and not (refreshing or (code is not None and code.offline)):
+            del token["refresh_token"]
+        if "refresh_token" in token:
+            state.store_refresh_token(RefreshRecord(
+                token=token["refresh_token"], client_id=request.client.client_id, user=request.user,
+                scope=token.get("scope", ""), issued_at=state.now()))
         with state.lock:
             now = state.now()
             for t in [t for t, v in state.tokens.items() if v.expires_at < now]:
@@ -682,6 +799,7 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
     grant_cls = type("Grant", (StrictCodeGrant,), {"state": state})
     pkce = StrictCodeChallenge()
     server.register_grant(grant_cls, [pkce, AuthorizeChecks(pkce), StrictOpenIDCode(state)])
+    server.register_grant(type("RefreshGrant", (StrictRefreshTokenGrant,), {"state": state}))
 
     def log_note(**items):
         # Values can come from the request (client_id): escaped, so one request stays one line.
@@ -740,7 +858,7 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
             "end_session_endpoint": iss + "/end_session",
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "grant_types_supported": ["authorization_code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": [ID_TOKEN_ALG],
             "scopes_supported": list(SUPPORTED_SCOPES),
@@ -869,12 +987,12 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
         claimed = _claimed_client_id(flask.request)
         state.remember_secret("authorization", flask.request.headers.get("Authorization"))
         if flask.request.mimetype == "application/x-www-form-urlencoded":
-            for name in ("code", "code_verifier", "client_secret"):
+            for name in ("code", "code_verifier", "client_secret", "refresh_token"):
                 state.remember_secret(name, flask.request.form.get(name))
         forced = apply_mode("token")
         if forced is not None:
             state.stats.record_token(claimed, "forced", f"mode:{flask.g.mode}", None,
-                                     forced.status_code, state.now())
+                                     forced.status_code, state.now(), grant=_grant_type(flask.request))
             log_note(client=claimed, outcome="forced", mode=flask.g.mode)
             return forced
         try:
@@ -882,24 +1000,42 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
             grant = server.get_token_grant(req)
             grant.validate_token_request()
             status, body, headers = grant.create_token_response()
+            if isinstance(grant, StrictRefreshTokenGrant):
+                body = with_refreshed_id_token(body, grant.request)
             body = tamper_id_token(body, grant.request)
         except OAuth2Error as error:
             reason = _reason(error)
             resp = oauth_error_response(error)
             state.stats.record_token(claimed, "failure", reason, error.error, resp.status_code,
-                                     state.now(), mode=flask.g.mode)
+                                     state.now(), mode=flask.g.mode, grant=_grant_type(flask.request))
             log_note(client=claimed, outcome="failure", reason=reason, error=error.error)
             return resp
         for name in ("access_token", "id_token", "refresh_token"):
             state.remember_secret(name, body.get(name))
         state.stats.record_token(claimed, "success", None, None, status, state.now(),
-                                 mode=flask.g.mode, id_token_mode=state.id_token_mode)
+                                 mode=flask.g.mode, id_token_mode=state.id_token_mode,
+                                 grant=_grant_type(flask.request))
         log_note(client=claimed, outcome="success")
         return json_response(body, status, headers=dict(headers))
+
+    def with_refreshed_id_token(body: dict, request) -> dict:
+        if "openid" not in (body.get("scope") or "").split():
+            return body
+        key = state.signing_key()
+        now = int(state.now())
+        cid = request.client.client_id
+        claims = {"iss": config.issuer, "aud": cid, "azp": cid, "iat": now,
+                  "exp": now + config.id_token_ttl, **user_claims(request.user, body.get("scope", ""))}
+        body["id_token"] = jwt.encode({"alg": ID_TOKEN_ALG, "kid": key.kid, "typ": "JWT"}, claims, key,
+                                      [ID_TOKEN_ALG])
+        return body
 
     def tamper_id_token(body: dict, request) -> dict:
         mode = state.id_token_mode
         if mode == "ok" or "id_token" not in body:
+            return body
+        if mode == "omit":
+            del body["id_token"]
             return body
         header_b64, payload_b64, _ = body["id_token"].split(".")
         claims = json.loads(base64.urlsafe_b64decode(payload_b64 + "=" * (-len(payload_b64) % 4)))
@@ -914,6 +1050,8 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
             claims["iat"], claims["exp"] = now - 7200, now - 3600
         elif mode == "issued_in_future":
             claims["iat"], claims["exp"] = now + 3600, now + 7200
+        elif mode == "other_subject":
+            claims["sub"] = sub_for("someone-else@example.test")
         elif mode == "missing_nonce":
             claims.pop("nonce", None)
         elif mode == "wrong_nonce":
@@ -999,6 +1137,13 @@ def create_app(config: IdPConfig, clients: dict[str, RegisteredClient]):
     return app
 
 
+def _grant_type(request: flask.Request) -> str | None:
+    """The grant_type a token request names, for the stats (any value, as sent)."""
+    if request.mimetype == "application/x-www-form-urlencoded":
+        return _log_safe(request.form.get("grant_type") or "", 40) or None
+    return None
+
+
 def _claimed_client_id(request: flask.Request) -> str:
     """Who the token request says it is, for the stats only (never for authentication)."""
     header = request.headers.get("Authorization")
@@ -1029,11 +1174,19 @@ def _token_request(request: flask.Request) -> IdPRequest:
     if not grant_type:
         raise IdPError("invalid_request", "Missing required parameter: grant_type",
                        "missing_grant_type")
-    if grant_type != "authorization_code":
+    if grant_type not in ("authorization_code", "refresh_token"):
         raise IdPError("unsupported_grant_type", "Invalid grant_type: " + _safe(grant_type),
                        "unsupported_grant_type")
-    if not form.get("code"):
+    if grant_type == "authorization_code" and not form.get("code"):
         raise IdPError("invalid_request", "Missing required parameter: code", "missing_code")
+    if grant_type == "refresh_token":
+        if not form.get("refresh_token"):
+            raise IdPError("invalid_request", "Missing required parameter: refresh_token",
+                           "missing_refresh_token")
+        for name in ("code", "code_verifier", "redirect_uri"):
+            if name in form:   # not parameters of a refresh (RFC 6749 §6)
+                raise IdPError("invalid_request", f"'{name}' is not a parameter of a refresh.",
+                               "unexpected_parameter")
     return IdPRequest(request, form)
 
 
@@ -1105,6 +1258,47 @@ def register_test_hooks(app: flask.Flask, state: IdPState):
                 else:
                     state.mode_remaining.pop(name, None)
         return flask.jsonify(modes_view())
+
+    @app.post("/_test/user")
+    def change_user():
+        """{"username", "groups"?: [..], "hd"?: str, "disabled"?: bool}: what refreshes of that
+        user's grants see from now on (a sign-in still takes its login form's values)."""
+        data = body_json()
+        username = data.get("username")
+        if not isinstance(username, str) or not username.strip():
+            return _bad("username is required")
+        change = {}
+        if "groups" in data:
+            if not isinstance(data["groups"], list) or not all(isinstance(g, str) for g in data["groups"]):
+                return _bad("groups must be a list of strings")
+            change["groups"] = tuple(data["groups"])
+        if "hd" in data:
+            if not isinstance(data["hd"], str):
+                return _bad("hd must be a string")
+            change["hd"] = data["hd"]
+        if "disabled" in data:
+            if not isinstance(data["disabled"], bool):
+                return _bad("disabled must be true or false")
+            change["disabled"] = data["disabled"]
+        sub = sub_for(username)
+        with state.lock:
+            state.user_overrides.setdefault(sub, {}).update(change)
+            now = dict(state.user_overrides[sub])
+        return flask.jsonify({"sub": sub, **{k: list(v) if isinstance(v, tuple) else v for k, v in now.items()}})
+
+    @app.post("/_test/revoke")
+    def revoke():
+        """{"username"}: every live refresh token of that user becomes invalid_grant."""
+        username = body_json().get("username")
+        if not isinstance(username, str) or not username.strip():
+            return _bad("username is required")
+        return flask.jsonify({"revoked": state.revoke_refresh_tokens(sub_for(username))})
+
+    @app.post("/_test/reset-users")
+    def reset_users():
+        with state.lock:
+            state.user_overrides.clear()
+        return flask.jsonify({"ok": True})
 
     @app.post("/_test/clock")
     def set_clock():

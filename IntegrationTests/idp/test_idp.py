@@ -409,10 +409,143 @@ def test_client_id_differing_between_header_and_body_is_refused(idp):
     assert_refused(idp, resp, 400, "invalid_request", "client_id_conflict")
 
 
-def test_other_grant_types_are_refused(idp):
-    resp = idp.request("POST", "/token", data={"grant_type": "refresh_token", "refresh_token": "x",
-                                               "client_id": IOS})
+@pytest.mark.parametrize("grant_type", ["client_credentials", "password", "urn:ietf:params:oauth:grant-type:device_code"])
+def test_other_grant_types_are_refused(idp, grant_type):
+    resp = idp.request("POST", "/token", data={"grant_type": grant_type, "client_id": IOS})
     assert_refused(idp, resp, 400, "unsupported_grant_type", "unsupported_grant_type")
+
+
+# -------------------------------------------------------------------------------------------------
+# Refresh tokens (offline access)
+
+
+def offline_tokens(idp, client_id=IOS, username="rita@example.test", how="scope", login=None):
+    """A sign-in that grants offline access: the offline_access scope, or Google's
+    access_type=offline with prompt=consent. Returns the token response's body."""
+    if how == "scope":
+        grant = idp.get_code(client_id, username=username, scope="openid email profile offline_access", login=login)
+    else:
+        grant = idp.get_code(client_id, username=username, login=login,
+                             extra={"access_type": "offline", "prompt": "consent"})
+    secret = idp.web_secret(client_id) if client_id == WEB else None
+    resp = idp.exchange(grant, client_secret=secret)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+@pytest.mark.parametrize("extra", [{}, {"access_type": "offline"}, {"access_type": "online", "prompt": "consent"}])
+def test_no_refresh_token_without_offline_access(idp, extra):
+    """access_type=offline alone is not enough: like Google for a returning user, the refresh
+    token comes only with prompt=consent."""
+    grant = idp.get_code(IOS, extra=extra)
+    assert "refresh_token" not in idp.exchange(grant).json()
+
+
+def test_an_unknown_access_type_is_refused(idp):
+    params, _ = idp.authorize_params(IOS, extra={"access_type": "forever"})
+    resp = idp.request("GET", "/authorize", params=params, allow_redirects=False)
+    assert redirect_params(resp)["error"] == ["invalid_request"]
+
+
+@pytest.mark.parametrize("how", ["scope", "google"])
+@pytest.mark.parametrize("client_id", [IOS, WEB])
+def test_a_refresh_rotates_the_token_and_brings_a_new_id_token(idp, client_id, how):
+    first = offline_tokens(idp, client_id, how=how)
+    assert first["refresh_token"]
+    secret = idp.web_secret(client_id) if client_id == WEB else None
+    resp = idp.refresh(client_id, first["refresh_token"], client_secret=secret)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["Cache-Control"] == "no-store"
+    body = resp.json()
+    assert body["access_token"] != first["access_token"]
+    assert body["refresh_token"] and body["refresh_token"] != first["refresh_token"]
+    claims = idp.verify_id_token(body["id_token"], client_id)
+    assert claims["sub"] == sub_for("rita@example.test") and "nonce" not in claims
+    assert last_event(idp)["grant"] == "refresh_token" and last_event(idp)["outcome"] == "success"
+    # The old token is spent; the new one works once.
+    assert_refused(idp, idp.refresh(client_id, first["refresh_token"], client_secret=secret),
+                   400, "invalid_grant", "refresh_token_already_used")
+    assert idp.refresh(client_id, body["refresh_token"], client_secret=secret).status_code == 200
+
+
+def test_a_refresh_token_is_bound_to_its_client(idp):
+    tokens = offline_tokens(idp, IOS)
+    assert_refused(idp, idp.refresh(ANDROID, tokens["refresh_token"]), 400, "invalid_grant",
+                   "refresh_token_issued_to_another_client")
+    # Another client's try does not burn it.
+    assert idp.refresh(IOS, tokens["refresh_token"]).status_code == 200
+
+
+def test_a_refresh_needs_the_clients_own_authentication(idp):
+    web = offline_tokens(idp, WEB)
+    assert_refused(idp, idp.refresh(WEB, web["refresh_token"]), 400, "invalid_request", "missing_client_secret")
+    assert_refused(idp, idp.refresh(WEB, web["refresh_token"], client_secret="wrong-secret"), 401,
+                   "invalid_client", "bad_client_secret")
+    ios = offline_tokens(idp, IOS)
+    assert_refused(idp, idp.refresh(IOS, ios["refresh_token"], client_secret="x"), 401, "invalid_client",
+                   "public_client_sent_secret")
+    # Refused before the token was looked at: both still work.
+    assert idp.refresh(WEB, web["refresh_token"], client_secret=idp.web_secret(WEB), auth="basic").status_code == 200
+    assert idp.refresh(IOS, ios["refresh_token"]).status_code == 200
+
+
+def test_a_revoked_or_unknown_refresh_token_is_invalid_grant(idp):
+    tokens = offline_tokens(idp, IOS, username="revoked@example.test")
+    assert idp.revoke("revoked@example.test") == 1
+    assert_refused(idp, idp.refresh(IOS, tokens["refresh_token"]), 400, "invalid_grant", "refresh_token_revoked")
+    assert_refused(idp, idp.refresh(IOS, "never-issued"), 400, "invalid_grant", "unknown_refresh_token")
+
+
+def test_a_disabled_user_cannot_refresh(idp):
+    tokens = offline_tokens(idp, IOS, username="gone@example.test")
+    idp.change_user("gone@example.test", disabled=True)
+    assert_refused(idp, idp.refresh(IOS, tokens["refresh_token"]), 400, "invalid_grant", "user_disabled")
+
+
+def test_a_refresh_sees_the_users_groups_now(idp):
+    tokens = offline_tokens(idp, IOS, username="gail@example.test", login={"groups": "staff"})
+    assert idp.verify_id_token(tokens["id_token"], IOS)["groups"] == ["staff"]
+    idp.change_user("gail@example.test", groups=["staff", "admins"], hd="example.test")
+    body = idp.refresh(IOS, tokens["refresh_token"]).json()
+    claims = idp.verify_id_token(body["id_token"], IOS)
+    assert claims["groups"] == ["staff", "admins"] and claims["hd"] == "example.test"
+    userinfo = idp.request("GET", "/userinfo", headers={"Authorization": f"Bearer {body['access_token']}"}).json()
+    assert userinfo["groups"] == ["staff", "admins"]
+
+
+def test_concurrent_refreshes_with_one_token_yield_one_token(idp):
+    tokens = offline_tokens(idp, IOS)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(idp.refresh(IOS, tokens["refresh_token"]).status_code))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [200] + [400] * 5
+
+
+def test_refresh_request_shape_is_checked(idp):
+    tokens = offline_tokens(idp, IOS)
+    assert_refused(idp, idp.refresh(IOS, ""), 400, "invalid_request", "missing_refresh_token")
+    assert_refused(idp, idp.refresh(IOS, tokens["refresh_token"], override={"code": "x"}), 400, "invalid_request",
+                   "unexpected_parameter")
+    # Shape refusals come before the token is looked at: it still works, once.
+    body = idp.refresh(IOS, tokens["refresh_token"]).json()
+    # Like a code, a token its own client presents is spent, whatever comes after.
+    assert_refused(idp, idp.refresh(IOS, body["refresh_token"], override={"scope": "openid https://x"}),
+                   400, "invalid_scope", "invalid_scope")
+    assert_refused(idp, idp.refresh(IOS, body["refresh_token"]), 400, "invalid_grant", "refresh_token_already_used")
+
+
+def test_id_token_modes_apply_to_refreshes_and_omit_removes_it(idp):
+    tokens = offline_tokens(idp, IOS)
+    idp.set_mode(id_token="omit")
+    body = idp.refresh(IOS, tokens["refresh_token"]).json()
+    assert "id_token" not in body and body["refresh_token"]
+    idp.set_mode(id_token="other_subject")
+    body = idp.refresh(IOS, body["refresh_token"]).json()
+    assert idp.verify_id_token(body["id_token"], IOS)["sub"] == sub_for("someone-else@example.test")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -532,7 +665,9 @@ def test_secrets_hook_lists_what_was_issued_and_presented_and_survives_reset(idp
     assert grant.code_verifier in seen["code_verifier"]
     assert tokens["access_token"] in seen["access_token"] and tokens["id_token"] in seen["id_token"]
     assert any(a.startswith("Basic ") for a in seen["authorization"])
-    assert "refresh_token" not in seen
+    assert "refresh_token" not in tokens
+    offline = offline_tokens(idp, IOS)
+    assert offline["refresh_token"] in idp.issued_secrets()["refresh_token"]
 
 
 def test_rotate_keys_replaces_the_signing_key(idp):

@@ -97,6 +97,7 @@ extension ConfigLoader {
         ConfigKey("oauth.session.cookie_name"),
         ConfigKey("oauth.session.lifetime"),
         ConfigKey("oauth.session.idle_timeout"),
+        ConfigKey("oauth.session.refresh_interval"),
         ConfigKey("oauth.session.secure"),
         ConfigKey("oauth.session.pass_access_token"),
         ConfigKey("oauth.session.allowed_redirect_hosts", .list),

@@ -10,6 +10,7 @@ import ProxyCore
 ///     previous_secret_env: OLD_SECRET     # optional, for rotation (or previous_secret_file)
 ///     cookie_name: _oauth_session
 ///     lifetime: 12h
+///     refresh_interval: 15m               # re-check with the IdP (refresh token); server-side sessions only
 ///     secure: true                        # false only for plain-http development
 ///     allowed_redirect_hosts: [app.example.com]
 ///     pass_access_token: false
@@ -53,6 +54,14 @@ extension ConfigLoader {
             Units.duration($0).flatMap { $0 >= 1_000_000_000 && $0 <= 30 * 86_400_000_000_000 ? $0 : nil }
         }) {
             s.idleTimeoutSeconds = Int64(d / 1_000_000_000)
+        }
+        // From 1 s so the integration tests can watch several refreshes; in production a
+        // few minutes to an hour (each refresh is one token-endpoint call per active session).
+        // Checked against `lifetime` and the session store by `ConfigLoader.read`.
+        if let d = m.parsed("refresh_interval", "a duration from 1s to 30 days", {
+            Units.duration($0).flatMap { $0 >= 1_000_000_000 && $0 <= 30 * 86_400_000_000_000 ? $0 : nil }
+        }) {
+            s.refreshIntervalSeconds = Int64(d / 1_000_000_000)
         }
         if let b = m.bool("secure") { s.secure = b }
         if let b = m.bool("pass_access_token") { s.passAccessToken = b }

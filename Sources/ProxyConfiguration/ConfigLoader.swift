@@ -62,6 +62,18 @@ public struct ConfigLoader {
             problems.add("oauth.session.idle_timeout", nil,
                          "needs server-side sessions (server_side: true, or a redis store): a session sealed in its cookie cannot slide without a Set-Cookie on every response")
         }
+        if let session = config.oauth.session, let interval = session.refreshIntervalSeconds {
+            // The refresh token is a long-lived credential for the user's account at the IdP:
+            // it is kept in the store only, never sealed into a cookie a browser carries around.
+            if !(session.serverSide ?? (config.store != .memory)) {
+                problems.add("oauth.session.refresh_interval", nil,
+                             "needs server-side sessions (server_side: true, or a redis store): refresh tokens are kept in the store only, never in a cookie")
+            }
+            if interval >= session.lifetimeSeconds {
+                problems.add("oauth.session.refresh_interval", nil,
+                             "must be shorter than oauth.session.lifetime (\(session.lifetimeSeconds)s), or no session would ever be refreshed: shorten it, or remove it")
+            }
+        }
         for name in config.oauth.session?.bearerProviders ?? [] {
             guard let p = config.oauth.providers[name] else {
                 problems.add("oauth.session.bearer_tokens", nil, "'\(name)' is not a configured provider")

@@ -54,6 +54,7 @@ import Testing
         cookie_name: _s
         lifetime: 12h
         idle_timeout: 30m
+        refresh_interval: 15m
         secure: true
         pass_access_token: false
         allowed_redirect_hosts: [app.example.com]

@@ -11,6 +11,7 @@ public final class OAuthMetrics: Sendable {
     private let expired: MetricFamily<Counter>
     private let sessionRefusals: MetricFamily<Counter>
     private let bearerTokens: MetricFamily<Counter>
+    private let sessionRefreshes: MetricFamily<Counter>
     let storeErrors: Counter
     /// Configured provider → its configured native platforms.
     private let known: [String: Set<String>]
@@ -34,6 +35,9 @@ public final class OAuthMetrics: Sendable {
         bearerTokens = registry.counter("callback_proxy_bearer_tokens_total",
                                         "Session mode: requests that carried a bearer id_token, by provider and result.",
                                         labels: ["provider", "result"])
+        sessionRefreshes = registry.counter("callback_proxy_session_refreshes_total",
+                                            "Session mode: refreshes of server-side sessions at their provider (refresh_interval), by provider and outcome.",
+                                            labels: ["provider", "outcome"])
         storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
                                        labels: ["store"]).labels(storeKind)
         known = settings.providers.mapValues { Set($0.native.keys) }
@@ -45,6 +49,28 @@ public final class OAuthMetrics: Sendable {
                 for outcome in Outcome.allCases { _ = callbacks.labels(provider, platform, outcome.rawValue) }
             }
         }
+        // Likewise every session provider × refresh outcome, when refresh is configured (without
+        // it these series could only ever read 0).
+        if settings.session?.refreshIntervalSeconds != nil {
+            for (name, provider) in settings.providers where provider.handoff == .session {
+                for outcome in RefreshOutcome.allCases { _ = sessionRefreshes.labels(name, outcome.rawValue) }
+            }
+        }
+    }
+
+    /// How a session refresh ended (`callback_proxy_session_refreshes_total`).
+    public enum RefreshOutcome: String, Sendable, CaseIterable {
+        /// New tokens and claims, still admitted by the access rules.
+        case renewed
+        /// The renewed claims no longer pass the access rules: the session ended.
+        case refused
+        /// `invalid_grant`: the IdP no longer honours the refresh token; the session ended.
+        case ended
+        /// Any other answer that does not re-check the user (bad id_token, another `sub`,
+        /// `invalid_client`, a malformed answer): the session ended (fail closed).
+        case failed
+        /// The IdP could not answer: the session kept, tried again later.
+        case idpUnavailable = "idp_unavailable"
     }
 
     public enum Outcome: String, Sendable, CaseIterable {
@@ -86,6 +112,9 @@ public final class OAuthMetrics: Sendable {
     }
     func sessionRefused(_ provider: String, rule: AccessRefusal) {
         sessionRefusals.labels(known[provider] != nil ? provider : "unknown", rule.rawValue).increment()
+    }
+    func sessionRefreshed(_ provider: String, _ outcome: RefreshOutcome) {
+        sessionRefreshes.labels(known[provider] != nil ? provider : "unknown", outcome.rawValue).increment()
     }
     func relayRedeemed(_ provider: String) { redeemed.labels(provider).increment() }
     func relayExpired(_ provider: String) { expired.labels(provider).increment() }

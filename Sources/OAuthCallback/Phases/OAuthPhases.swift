@@ -164,7 +164,8 @@ struct Handoff: Sendable {
                 sink.respond(CallbackPage.verified(identity))
             case .session:
                 guard let session else { return sink.respond(CallbackPage.verified(identity)) }
-                session.signIn(identity, state: parameters.state, provider: parameters.provider, cookies: cookies,
+                session.signIn(identity, state: parameters.state, provider: parameters.provider, platform: parameters.platform,
+                               cookies: cookies,
                                on: loop) { result in
                     switch result {
                     case .success(let response):

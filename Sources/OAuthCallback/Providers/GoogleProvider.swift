@@ -22,8 +22,8 @@ public struct GoogleProvider: IdentityProvider {
     public let issuers: Set<String>
     public let algorithms: Set<JWSAlgorithm>
     public let jwks: JWKSSource
-    private let http: any HTTPFetching
-    private let options: ProviderOptions
+    let http: any HTTPFetching
+    let options: ProviderOptions
 
     public init(_ settings: ProviderSettings, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64,
                 options: ProviderOptions = ProviderOptions()) throws(ProviderConfigurationError) {

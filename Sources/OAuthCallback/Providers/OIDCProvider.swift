@@ -21,8 +21,8 @@ public struct OIDCProvider: IdentityProvider {
     public let discoveryURL: String
     public let algorithms: Set<JWSAlgorithm>
     let discovery: Discovery
-    private let http: any HTTPFetching
-    private let options: ProviderOptions
+    let http: any HTTPFetching
+    let options: ProviderOptions
 
     public init(_ settings: ProviderSettings, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64,
                 options: ProviderOptions = ProviderOptions()) throws(ProviderConfigurationError) {
@@ -36,7 +36,8 @@ public struct OIDCProvider: IdentityProvider {
         discoveryURL = Self.discoveryURL(settings)!
         algorithms = try ProviderSupport.algorithms(settings, default: [.rs256, .es256])
         discovery = Discovery(url: discoveryURL, issuer: issuer, tokenOverride: settings.endpoints.token,
-                              jwksOverride: settings.endpoints.jwks, label: settings.name, http: http,
+                              jwksOverride: settings.endpoints.jwks, userinfoOverride: settings.endpoints.userinfo,
+                              label: settings.name, http: http,
                               clock: clock, options: options)
     }
 
@@ -103,6 +104,9 @@ extension OIDCProvider {
             let jwks: JWKSSource
             /// `end_session_endpoint` (RP-initiated logout), when the document has a usable one.
             var endSession: String? = nil
+            /// `endpoints.userinfo`, else the document's `userinfo_endpoint` when usable: where a
+            /// session refresh without a new id_token reads the user's claims.
+            var userinfo: String? = nil
         }
 
         private enum Phase {
@@ -116,14 +120,16 @@ extension OIDCProvider {
         private let issuer: String
         private let tokenOverride: String?
         private let jwksOverride: String?
+        private let userinfoOverride: String?
         private let label: String
         private let http: any HTTPFetching
         private let clock: @Sendable () -> Int64
         private let options: ProviderOptions
         private let phase: Mutex<Phase>
 
-        init(url: String, issuer: String, tokenOverride: String?, jwksOverride: String?, label: String,
-             http: any HTTPFetching, clock: @escaping @Sendable () -> Int64, options: ProviderOptions) {
+        init(url: String, issuer: String, tokenOverride: String?, jwksOverride: String?, userinfoOverride: String? = nil,
+             label: String, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64, options: ProviderOptions) {
+            self.userinfoOverride = userinfoOverride
             self.url = url
             self.issuer = issuer
             self.tokenOverride = tokenOverride
@@ -135,7 +141,8 @@ extension OIDCProvider {
             if let tokenOverride, let jwksOverride {
                 phase = Mutex(.ready(Metadata(issuer: issuer, tokenEndpoint: tokenOverride,
                                               jwks: JWKSSource(url: jwksOverride, label: label, http: http, clock: clock,
-                                                               policy: options.jwksPolicy, timeout: options.timeout))))
+                                                               policy: options.jwksPolicy, timeout: options.timeout),
+                                              userinfo: userinfoOverride)))
             } else {
                 phase = Mutex(.idle)
             }
@@ -216,7 +223,10 @@ extension OIDCProvider {
                 let jwks = JWKSSource(url: endpoints.jwks, label: label, http: http, clock: clock, policy: options.jwksPolicy,
                                       timeout: options.timeout)
                 let endSession = document["end_session_endpoint"]?.stringValue.flatMap { Self.isAcceptableEndpoint($0) ? $0 : nil }
-                return .success(Metadata(issuer: issuer, tokenEndpoint: endpoints.token, jwks: jwks, endSession: endSession))
+                let userinfo = userinfoOverride
+                    ?? document["userinfo_endpoint"]?.stringValue.flatMap { Self.isAcceptableEndpoint($0) ? $0 : nil }
+                return .success(Metadata(issuer: issuer, tokenEndpoint: endpoints.token, jwks: jwks, endSession: endSession,
+                                         userinfo: userinfo))
             }
         }
 

@@ -25,6 +25,18 @@ public struct ProxySession: Sendable, Equatable {
     /// Only kept when the operator passes it upstream (`X-Forwarded-Access-Token` /
     /// `Authorization: Bearer`); otherwise nil, which also keeps the cookie small.
     public var accessToken: String?
+    /// The refresh token of the sign-in (`refresh_interval`; server-side sessions only: it is
+    /// in the store record, never in a cookie, a header or a log line).
+    public var refreshToken: String? = nil
+    /// Which client obtained `refreshToken`: `web` (the app's web client) or the native
+    /// platform (`ios`, …) whose client redeemed the code. A refresh must be made by that same
+    /// client, with its own authentication (secret or none), or the IdP refuses it.
+    public var refreshClient: String? = nil
+    /// When the session's claims were last checked with the IdP (the sign-in, then each
+    /// successful refresh), seconds since the epoch.
+    public var refreshedAt: Int64? = nil
+    /// When a refresh last found the IdP unavailable: the next try waits (see `SessionRefresh`).
+    public var refreshFailedAt: Int64? = nil
     /// Seconds since the epoch.
     public var issuedAt: Int64
     /// Seconds since the epoch; the session is refused at or after this instant.

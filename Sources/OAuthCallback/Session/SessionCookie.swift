@@ -60,6 +60,11 @@ public struct SessionCookie: Sendable {
 
     /// The cookie value for `session`, before any splitting.
     public func seal(_ session: ProxySession) throws(CryptoError) -> String {
+        // A refresh token never leaves the store (configuration refuses refresh with cookie
+        // sessions; this makes sure of it).
+        var session = session
+        session.refreshToken = nil
+        session.refreshClient = nil
         let json = Self.payload(session).serialized()
         var plaintext = [Format.json.rawValue] + json
         if json.count > Self.compressionThreshold, let deflated = RawDeflate.compress(json), deflated.count < json.count {
@@ -139,6 +144,7 @@ public struct SessionCookie: Sendable {
         static let provider = "p", subject = "s", email = "e", emailVerified = "ev", name = "n"
         static let preferredUsername = "u", groups = "g", accessToken = "at", issuedAt = "iat", expiresAt = "exp"
         static let hostedDomain = "hd", idToken = "it", seenAt = "sa"
+        static let refreshToken = "rt", refreshClient = "rc", refreshedAt = "ra", refreshFailedAt = "rf"
     }
 
     static func payload(_ session: ProxySession) -> JSONValue {
@@ -157,6 +163,10 @@ public struct SessionCookie: Sendable {
         if let hd = session.hostedDomain { members[Member.hostedDomain] = .string(hd) }
         if let t = session.idToken { members[Member.idToken] = .string(t) }
         if let s = session.seenAt { members[Member.seenAt] = .number(s) }
+        if let t = session.refreshToken { members[Member.refreshToken] = .string(t) }
+        if let c = session.refreshClient { members[Member.refreshClient] = .string(c) }
+        if let r = session.refreshedAt { members[Member.refreshedAt] = .number(r) }
+        if let f = session.refreshFailedAt { members[Member.refreshFailedAt] = .number(f) }
         return .object(members)
     }
 
@@ -174,7 +184,9 @@ public struct SessionCookie: Sendable {
               let username = optionalString(Member.preferredUsername),
               let accessToken = optionalString(Member.accessToken),
               let hostedDomain = optionalString(Member.hostedDomain),
-              let idToken = optionalString(Member.idToken) else { return nil }
+              let idToken = optionalString(Member.idToken),
+              let refreshToken = optionalString(Member.refreshToken),
+              let refreshClient = optionalString(Member.refreshClient) else { return nil }
         var groups: [String] = []
         if let list = payload[Member.groups] {
             guard let elements = list.arrayValue else { return nil }
@@ -191,6 +203,13 @@ public struct SessionCookie: Sendable {
         if let seen = payload[Member.seenAt] {
             guard let value = seen.int64Value else { return nil }
             session.seenAt = value
+        }
+        session.refreshToken = refreshToken
+        session.refreshClient = refreshClient
+        for (member, path) in [(Member.refreshedAt, \ProxySession.refreshedAt), (Member.refreshFailedAt, \.refreshFailedAt)] {
+            guard let value = payload[member] else { continue }
+            guard let seconds = value.int64Value else { return nil }
+            session[keyPath: path] = seconds
         }
         return session
     }

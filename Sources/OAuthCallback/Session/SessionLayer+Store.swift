@@ -50,7 +50,10 @@ extension SessionLayer {
     }
 
     /// The live session for `id`, nil when there is none (signed out, expired, never existed).
-    func lookup(_ id: [UInt8], on loop: EventLoop, _ completion: @escaping (Result<ProxySession?, StoreError>) -> Void) {
+    /// With `refresh_interval`, a due session is refreshed first (`SessionLayer+Refresh.swift`),
+    /// unless `refreshing` is false (sign-out only needs the record).
+    func lookup(_ id: [UInt8], refreshing: Bool = true, on loop: EventLoop,
+                _ completion: @escaping (Result<ProxySession?, StoreError>) -> Void) {
         let now = clock()
         let log = self.log
         store.get(key: Self.storeKey(id), on: loop) { [self] result in
@@ -58,11 +61,24 @@ extension SessionLayer {
             case .success(let bytes?):
                 let session = (try? JSONParser.parse(bytes)).flatMap(SessionCookie.session(from:))
                 guard let live = session.flatMap({ now < $0.expiresAt ? $0 : nil }) else { return completion(.success(nil)) }
-                guard let idle = settings.idleTimeoutSeconds, let seen = live.seenAt else { return completion(.success(live)) }
-                // The store's TTL ends an idle session; this check covers a store whose clock
-                // or TTL granularity lags.
-                guard now - seen < idle else { return completion(.success(nil)) }
-                if now - seen >= Self.touchInterval(idle) { touch(live, id: id, now: now, on: loop) }
+                if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt {
+                    // The store's TTL ends an idle session; this check covers a store whose clock
+                    // or TTL granularity lags.
+                    guard now - seen < idle else { return completion(.success(nil)) }
+                }
+                switch SessionRefresh.decision(live, interval: refreshing ? settings.refreshIntervalSeconds : nil, now: now) {
+                case .end:
+                    return endSession(Self.storeKey(id), on: loop) { completion(.success(nil)) }
+                case .tryLock:
+                    // No touch here: the refresh writes the record (seenAt included), and a touch
+                    // landing after it would put the rotated-out refresh token back.
+                    return refresh(live, id: id, on: loop, completion)
+                case .serve:
+                    break
+                }
+                if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt, now - seen >= Self.touchInterval(idle) {
+                    touch(live, id: id, now: now, on: loop)
+                }
                 completion(.success(live))
             case .success(nil):
                 completion(.success(nil))
@@ -151,7 +167,7 @@ extension SessionLayer {
             }
         }
         guard settings.signOutAtProvider else { return delete(nil) }
-        lookup(id, on: loop) { found in delete(try? found.get()) }
+        lookup(id, refreshing: false, on: loop) { found in delete(try? found.get()) }
     }
 
     /// Where a sign-out lands: `rd`, or the ended session's provider's end-session endpoint

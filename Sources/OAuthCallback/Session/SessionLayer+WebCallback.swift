@@ -69,7 +69,7 @@ extension SessionLayer {
                 case .failure(let failure): return fail(failure, record, false)
                 case .success(let verified): identity = verified
                 }
-                establish(identity, record: record, cookies: cookies, on: loop) { [self] result in
+                establish(identity, record: record, platform: "web", cookies: cookies, on: loop) { [self] result in
                     switch result {
                     case .failure(let failure): fail(failure, record, false)
                     case .success(var response):

@@ -41,6 +41,8 @@ public final class SessionLayer: Sendable {
     let log: Logger
     /// The web callback's `config` failure lines, once a minute per provider and setting.
     let configFailures = ConfigFailureLog()
+    /// Session refresh failure lines, once a minute per provider and reason.
+    let refreshFailureLog = ConfigFailureLog()
     /// Access-rule refusal lines, once a second per provider, rule and place.
     let refusalLog = ConfigFailureLog(interval: 1_000_000_000)
     /// `allowed_emails_file`, read and watched (nil without one).
@@ -324,12 +326,13 @@ public final class SessionLayer: Sendable {
         }
         // PKCE (S256) on the web client too: a code intercepted on its way back is useless
         // without the verifier, which never leaves the sealed state cookie.
+        let offline = offlineAccessParameters(provider)
         let location = authorize + (authorize.contains("?") ? "&" : "?") + FormEncoding.encode([
             ("response_type", "code"), ("client_id", client.clientID),
             ("redirect_uri", record.redirectURI),
-            ("scope", "openid email profile"), ("state", record.state), ("nonce", record.nonce),
+            ("scope", offline.scope), ("state", record.state), ("nonce", record.nonce),
             ("code_challenge", Base64URL.encode(SHA256.hash(record.verifier))), ("code_challenge_method", "S256"),
-        ])
+        ] + offline.extra)
         let attributes = "; Path=/; Max-Age=\(Self.stateLifetime); HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
         let cleared = stateCookiesToClear(cookies).map { ("Set-Cookie", clearStateCookie(named: $0)) }
         return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store")] + cleared
@@ -339,13 +342,15 @@ public final class SessionLayer: Sendable {
     /// After a verified callback in session mode: this browser must hold the state cookie of the
     /// callback's state, given by /_oauth/start (login CSRF), then the session is created. `completion` runs on
     /// `loop`.
-    func signIn(_ identity: VerifiedIdentity, state: String, provider: String,
+    /// - Parameter platform: the native platform whose client redeemed the code (a refresh
+    ///   token, if any, belongs to that client).
+    func signIn(_ identity: VerifiedIdentity, state: String, provider: String, platform: String,
                 cookies: [(name: String, value: String)], on loop: EventLoop,
                 _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
         guard let record = stateRecord(cookies, state: state), record.provider == provider else {
             return completion(.failure(Self.stateMismatch))
         }
-        establish(identity, record: record, cookies: cookies, on: loop, completion)
+        establish(identity, record: record, platform: platform, cookies: cookies, on: loop, completion)
     }
 
     static let stateMismatch = CallbackFailure(
@@ -356,7 +361,8 @@ public final class SessionLayer: Sendable {
     /// Creates the session for a verified sign-in whose state cookie matched: the session
     /// cookie (or the store record and its reference), that state cookie cleared (single use),
     /// and the redirect to the remembered `rd`.
-    func establish(_ identity: VerifiedIdentity, record: StateRecord, cookies: [(name: String, value: String)],
+    /// `platform`: `web`, or the native platform whose client redeemed the code.
+    func establish(_ identity: VerifiedIdentity, record: StateRecord, platform: String, cookies: [(name: String, value: String)],
                    on loop: EventLoop, _ completion: @escaping (Result<Response, CallbackFailure>) -> Void) {
         let now = clock()
         var session = ProxySession(provider: record.provider, subject: identity.subject, email: identity.email,
@@ -385,7 +391,7 @@ public final class SessionLayer: Sendable {
             }
             return done(.success(setCookies))
         }
-        store(session, present: present, on: loop, done)
+        store(withRefreshState(session, identity, platform: platform, now: now), present: present, on: loop, done)
     }
 
     static let unsealable = CallbackFailure(.internal, code: "server_error", userMessage: Messages.internalError,

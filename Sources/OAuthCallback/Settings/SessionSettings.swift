@@ -13,6 +13,12 @@ public struct SessionSettings: Sendable, Equatable {
     /// A session unused this long ends (seconds); nil: only `lifetime` ends it. Server-side
     /// sessions only: the store record slides forward as it is used.
     public var idleTimeoutSeconds: Int64? = nil
+    /// Re-check each session with its provider this often (seconds), with the refresh token
+    /// the sign-in obtained (`SessionLayer+Refresh.swift`): new access token, new claims (groups,
+    /// email, `hd`), the access rules applied again; `invalid_grant` ends the session. nil (the
+    /// default): no refresh, a session lives on what its sign-in said until `lifetime`.
+    /// Server-side sessions only: a refresh token never goes into a cookie.
+    public var refreshIntervalSeconds: Int64? = nil
     /// Cookies carry `Secure` (and the `__Host-` prefix). Default true; turn off only for
     /// plain-http development.
     public var secure = true
