@@ -12,8 +12,10 @@ token URL = the IdP's) — and one Chromium. Per test: a fresh proxy (on the ses
 the IdP's web client needs the exact redirect URI), a clean browser (cookies cleared), the IdP
 reset. On failure every process's output of that test is printed.
 
-The wrapper app's decisions are the NativeSignIn library's, through `native-sign-in-sim`
-(NATIVE_SIGN_IN_SIM, else .build/release/native-sign-in-sim, built here once if missing).
+The wrapper app's decisions are its platform's library's: the iOS app's through
+`native-sign-in-sim` (NATIVE_SIGN_IN_SIM, else .build/release/native-sign-in-sim, built here once
+if missing), the Android app's through the JVM core's `scripts/native-sign-in-sim-android`
+(NATIVE_SIGN_IN_SIM_ANDROID, else that script, which builds its jar on first use).
 
 Run:  CALLBACK_PROXY_BIN=/path/to/callback-proxy NATIVE_SIGN_IN_SIM=/path/to/native-sign-in-sim \
       .venv/bin/python -m pytest -q IntegrationTests/e2e
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (NATIVE, REPO_ROOT, Proxy, RailsApp, TokenTap, clients_file,  # noqa: E402
                      free_port, prepare_rails_app, proxy_config, start_browser, tail)
 from flow_wrapper import FlowApp  # noqa: E402
-from native_sim import write_plists  # noqa: E402
+from native_sim import Simulators, command_from_environment  # noqa: E402
 from wrapper import WrapperApp  # noqa: E402
 from secret_scan import (_ledger_collects_cookies, pytest_collection_modifyitems,  # noqa: E402,F401
                          secret_ledger)
@@ -46,7 +48,6 @@ sys.path.insert(0, str(REPO_ROOT / "IntegrationTests" / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 
 DEFAULT_BIN = REPO_ROOT / ".build" / "release" / "callback-proxy"
-DEFAULT_SIM = REPO_ROOT / ".build" / "release" / "native-sign-in-sim"
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -78,11 +79,10 @@ def proxy_bin():
 
 @pytest.fixture(scope="session")
 def sim_bin():
-    """native-sign-in-sim: NATIVE_SIGN_IN_SIM, else the release build (built now if absent)."""
-    given = os.environ.get("NATIVE_SIGN_IN_SIM")
-    path = Path(given) if given else DEFAULT_SIM
-    if not path.is_absolute():
-        path = REPO_ROOT / path
+    """The iOS-shaped app, `native-sign-in-sim`: NATIVE_SIGN_IN_SIM, else the release build
+    (built now if absent)."""
+    argv, given = command_from_environment("ios")
+    path = Path(argv[0])
     if not given and not os.access(path, os.X_OK):
         build = subprocess.run(["swift", "build", "-c", "release", "--product", "native-sign-in-sim"],
                                cwd=REPO_ROOT, capture_output=True, text=True)
@@ -92,7 +92,30 @@ def sim_bin():
     if not os.access(path, os.X_OK):
         pytest.fail(f"native-sign-in-sim not found: {path} (build it, or set NATIVE_SIGN_IN_SIM)",
                     pytrace=False)
-    return str(path)
+    return argv if len(argv) > 1 else str(path)
+
+
+@pytest.fixture(scope="session")
+def android_sim():
+    """The Android-shaped app: NATIVE_SIGN_IN_SIM_ANDROID (a command), else
+    scripts/native-sign-in-sim-android. Started once here with no input, which builds its jar if
+    it is missing or stale (~20 s), so that no test pays for it."""
+    argv, _ = command_from_environment("android")
+    try:
+        done = subprocess.run(argv, input=b"", capture_output=True, timeout=600)
+    except OSError as exc:
+        pytest.fail(f"the Android simulator cannot run: {argv} ({exc}; set NATIVE_SIGN_IN_SIM_ANDROID)",
+                    pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}",
+                    pytrace=False)
+    return argv
+
+
+@pytest.fixture(scope="session")
+def simulators(sim_bin, android_sim) -> Simulators:
+    """The one place that says which simulator plays which platform's app (native_sim.py)."""
+    return Simulators({"ios": sim_bin, "android": android_sim})
 
 
 @pytest.fixture(scope="session")
@@ -252,15 +275,16 @@ def params_proxy(proxy_factory):
 
 
 @pytest.fixture
-def wrapper_factory(webview, idp, pki, sim_bin, tmp_path):
-    """wrapper_factory(proxy, provider="google") → the native wrapper around the WebView, with
-    initialUrl = the proxy's public URL. Closed (interception off, sims ended) at teardown."""
+def wrapper_factory(webview, idp, pki, simulators, tmp_path):
+    """wrapper_factory(proxy, provider="google") → the native wrapper around the WebView (its iOS
+    and its Android app), with initialUrl = the proxy's public URL. Closed (interception off, sims
+    ended) at teardown."""
     made: list[WrapperApp] = []
 
     def make(proxy, provider="google"):
         w = WrapperApp(webview, initial_url=proxy.url,
                        authorization_endpoint=idp.discovery()["authorization_endpoint"],
-                       native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path,
+                       native=NATIVE, ca_file=pki.ca_cert, sims=simulators, workdir=tmp_path,
                        provider=provider)
         made.append(w)
         return w
@@ -271,19 +295,19 @@ def wrapper_factory(webview, idp, pki, sim_bin, tmp_path):
 
 
 @pytest.fixture
-def flow_factory(webview, idp, pki, sim_bin, tmp_path):
-    """flow_factory(proxy, **flow settings) → the iOS-shaped app driven through its SignInFlow
-    (flow_wrapper.py): configured from its plists (the iOS Google client), its Google provider
-    recognised at the IdP's endpoint, initial_url = the proxy's public URL. Another simulator
-    speaking sim-protocol.md would be given its own command and platform settings here."""
+def flow_factory(webview, idp, pki, simulators, tmp_path):
+    """flow_factory(proxy, platform="ios", **flow settings) → `platform`'s app driven through its
+    SignInFlow (flow_wrapper.py), by that platform's simulator with its own settings (plists on
+    iOS, BuildConfig fields on Android; `Simulators.settings`): its Google provider with the
+    platform's native client, recognised at the IdP's endpoint; initial_url = the proxy's URL."""
     made: list[FlowApp] = []
 
-    def make(proxy, **flow_settings):
-        settings = dict(platform="ios",
-                        google_authorization_endpoint=idp.discovery()["authorization_endpoint"],
-                        **write_plists(tmp_path / f"ios-{len(made)}", google_client_id=NATIVE["ios"][0]))
-        app = FlowApp(webview, sim=sim_bin, settings=settings, initial_url=proxy.url,
-                      ca_file=pki.ca_cert, workdir=tmp_path, **flow_settings)
+    def make(proxy, platform="ios", **flow_settings):
+        settings = Simulators.settings(platform, tmp_path / f"{platform}-{len(made)}", provider="google",
+                                       client=NATIVE[platform],
+                                       authorization_endpoint=idp.discovery()["authorization_endpoint"])
+        app = FlowApp(webview, sim=simulators.start(platform, tmp_path / f"sim-{platform}-{len(made)}.log"),
+                      settings=settings, initial_url=proxy.url, ca_file=pki.ca_cert, **flow_settings)
         made.append(app)
         return app
 

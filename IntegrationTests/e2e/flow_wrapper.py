@@ -13,14 +13,18 @@ a browser that does not start, a popup — is the flow's; this file only plays t
 - **The system browser** is the test's: `idp()` signs in at the IdP on a started session's URL
   with plain HTTPS (as `wrapper.py` does) and `complete()` hands its result to the flow.
 
-The simulator is any that speaks the protocol; its command and its platform settings (plists on
-iOS) are passed in.
+The simulator is any that speaks the protocol, started by the caller with its platform's settings
+(conftest.py's `flow_factory`: the Swift one for iOS, the JVM one for Android).
+
+**Hand-back** (`strategy: hand_back`): the flow opens the site's own provider URL; `site_idp()`
+plays the system browser on it — the IdP's login form with the site's *web* client — and returns the
+IdP's redirect to the site's callback, which the test delivers as a universal link / App Link
+(`open_link`) or as the browser session's https callback (`complete`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import threading
 import time
 from types import SimpleNamespace
@@ -33,18 +37,18 @@ from wrapper import CDPSession, WrapperApp
 
 
 class FlowApp:
-    def __init__(self, driver, *, sim, settings: dict, initial_url: str, ca_file: str, workdir,
+    def __init__(self, driver, *, sim: NativeSignInSim, settings: dict, initial_url: str, ca_file: str,
                  **flow_settings):
         self.driver = driver
         self.ca_file = ca_file
+        self.platform = settings["platform"]
         self.events: list[dict] = []            # every event the flow emitted, in order
         self.loads: list[str] = []              # the URLs the flow loaded into the WebView
         self.policies: list[tuple[str, str, str]] = []   # (target, url, policy) of every navigate
         self.results: list = []                 # code, verifier, state of each sign-in (log scan)
         self._changed = threading.Condition()
         WrapperApp.instances.append(self)
-        workdir = tempfile.mkdtemp(prefix="flow-", dir=workdir)
-        self.sim = NativeSignInSim(sim, f"{workdir}/sim.log")
+        self.sim = sim
         self.configuration = self.sim.configure(**settings, initial_url=initial_url, **flow_settings)
 
         self.page = CDPSession.for_driver(driver)
@@ -185,3 +189,27 @@ class FlowApp:
         location = resp.headers.get("Location", "")
         assert resp.status_code == 302 and urlsplit(location).scheme == scheme, (resp.status_code, location)
         return {"redirect": location}
+
+    def open_link(self, url: str) -> dict:
+        """A universal link / App Link reached the app: `{"handled", "events"}`."""
+        answer = self.sim.open_link(url)
+        self._happened(answer["events"])
+        return answer
+
+    def site_idp(self, url: str, *, username: str) -> str:
+        """The system browser on the site's own provider URL (hand-back): the IdP's login page for
+        the site's web client, its form, and the redirect to the site's callback (the https URL the
+        app claims). Returns that redirect; the browser does not follow it — the OS hands it to the
+        app."""
+        with requests.Session() as browser:
+            page = browser.get(url, allow_redirects=False, timeout=10, verify=self.ca_file)
+            assert page.status_code == 200, (page.status_code, page.headers.get("Location"))
+            resp = browser.post(url, data={"username": username, "action": "approve"},
+                                allow_redirects=False, timeout=10, verify=self.ca_file)
+        location = resp.headers.get("Location", "")
+        assert resp.status_code == 302 and urlsplit(location).scheme in ("http", "https"), \
+            (resp.status_code, location)
+        code = dict(parse_qsl(urlsplit(location).query)).get("code")
+        if code:
+            self.results.append(SimpleNamespace(code=code, code_verifier=None, state=None))
+        return location

@@ -44,7 +44,10 @@ WEB_SECRET = "e2e-web-secret-" + secrets.token_hex(8)
 IOS_CLIENT = "123-ios.apps.googleusercontent.com"
 IOS_REDIRECT = "com.googleusercontent.apps.123-ios:/oauth2redirect"   # Google's reversed client id
 ANDROID_CLIENT = "123-android.apps.googleusercontent.com"
-ANDROID_REDIRECT = "com.example.app:/oauth2redirect"
+# What the Android core derives from BuildConfig's GOOGLE_CLIENT_ID (and AppAuth's placeholder must
+# carry): the reversed client id. IntegrationTests/idp/clients.example.json registers the package
+# scheme com.example.app instead, which the core's Google provider never sends.
+ANDROID_REDIRECT = "com.googleusercontent.apps.123-android:/oauth2redirect"
 NATIVE = {"ios": (IOS_CLIENT, IOS_REDIRECT), "android": (ANDROID_CLIENT, ANDROID_REDIRECT)}
 SECRET_KEY_BASE = secrets.token_hex(64)     # the Rails app's, one per run (both pumas)
 
@@ -139,7 +142,8 @@ def clients_file(path, redirect_ports) -> str:
     """The IdP's registered clients: the site's web client (confidential, client_secret_post only,
     PKCE required) whose redirect URIs are the app's callback on each of `redirect_ports` (the
     proxy's public port and the apps' own ports, known only at run time; the IdP compares them
-    exactly), and the iOS and Android native clients of IntegrationTests/idp/clients.example.json."""
+    exactly), and the iOS and Android native clients of IntegrationTests/idp/clients.example.json
+    (the Android one with the redirect its core derives, see ANDROID_REDIRECT)."""
     doc = {"clients": [
         {"client_id": WEB_CLIENT, "type": "web", "client_secret": WEB_SECRET,
          "token_endpoint_auth_method": ["client_secret_post"], "require_pkce": True,

@@ -1,5 +1,7 @@
-"""The iOS-shaped app through its one SignInFlow (flow_wrapper.py, sim-protocol.md), against the
-real proxy, Rails site and IdP: the flow's policies, each asserted on what the app shows.
+"""Each platform's app through its one SignInFlow (flow_wrapper.py, sim-protocol.md) — the iOS app by
+the Swift `native-sign-in-sim`, the Android app by the JVM core's `native-sign-in-sim-android`, each
+configured its platform's way — against the real proxy, Rails site and IdP: the flow's policies,
+each asserted on what the app shows, for both platforms.
 
 | test | the app shows |
 | --- | --- |
@@ -17,8 +19,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from harness import NATIVE
+from native_sim import PLATFORMS
 from site_pages import (alert, notice, open_home, sign_ins, status, tap_sign_in, tap_sign_in_in_new_window,
                         wait_home)
+
+# Every test runs once per platform, each by its own simulator (conftest.py's flow_factory).
+pytestmark = pytest.mark.parametrize("platform", PLATFORMS)
 
 FAILURE = "Could not authenticate you from GoogleOauth2 because"
 SUCCESS = "Successfully authenticated from Google account."
@@ -29,8 +36,8 @@ def callback_loads(app) -> list[str]:
 
 
 def test_a_second_tap_mid_session_cancels_the_first_and_the_second_signs_in(
-        webview, relay_proxy, flow_factory, idp, username):
-    app = flow_factory(relay_proxy)
+        webview, relay_proxy, flow_factory, idp, username, platform):
+    app = flow_factory(relay_proxy, platform)
     open_home(webview, relay_proxy.url)
     tap_sign_in(webview)
     first = app.started("s1")
@@ -56,13 +63,16 @@ def test_a_second_tap_mid_session_cancels_the_first_and_the_second_signs_in(
 
 
 def test_a_completion_delivered_twice_loads_the_callback_once(webview, relay_proxy, flow_factory,
-                                                             idp, username):
-    app = flow_factory(relay_proxy)
+                                                             idp, username, platform):
+    app = flow_factory(relay_proxy, platform)
     open_home(webview, relay_proxy.url)
     tap_sign_in(webview)
     started = app.started("s1")
+    # The platform's own app: its native client, the redirect its library derived.
+    assert (started["platform"], started["client_id"], started["redirect_uri"]) == (platform, *NATIVE[platform])
     redirect = app.idp(started, username=username)
     assert [e["event"] for e in app.complete("s1", redirect)] == ["load", "outcome"]
+    assert parse_qs(urlsplit(app.loads[0]).query)["platform"] == [platform]
     assert app.complete("s1", redirect) == []
     assert app.complete("s1", "cancelled") == []
     wait_home(webview)
@@ -74,8 +84,8 @@ def test_a_completion_delivered_twice_loads_the_callback_once(webview, relay_pro
 
 
 def test_cancel_closes_the_browser_and_loads_nothing(webview, relay_proxy, flow_factory, idp,
-                                                     username):
-    app = flow_factory(relay_proxy)
+                                                     username, platform):
+    app = flow_factory(relay_proxy, platform)
     open_home(webview, relay_proxy.url)
     tap_sign_in(webview)
     started = app.started("s1")
@@ -91,8 +101,8 @@ def test_cancel_closes_the_browser_and_loads_nothing(webview, relay_proxy, flow_
 
 
 def test_a_browser_that_does_not_start_shows_the_sites_failure(webview, relay_proxy, flow_factory,
-                                                              idp):
-    app = flow_factory(relay_proxy)
+                                                              idp, platform):
+    app = flow_factory(relay_proxy, platform)
     assert app.fail_next_start("no window to present from") == []
     open_home(webview, relay_proxy.url)
     tap_sign_in(webview)
@@ -111,8 +121,8 @@ def test_a_browser_that_does_not_start_shows_the_sites_failure(webview, relay_pr
 
 @pytest.mark.parametrize("how", ["blank", "popup"])
 def test_a_sign_in_in_a_new_window_runs_in_the_browser_and_signs_in_the_webview(
-        webview, relay_proxy, flow_factory, idp, username, how):
-    app = flow_factory(relay_proxy)
+        webview, relay_proxy, flow_factory, idp, username, how, platform):
+    app = flow_factory(relay_proxy, platform)
     open_home(webview, relay_proxy.url)
     main = webview.current_window_handle
     tap_sign_in_in_new_window(webview, how)

@@ -9,7 +9,7 @@ import pytest
 
 from harness import APP_CALLBACK, NATIVE, WEB_CLIENT
 from idp_harness import CodeGrant
-from native_sim import NativeSignInSim, SimError, write_plists
+from native_sim import PLATFORMS, SimError, build_config, write_plists
 from site_pages import (alert, idp_login, notice, open_home, sign_ins, status, tap_sign_in,
                         tap_sign_out, wait_home)
 
@@ -64,7 +64,9 @@ def test_wrapper_intercepts_and_signs_in_natively(webview, rails, idp, proxy_fac
     """The library stops the WebView's navigation to the IdP (which never sees it) and lets the
     site's own pages load, restarts it with the native client (its allowlist, its PKCE), and
     builds a callback whose code the IdP redeems for the native client with the library's
-    verifier. The iOS app's client and redirect come from its GoogleService-Info.plist."""
+    verifier. Each app's client comes from its platform's settings (the iOS app's
+    GoogleService-Info.plist, the Android app's BuildConfig GOOGLE_CLIENT_ID); its library derives
+    the redirect."""
     proxy = proxy_factory(None, upstream=rails.plain.url)
     wrapper = wrapper_factory(proxy)
     client_id, redirect_uri = NATIVE[platform]
@@ -127,26 +129,33 @@ def test_wrapper_denial_callback(webview, rails, idp, proxy_factory, wrapper_fac
     assert idp.stats()["authorize"]["denied"] == 1
 
 
-def test_the_sim_answers_with_the_librarys_decisions(sim_bin, tmp_path):
-    """native-sign-in-sim without a browser: OAuthEnabled NO in the app's Info.plist turns
-    interception off (the library gives no interceptor, so everything loads); with it on, a
-    provider URL without `state` is refused, a subframe is left alone, and the sim refuses what
-    its protocol does not know rather than guess."""
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_sim_answers_with_the_librarys_decisions(simulators, tmp_path, platform):
+    """Each platform's simulator without a browser: sign-in off in the app's settings (OAuthEnabled
+    NO in the Info.plist; OAUTH_ENABLED false in BuildConfig) turns interception off (the library
+    gives no interceptor, so everything loads); with it on, a provider URL without `state` is
+    refused, a subframe is left alone, and the sim refuses what its protocol does not know rather
+    than guess."""
     endpoint = "https://127.0.0.1:1/authorize"
-    provider = {"name": "google", "authorization_endpoint": endpoint, "client_id": NATIVE["ios"][0],
-                "redirect_uri": NATIVE["ios"][1], "pkce": True}
-    off = NativeSignInSim(sim_bin, tmp_path / "off.log")
-    on = NativeSignInSim(sim_bin, tmp_path / "on.log")
+    provider = {"name": "google", "authorization_endpoint": endpoint, "client_id": NATIVE[platform][0],
+                "redirect_uri": NATIVE[platform][1], "pkce": True}
+
+    def app(enabled: bool, name: str) -> dict:
+        if platform == "ios":
+            return write_plists(tmp_path / name, oauth_enabled="YES" if enabled else "NO")
+        return {"build_config": build_config(oauth_enabled=enabled)}
+
+    off = simulators.start(platform, tmp_path / "off.log")
+    on = simulators.start(platform, tmp_path / "on.log")
     try:
-        assert off.configure(platform="ios", providers=[provider],
-                             **write_plists(tmp_path / "off", oauth_enabled="NO"))["enabled"] is False
+        assert off.configure(platform=platform, providers=[provider], **app(False, "off"))["enabled"] is False
         assert off.decide(endpoint + "?state=s")["decision"] == "allow"
-        on.configure(platform="ios", providers=[provider], **write_plists(tmp_path / "on"))
+        on.configure(platform=platform, providers=[provider], **app(True, "on"))
         refused = on.decide(endpoint + "?client_id=web")
         assert (refused["decision"], refused["key"]) == ("refuse", "state")
         assert on.decide(endpoint + "?state=s", "subframe")["decision"] == "allow"
         with pytest.raises(SimError, match="unknown field"):
-            on.call(op="decide", url=endpoint, target="mainFrame", platform="ios")
+            on.call(op="decide", url=endpoint, target="mainFrame", platform=platform)
         with pytest.raises(SimError, match="no sign-in under way"):
             on.callback("r9", "http://127.0.0.1:1/", "cancelled")
     finally:

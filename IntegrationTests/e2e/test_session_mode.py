@@ -139,10 +139,10 @@ def tls_proxy(proxy_bin, sm_ports, sm_idp, pki, header_app, tmp_path):
 
 
 @pytest.fixture
-def wrapper(webview, sm_idp, pki, proxy, sim_bin, tmp_path):
+def wrapper(webview, sm_idp, pki, proxy, simulators, tmp_path):
     w = WrapperApp(webview, initial_url=proxy.url,
                    authorization_endpoint=sm_idp.discovery()["authorization_endpoint"],
-                   native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path)
+                   native=NATIVE, ca_file=pki.ca_cert, sims=simulators, workdir=tmp_path)
     yield w
     w.close()
 
@@ -224,13 +224,13 @@ def test_the_wrapper_apps_native_sign_in_signs_the_user_into_the_app(webview, pr
     assert emails_seen(header_app) == [username]
 
 
-def test_native_sign_in_in_session_mode_over_https_and_http2(webview, tls_proxy, sm_idp, pki, sim_bin, tmp_path,
+def test_native_sign_in_in_session_mode_over_https_and_http2(webview, tls_proxy, sm_idp, pki, simulators, tmp_path,
                                                             header_app, username):
     """Session mode with the proxy on TLS: Chromium speaks HTTP/2 (ALPN h2); the protected page, the
     /_oauth/start redirect, the callback and the signed-in page are streams; the cookie is Secure."""
     w = WrapperApp(webview, initial_url=tls_proxy.url,
                    authorization_endpoint=sm_idp.discovery()["authorization_endpoint"],
-                   native=NATIVE, ca_file=pki.ca_cert, sim=sim_bin, workdir=tmp_path)
+                   native=NATIVE, ca_file=pki.ca_cert, sims=simulators, workdir=tmp_path)
     try:
         webview.execute_script("window.location.href = arguments[0]", tls_proxy.url + "/inbox")
         w.sign_in("ios", username=username)

@@ -1,6 +1,6 @@
 """The native wrapper app, simulated: what the iOS / Android shell around the WebView does for
-"Sign in with Google". Every decision is the NativeSignIn library's, asked through
-`native-sign-in-sim` (native_sim.py); this file is only the platform around it.
+"Sign in with Google". Every decision is the platform's library's, asked through its simulator
+(native_sim.py); this file is only the platform around it.
 
 1. **Intercept.** The WebView (headless Chromium, driven by Selenium) is watched the way WKWebView's
    `decidePolicyFor navigationAction` / Android's `shouldOverrideUrlLoading` watch it: the wrapper
@@ -25,8 +25,9 @@
    the WebView as a full navigation.
 
 The wrapper plays the iOS and the Android app at once around the one WebView: each navigation is
-decided by both apps' libraries (one sim each), and a sign-in continues as the platform the test
-names.
+decided by both apps' libraries — the Swift `native-sign-in-sim` and the JVM core's
+`native-sign-in-sim-android`, each configured its platform's way — and a sign-in continues as the
+platform the test names. Two apps that decide differently on a navigation are an error.
 """
 
 from __future__ import annotations
@@ -43,9 +44,7 @@ from urllib.parse import parse_qsl, urlsplit
 import requests
 import websocket
 
-from native_sim import NativeSignInSim, write_plists
-
-PLATFORMS = ("ios", "android")
+from native_sim import PLATFORMS, NativeSignInSim, Simulators
 
 
 class CDPSession:
@@ -168,16 +167,17 @@ class Interception:
 
 class WrapperApp:
     """The wrapper around one WebView. `native` maps platform → (client_id, redirect_uri), the
-    native clients registered at the IdP; `provider` is the proxy's provider key. The iOS app
-    with provider `google` is configured from a GoogleService-Info.plist (the library derives the
-    redirect); every other app names its provider as an OpenID provider at the IdP's endpoint."""
+    native clients registered at the IdP; `provider` is the proxy's provider key. Each platform's
+    app is its own simulator with its own settings (`Simulators`): provider `google` from a
+    GoogleService-Info.plist on iOS and from BuildConfig's GOOGLE_CLIENT_ID on Android (each
+    library derives the redirect); any other provider as an OpenID provider at the IdP's endpoint."""
 
     # Every wrapper of the test session, whoever made it: the run-wide log scan reads their
     # sign-ins (codes, verifiers, states).
     instances: list["WrapperApp"] = []
 
     def __init__(self, driver, *, initial_url: str, authorization_endpoint: str, native: dict,
-                 ca_file: str, sim: str, workdir, provider: str = "google"):
+                 ca_file: str, sims: Simulators, workdir, provider: str = "google"):
         self.driver = driver
         self.initial_url = initial_url
         self.authorization_endpoint = authorization_endpoint
@@ -192,10 +192,12 @@ class WrapperApp:
         workdir = tempfile.mkdtemp(prefix="wrapper-", dir=workdir)
         self.sims: dict[str, NativeSignInSim] = {}
         self.apps: dict[str, dict] = {}           # platform → the library's configuration
+        for platform in PLATFORMS:               # both processes first: their start-ups overlap
+            self.sims[platform] = sims.start(platform, f"{workdir}/sim-{platform}.log")
         for platform in PLATFORMS:
-            self.sims[platform] = NativeSignInSim(sim, f"{workdir}/sim-{platform}.log")
-            self.apps[platform] = self.sims[platform].configure(
-                **self._settings(platform, native[platform], f"{workdir}/{platform}"))
+            self.apps[platform] = self.sims[platform].configure(**Simulators.settings(
+                platform, f"{workdir}/{platform}", provider=provider, client=native[platform],
+                authorization_endpoint=authorization_endpoint))
         self.cdp = CDPSession.for_driver(driver)
         self.cdp.on("Fetch.requestPaused", self._paused)
         # Every URL the WebView requested and every Location it was sent to (for checks that a
@@ -205,15 +207,6 @@ class WrapperApp:
         self.cdp.call("Network.enable")
         self.cdp.call("Fetch.enable", {"patterns": [
             {"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]})
-
-    def _settings(self, platform, client, bundle) -> dict:
-        client_id, redirect_uri = client
-        if platform == "ios" and self.provider == "google":
-            return dict(platform=platform, google_authorization_endpoint=self.authorization_endpoint,
-                        **write_plists(bundle, google_client_id=client_id))
-        return dict(platform=platform, **write_plists(bundle), providers=[
-            {"name": self.provider, "authorization_endpoint": self.authorization_endpoint,
-             "client_id": client_id, "redirect_uri": redirect_uri, "pkce": True}])
 
     def close(self):
         with contextlib.suppress(Exception):

@@ -295,6 +295,9 @@ HAND_BACK = [
     dict(op="navigate", url=GOOGLE + "?state=s1&redirect_uri=https%3A%2F%2Fevil.test%2Fcb", target="mainFrame"),
     dict(op="fail_next_start", reason="x"),
     dict(op="navigate", url=SITE, target="mainFrame"),
+    # A callback path the app does not claim: refused, in the same words, when only a link could
+    # bring it back; started when the browser catches the https redirect itself.
+    dict(op="navigate", url=GOOGLE + "?state=s1&redirect_uri=https%3A%2F%2Fsite.example%2Fother", target="mainFrame"),
 ]
 
 
@@ -318,5 +321,30 @@ def test_the_swift_simulator_answers_the_same(sim, tmp_path, flow, scenario):
         assert ios_config == android_config
         for request in scenario:
             assert _normalised(sim.call(**request)) == _normalised(swift.call(**request)), request
+    finally:
+        swift.close()
+
+
+@pytest.mark.parametrize("refused", [{"initial_url": "file:///index.html"},
+                                     {"initial_url": "https://site.example/app", "strategy": "hand_back"}],
+                         ids=["initial_url_no_origin", "hand_back_without_link_paths"])
+def test_a_configure_the_flow_refuses_leaves_both_simulators_unconfigured(sim, tmp_path, refused):
+    """The flow's settings are checked after the platform's: a refusal there must change nothing
+    either, so that the corrected configure that follows is taken (not "configure comes once")."""
+    if not os.access(SWIFT_SIM, os.X_OK):
+        pytest.skip(f"the Swift simulator is not built ({SWIFT_SIM})")
+    info, google = tmp_path / "Info.plist", tmp_path / "GoogleService-Info.plist"
+    info.write_bytes(plistlib.dumps({"OAuthEnabled": "YES", "FacebookAppID": "4242"}))
+    google.write_bytes(plistlib.dumps({"CLIENT_ID": GID, "REVERSED_CLIENT_ID": GREV}))
+    swift = Sim([SWIFT_SIM], tmp_path)
+    try:
+        ios = dict(op="configure", platform="android", info_plist=str(info), google_service_info=str(google))
+        android = dict(op="configure", platform="android", build_config=BUILD_CONFIG)
+        for app in (sim, swift):
+            settings = ios if app is swift else android
+            assert "error" in app.call(**settings, **refused)
+            fixed = app.call(**settings, initial_url="https://site.example/app")
+            assert "error" not in fixed, fixed
+            assert app.call(op="navigate", url=SITE, target="mainFrame")["policy"] == "cancel"
     finally:
         swift.close()

@@ -13,12 +13,15 @@ public enum NavigationDecision: Sendable, Equatable {
 
 /// The decision core of the wrapper app: recognises the site's authorization URL and builds
 /// the native request that replaces it. Pure: no WebView, no browser, no clock — the platform
-/// adapter (through `SignInFlow` on iOS, the recipe in docs/native.md on Android) only asks.
+/// adapter (through `SignInFlow`) only asks. The Android core's `SignInInterceptor` is its Kotlin twin.
 public struct SignInInterceptor: Sendable {
     public let providers: [Provider]
     public let platform: Platform
     /// The proxy's `oauth.callback_path`.
     public let callbackPath: String
+    /// Makes the PKCE pair of each request. Always `PKCE.generate` in an app; a test injects a
+    /// fixed verifier (the contract vectors' RFC 7636 pair) so that the URLs built are exact.
+    let pkce: @Sendable () -> PKCE
 
     /// Parameters of the site's URL carried into the native request. `scope` and `state` are
     /// the sign-in the site asked for; the others are standard hints a site may set and the
@@ -30,9 +33,17 @@ public struct SignInInterceptor: Sendable {
     static let stateLengths = 1...1024
 
     public init(providers: [Provider], platform: Platform, callbackPath: String = "/_oauth_callback") {
+        self.init(providers: providers, platform: platform, callbackPath: callbackPath, pkce: { PKCE.generate() })
+    }
+
+    /// Internal: a fresh verifier per sign-in is what keeps one intercepted code from being
+    /// redeemed by anyone else, so no app gets to choose it.
+    init(providers: [Provider], platform: Platform, callbackPath: String = "/_oauth_callback",
+         pkce: @escaping @Sendable () -> PKCE) {
         self.providers = providers
         self.platform = platform
         self.callbackPath = callbackPath.hasPrefix("/") ? callbackPath : "/" + callbackPath
+        self.pkce = pkce
     }
 
     /// Everything else in the site's URL is dropped: the outbound URL is only a trigger. The
@@ -75,7 +86,7 @@ public struct SignInInterceptor: Sendable {
                                    + "/_oauth_callback could not carry it back"))
         }
 
-        let pkce = provider.usesPKCE ? PKCE.generate() : nil
+        let pkce = provider.usesPKCE ? self.pkce() : nil
         var fields = [QueryString.Field(name: "client_id", value: provider.clientID),
                       QueryString.Field(name: "redirect_uri", value: provider.redirectURI),
                       QueryString.Field(name: "response_type", value: "code")]

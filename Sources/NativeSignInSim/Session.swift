@@ -43,8 +43,9 @@ final class Session {
     private func configure(_ request: JSONLine) throws -> [String: Any] {
         guard !configured else { throw SimError("configure comes once") }
         let app = try AppSettings(request)
-        configured = true
-        interceptor = app.configuration.interceptor(platform: app.platform, callbackPath: app.callbackPath)
+        let interceptor = app.configuration.interceptor(platform: app.platform, callbackPath: app.callbackPath)
+        // Nothing is kept until the flow is made too: a configure the flow refuses (its initial_url,
+        // its link paths) changes nothing, and a corrected one may follow.
         if let interceptor, let initialURL = app.initialURL {
             let browser = SimBrowser(supportsHTTPSCallbacks: app.httpsCallbacks, log: log)
             let webView = SimWebView(log: log)
@@ -56,6 +57,8 @@ final class Session {
             }
             (self.flow, self.browser, self.webView) = (flow, browser, webView)
         }
+        self.interceptor = interceptor
+        configured = true
         return ["enabled": app.configuration.enabled,
                 "providers": app.configuration.providers.map { provider -> [String: Any] in
                     ["name": provider.name, "client_id": provider.clientID, "redirect_uri": provider.redirectURI,

@@ -44,7 +44,7 @@ struct SiteCallback: Equatable {
         if let linkPaths, !linkPaths.contains(parts.percentEncodedPath) {
             throw NativeSignInError(.configuration, key: "linkPaths",
                                     "the site's callback \(parts.percentEncodedPath) is not among the app's link paths; "
-                                    + "the universal link back would not reach the app")
+                                    + "the universal link / App Link back would not reach the app")
         }
         self.origin = origin
         self.path = parts.percentEncodedPath

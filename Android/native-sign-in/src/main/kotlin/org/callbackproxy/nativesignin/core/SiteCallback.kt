@@ -56,7 +56,7 @@ class SiteCallback private constructor(val origin: SiteOrigin, /** Percent-encod
             if (linkPaths != null && parts.path !in linkPaths) {
                 throw NativeSignInError.configuration("linkPaths",
                     "the site's callback ${parts.path} is not among the app's link paths; " +
-                        "the universal link back would not reach the app")
+                        "the universal link / App Link back would not reach the app")
             }
             return SiteCallback(origin, parts.path)
         }
