@@ -34,51 +34,36 @@ import Glibc
 ///   10 s on its own thread (every second while it has never resolved), never on a loop; each
 ///   connection attempt takes the current address. A Redis started after the proxy, or moved
 ///   to another address, is followed without a reload.
-/// - **Sentinel** (`Configuration(sentinel:)`): the master's address comes from the sentinels,
+/// - **Sentinel** (`RedisSpec.Topology.sentinel`): the master's address comes from the sentinels,
 ///   asked again at every reconnection, and is verified with `ROLE` before use; a master that
 ///   goes away or answers `READONLY`/`MASTERDOWN`/`LOADING` is dropped and looked up again
 ///   (`RedisSentinel`). Meanwhile callers fail `.unavailable`, as with any outage.
-/// - **Cluster** (`Configuration(cluster:)`): each loop keeps the slot map (`CLUSTER SLOTS`)
+/// - **Cluster** (`RedisSpec.Topology.cluster`): each loop keeps the slot map (`CLUSTER SLOTS`)
 ///   and one connection per primary, sends each command to its key's slot's primary and
 ///   follows `MOVED`/`ASK` (`RedisClusterRouter`, `RedisCluster`); a node whose connection
 ///   fails makes its commands fail `.unavailable` at once while the map is fetched again.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
-        public var url: RedisURL
+        /// Where the servers are, the login and `WAIT`, as configured. Its `tls` file settings
+        /// are not read here: `tls` is the client built from them.
+        public var spec: RedisSpec
         /// Prepended to every key; separates this deployment's keys from anything else in the db.
         public var keyPrefix = "cbp:"
         /// No reply within this (nanoseconds) fails the command `.timeout`. Default 1 s.
         public var commandTimeout: UInt64 = 1_000_000_000
-        /// Reconnect delays (nanoseconds): the first retry after `backoffMin`, doubling up to `backoffMax`.
+        /// Reconnect delays (nanoseconds): the first retry after `backoffMin`, doubling up to
+        /// `backoffMax` (2 s for one server, 500 ms with Sentinel or Cluster: see `init`).
         public var backoffMin: UInt64 = 50_000_000
         public var backoffMax: UInt64 = 2_000_000_000
         public var maxKeyBytes = 512
         public var maxTTLSeconds: Int64 = 30 * 24 * 3_600
-        /// For a `rediss://` URL: trust and client certificate, built where their files are read
-        /// (`tlsClient(for:_:)`, at set-up). nil: the system CA store, no client certificate.
-        /// Unused with `redis://`.
+        /// For a TLS topology: trust and client certificate, built where their files are read
+        /// (`tlsClient(for:)`, at set-up). nil: the system CA store, no client certificate.
+        /// Unused without TLS.
         public var tls: UpstreamTLSClient? = nil
-        /// Set: the master is found through these sentinels, and `url` carries only the master's
-        /// credentials, database and whether it speaks TLS (its host is unused: with TLS, the
-        /// name checked is the address the sentinels announce).
-        public var sentinel: RedisSentinelURL? = nil
-        /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
-        public var sentinelPassword: String? = nil
-        /// The sentinels speak TLS too (`store_sentinel_tls`, `rediss+sentinel://` only), with
-        /// `tls`'s trust and client certificate; each one's certificate is checked against its
-        /// host as configured.
-        public var sentinelTLS = false
-        /// `setIfAbsentAcknowledged` (the replay guard) answers `true` only once this many
-        /// replicas have the entry (`WAIT`); 0: no wait. Fewer within `waitTimeoutMS` fails
-        /// `.unavailable` (the callback fails closed; the entry stays on the master).
-        public var waitReplicas = 0
-        public var waitTimeoutMS = 100
         /// How long one sentinel may take to answer, connect included (nanoseconds; the spec
         /// asks for a few hundred milliseconds, then the next sentinel is tried).
         public var sentinelTimeout: UInt64 = 300_000_000
-        /// Set: a Redis Cluster, found through these seed nodes; `url` carries only the
-        /// credentials and whether it speaks TLS (its host is unused).
-        public var cluster: RedisClusterURL? = nil
         /// How long one node may take to answer `CLUSTER SLOTS`, connect included (nanoseconds).
         public var clusterQueryTimeout: UInt64 = 300_000_000
         /// At most one slot-map refresh per loop in this long (nanoseconds).
@@ -88,37 +73,18 @@ public final class RedisStore: Store {
         /// Where redirections and refreshes are counted (the metrics registry's, when wired).
         public var clusterCounters = RedisCluster.Counters()
 
-        /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
-        ///   (the configuration's choice) is set on `url.password` by the caller.
-        public init(url: RedisURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            self.url = url
+        /// With Sentinel or Cluster, reconnects back off at most 500 ms. Sentinel: a failover
+        /// ends within seconds and each attempt is one short query to a sentinel, so retrying
+        /// often shortens the outage by up to a second for little load (with 1 s, the first
+        /// success came ≈ 0.35 s after the sentinels named the new master). Cluster: a promoted
+        /// replica is found by the map refresh, and a node that comes back is retried soon.
+        public init(_ spec: RedisSpec, tls: UpstreamTLSClient? = nil, keyPrefix: String = "cbp:",
+                    commandTimeout: UInt64 = 1_000_000_000) {
+            self.spec = spec
+            self.tls = tls
             self.keyPrefix = keyPrefix
             self.commandTimeout = commandTimeout
-        }
-
-        /// A Sentinel-managed master (`redis+sentinel://`). Reconnects back off at most 500 ms:
-        /// a failover ends within seconds and each attempt is one short query to a sentinel, so
-        /// retrying often shortens the outage by up to a second for little load (with 1 s,
-        /// the first success came ≈ 0.35 s after the sentinels named the new master).
-        public init(sentinel: RedisSentinelURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            let first = sentinel.sentinels.first ?? RedisSentinelURL.Endpoint(host: "", port: RedisSentinelURL.defaultPort)
-            self.init(url: RedisURL(host: first.host, port: first.port, username: sentinel.username,
-                                    password: sentinel.password, database: sentinel.database, tls: sentinel.tls),
-                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
-            self.sentinel = sentinel
-            backoffMax = 500_000_000
-        }
-
-        /// A Redis Cluster (`redis+cluster://`). Node reconnects back off at most 500 ms, as
-        /// with Sentinel: a promoted replica is found by the map refresh, and a node that comes
-        /// back is retried soon.
-        public init(cluster: RedisClusterURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            let first = cluster.seeds.first ?? RedisEndpoint(host: "", port: RedisClusterURL.defaultPort)
-            self.init(url: RedisURL(host: first.host, port: first.port, username: cluster.username,
-                                    password: cluster.password, database: 0, tls: cluster.tls),
-                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
-            self.cluster = cluster
-            backoffMax = 500_000_000
+            if case .single = spec.topology {} else { backoffMax = 500_000_000 }
         }
     }
 
@@ -151,25 +117,39 @@ public final class RedisStore: Store {
         return try UpstreamTLSClient(settings, host: url.host, alpn: nil)
     }
 
+    /// The TLS client context for `spec`, with its `tls` settings; nil without TLS. With
+    /// Sentinel or Cluster its host is a placeholder: each connection checks the address
+    /// announced (or a cluster seed's configured host).
+    public static func tlsClient(for spec: RedisSpec) throws(TLSSetupError) -> UpstreamTLSClient? {
+        guard spec.usesTLS else { return nil }
+        return try tlsClient(for: spec.dataURL, spec.tls)
+    }
+
     /// Does not connect: each loop connects on its first call. Resolves the host name now
     /// (blocking; call it at startup, not on a loop thread).
     public init(_ configuration: Configuration, logger: Logger? = nil) {
         self.configuration = configuration
         self.logger = logger
-        let url = configuration.url
+        let spec = configuration.spec
+        let url = spec.dataURL
         var problem: String? = nil
-        if configuration.cluster != nil {
+        let redactedURL: String
+        switch spec.topology {
+        case .cluster(let seeds):
             resolver = nil
             sentinel = nil
-            if configuration.cluster?.seeds.isEmpty == true { problem = "no cluster node configured" }
-        } else if let sentinelURL = configuration.sentinel {
+            if seeds.seeds.isEmpty { problem = "no cluster node configured" }
+            redactedURL = spec.clusterURL?.description ?? ""
+        case .sentinel(let sentinelURL, let sentinels):
             resolver = nil
-            sentinel = RedisSentinel(sentinelURL, password: configuration.sentinelPassword,
-                                     tls: configuration.sentinelTLS ? configuration.tls : nil,
+            sentinel = RedisSentinel(sentinelURL, password: sentinels.password?.value,
+                                     tls: sentinels.tls ? configuration.tls : nil,
                                      queryTimeout: max(1_000_000, configuration.sentinelTimeout), logger: logger)
             if sentinelURL.sentinels.isEmpty { problem = "no sentinel configured" }
-        } else {
+            redactedURL = spec.sentinelURL?.description ?? ""
+        case .single:
             sentinel = nil
+            redactedURL = url.description
             // Logs "redis name does not resolve" itself when it does not.
             let resolver = HostResolver(name: url.host, port: UInt16(clamping: url.port), interval: Self.resolveInterval,
                                         log: logger, role: "redis")
@@ -194,14 +174,13 @@ public final class RedisStore: Store {
         }
         settings = RedisConnectionSettings(
             resolver: resolver, username: url.username, password: url.password,
-            database: configuration.cluster != nil ? 0 : url.database, tls: url.tls ? tls : nil, setupProblem: problem,
+            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),
-            redactedURL: configuration.cluster?.description ?? configuration.sentinel?.description ?? url.description,
-            sentinel: sentinel)
+            redactedURL: redactedURL, sentinel: sentinel)
         let template = settings
-        cluster = configuration.cluster.map {
+        cluster = spec.clusterURL.map {
             RedisCluster($0, template: template, counters: configuration.clusterCounters,
                          queryTimeout: max(1_000_000, configuration.clusterQueryTimeout),
                          refreshInterval: configuration.clusterRefreshInterval,
@@ -239,7 +218,7 @@ public final class RedisStore: Store {
     /// it on that loop's connection wait too.
     public func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
                                         _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
-        let replicas = configuration.waitReplicas, timeout = configuration.waitTimeoutMS
+        let replicas = configuration.spec.wait.replicas, timeout = configuration.spec.wait.timeoutMS
         guard replicas > 0 else { return setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion) }
         setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop) { [self] result in
             guard case .success(true) = result else { return completion(result) }
