@@ -100,10 +100,10 @@ public final class RedisStore: Store {
     static let resolveInterval: UInt64 = 10_000_000_000
     private let prefix: [UInt8]
     private let logger: Logger?
-    private let slots = Mutex(Slots())
+    private let links = Mutex(Links())
 
-    private struct Slots {
-        var byLoop: [Int: RedisSlot] = [:]
+    private struct Links {
+        var byLoop: [Int: RedisLoopLink] = [:]
         var closed = false
     }
 
@@ -276,13 +276,13 @@ public final class RedisStore: Store {
     /// `.unavailable`); later calls fail the same way. Idempotent; call it before stopping
     /// the loops.
     public func close() {
-        let all = slots.withLock { slots -> [RedisSlot] in
-            slots.closed = true
-            defer { slots.byLoop.removeAll() }
-            return Array(slots.byLoop.values)
+        let all = links.withLock { links -> [RedisLoopLink] in
+            links.closed = true
+            defer { links.byLoop.removeAll() }
+            return Array(links.byLoop.values)
         }
-        for slot in all {
-            slot.loop.execute { slot.close() }
+        for link in all {
+            link.loop.execute { link.close() }
         }
     }
 
@@ -302,7 +302,7 @@ public final class RedisStore: Store {
         let prefixed = prefix + Array(key.utf8)
         let args = command(prefixed)
         let send: () -> Void = { [self] in
-            let link: RedisSlot
+            let link: RedisLoopLink
             switch self.link(for: loop) {
             case .success(let l):
                 link = l
@@ -332,24 +332,24 @@ public final class RedisStore: Store {
     }
 
     /// This loop's connection (or cluster router), made on first use (on the loop's thread).
-    private func link(for loop: EventLoop) -> Result<RedisSlot, StoreError> {
-        let made = slots.withLock { slots -> (RedisSlot, RedisSlot?)? in
-            guard !slots.closed else { return nil }
-            let existing = slots.byLoop[loop.index]
+    private func link(for loop: EventLoop) -> Result<RedisLoopLink, StoreError> {
+        let made = links.withLock { links -> (RedisLoopLink, RedisLoopLink?)? in
+            guard !links.closed else { return nil }
+            let existing = links.byLoop[loop.index]
             if let existing, existing.loop === loop { return (existing, nil) }
             // A different loop object under the same index (loops rebuilt, as in tests).
-            let slot = if let cluster {
-                RedisSlot(loop: loop, link: .cluster(RedisClusterRouter(loop: loop, cluster: cluster,
-                                                                        commandTimeout: settings.commandTimeout, logger: logger)))
+            let link = if let cluster {
+                RedisLoopLink(loop: loop, route: .cluster(RedisClusterRouter(loop: loop, cluster: cluster,
+                                                                             commandTimeout: settings.commandTimeout, logger: logger)))
             } else {
-                RedisSlot(loop: loop, link: .single(RedisConnection(loop: loop, settings: settings, logger: logger)))
+                RedisLoopLink(loop: loop, route: .single(RedisConnection(loop: loop, settings: settings, logger: logger)))
             }
-            slots.byLoop[loop.index] = slot
-            return (slot, existing)
+            links.byLoop[loop.index] = link
+            return (link, existing)
         }
-        guard let (slot, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
+        guard let (link, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
         if let replaced { replaced.loop.execute { replaced.close() } }
-        return .success(slot)
+        return .success(link)
     }
 
     /// For `/readyz`, on `loop`'s thread: nil when the store can serve every key. With Cluster,
@@ -357,7 +357,7 @@ public final class RedisStore: Store {
     /// key's `GET` would test one primary of several); otherwise nil — the caller's own probe
     /// command says it. `done` runs on `loop`, never inside this call.
     public func probeCluster(on loop: EventLoop, _ done: @escaping (StoreError?) -> Void) {
-        guard cluster != nil, case .success(let slot) = link(for: loop), case .cluster(let router) = slot.link else {
+        guard cluster != nil, case .success(let link) = link(for: loop), case .cluster(let router) = link.route else {
             let bound = RedisLoopBound(done)
             loop.execute { bound.value(nil) }
             return
@@ -401,30 +401,31 @@ public final class RedisStore: Store {
 /// guards only the table), but each link is only ever used on its own loop's thread — by store
 /// calls made there, `close` tasks posted there, and its streams' events on that loop.
 /// `RedisConnection` and `RedisClusterRouter` assert this.
-private final class RedisSlot: @unchecked Sendable {
-    enum Link {
+private final class RedisLoopLink: @unchecked Sendable {
+    /// One server's connection, or a router that sends each key to its slot's primary.
+    enum Route {
         case single(RedisConnection)
         case cluster(RedisClusterRouter)
     }
 
     let loop: EventLoop
-    let link: Link
+    let route: Route
 
-    init(loop: EventLoop, link: Link) {
+    init(loop: EventLoop, route: Route) {
         self.loop = loop
-        self.link = link
+        self.route = route
     }
 
     /// `key`: the key as sent (a cluster routes by its slot).
     func send(_ args: [[UInt8]], key: [UInt8], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
-        switch link {
+        switch route {
         case .single(let connection): connection.send(args, completion)
         case .cluster(let router): router.send(args, key: key, completion)
         }
     }
 
     func close() {
-        switch link {
+        switch route {
         case .single(let connection): connection.close()
         case .cluster(let router): router.close()
         }
