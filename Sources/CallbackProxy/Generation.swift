@@ -85,7 +85,9 @@ struct Generation {
         if old.loops != new.loops { changed.append("loops") }
         if old.maxConnections != new.maxConnections { changed.append("limits.max_connections") }
         // A new memory store would forget the replay guard's codes (and relay codes in flight).
-        if old.storeMaxMemory != new.storeMaxMemory { changed.append("store_max_memory") }
+        if case .memory(let oldBytes) = old.store, case .memory(let newBytes) = new.store, oldBytes != newBytes {
+            changed.append("store_max_memory")
+        }
         if old.accessLog != new.accessLog { changed.append("access_log") }
         if old.logFormat != new.logFormat { changed.append("log.format") }
         if (old.tls == nil) != (new.tls == nil) { changed.append("tls (on/off)") }

@@ -13,16 +13,10 @@ struct OAuthWiring {
     let http: CurlClient?
     /// The shared state (nil: no providers), for readiness checks.
     let store: (any Store)?
-    /// What `store` was built from: a reload with the same setting keeps the store (the memory
-    /// store's relay codes, replay guards and sessions live on; a Redis connection is kept).
-    let storeSetting: StoreSetting?
-    let storePassword: Secret?
-    let storeSentinelPassword: Secret?
-    /// `store_wait_replicas` and `store_wait_timeout` (milliseconds) the store was built with.
-    let storeWait: StoreWait?
-    let storeSentinelTLS: Bool
-    struct StoreWait: Equatable { var replicas: Int; var timeoutMS: Int }
-    let storeTLS: UpstreamTLSSettings
+    /// What `store` was built from: a reload with an equal spec keeps the store (the memory
+    /// store's relay codes, replay guards and sessions live on; a Redis store keeps its
+    /// connections). Any difference — another URL, password, TLS setting or `WAIT` — builds a new one.
+    let storeSpec: StoreSpec?
     /// The same store when it is the in-memory one: its fill level is exported as gauges.
     let memoryStore: MemoryStore?
     /// The sentinels of a `redis+sentinel://` store: failovers and the master are exported.
@@ -34,18 +28,13 @@ struct OAuthWiring {
     /// `rediss://` store's TLS client, built (its files read) by `TLSWiring`.
     init(_ config: AppConfig, storeTLS: UpstreamTLSClient? = nil, log: Logger, metrics registry: MetricsRegistry,
          reusing previous: OAuthWiring? = nil) throws(ConfigProblems) {
-        self.storeTLS = config.storeTLS
         guard !config.oauth.providers.isEmpty else {
             phases = PassThrough()
             assertionJWKS = nil
             relayEndpoint = nil
             http = nil
             store = nil
-            storeSetting = nil
-            storePassword = nil
-            storeSentinelPassword = nil
-            storeWait = nil
-            storeSentinelTLS = false
+            storeSpec = nil
             memoryStore = nil
             sentinel = nil
             cluster = nil
@@ -53,74 +42,10 @@ struct OAuthWiring {
         }
         let http = previous?.http.flatMap { $0.caFile == config.oauth.caFile ? $0 : nil }
             ?? CurlClient(caFile: config.oauth.caFile)
-        let storeKind: String
-        switch config.store {
-        case .memory: storeKind = "memory"
-        case .redis: storeKind = "redis"
-        }
-        let metrics = OAuthMetrics(registry: registry, settings: config.oauth, storeKind: storeKind)
+        let metrics = OAuthMetrics(registry: registry, settings: config.oauth, storeKind: config.store.kind)
         let providers = try Self.providers(config, http: http, metrics: metrics)
-        let rawStore: any Store
-        var kept: (any Store)? = nil
-        switch config.store {
-        case _ where previous?.storeSetting == config.store && previous?.storePassword == config.storePassword
-                     && previous?.storeTLS == config.storeTLS
-                     && previous?.storeSentinelPassword == config.storeSentinelPassword
-                     && previous?.storeWait == Self.storeWait(config)
-                     && previous?.storeSentinelTLS == config.storeSentinelTLS:
-            kept = previous!.store!
-            rawStore = kept!
-        case .memory:
-            // Every entry costs at least `entryOverhead`: the bytes bound the count as well.
-            let bytes = Int(config.storeMaxMemory)
-            rawStore = MemoryStore(limits: MemoryStore.Limits(maxEntries: bytes / MemoryStore.entryOverhead, maxBytes: bytes))
-        case .redis(let text) where RedisSentinelURL.isSentinel(text):
-            var url: RedisSentinelURL
-            do {
-                url = try RedisSentinelURL(parsing: text)
-            } catch {
-                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis+sentinel:// URL: \(error)")])
-            }
-            // The master's password, as with redis://; the sentinels have their own.
-            if let password = config.storePassword { url.password = password.value }
-            var storeConfig = RedisStore.Configuration(sentinel: url)
-            storeConfig.tls = storeTLS
-            storeConfig.waitReplicas = config.storeWaitReplicas
-            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
-            storeConfig.sentinelPassword = config.storeSentinelPassword?.value
-            storeConfig.sentinelTLS = config.storeSentinelTLS
-            rawStore = RedisStore(storeConfig, logger: log)
-        case .redis(let text) where RedisClusterURL.isCluster(text):
-            var url: RedisClusterURL
-            do {
-                url = try RedisClusterURL(parsing: text)
-            } catch {
-                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis+cluster:// URL: \(error)")])
-            }
-            // Every node's password (a cluster shares one), as with redis://.
-            if let password = config.storePassword { url.password = password.value }
-            var storeConfig = RedisStore.Configuration(cluster: url)
-            storeConfig.tls = storeTLS
-            storeConfig.waitReplicas = config.storeWaitReplicas
-            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
-            storeConfig.clusterCounters = StoreGauges.clusterCounters(registry)
-            rawStore = RedisStore(storeConfig, logger: log)
-        case .redis(let text):
-            // The password never sits in the file: the loader took it from store_password_env /
-            // store_password_file, or CALLBACK_PROXY_REDIS_PASSWORD.
-            var url: RedisURL
-            do {
-                url = try RedisURL(parsing: text)
-            } catch {
-                throw ConfigProblems([ConfigProblem(path: "store", line: nil, message: "not a redis:// or rediss:// URL: \(error)")])
-            }
-            if let password = config.storePassword { url.password = password.value }
-            var storeConfig = RedisStore.Configuration(url: url)
-            storeConfig.tls = storeTLS
-            storeConfig.waitReplicas = config.storeWaitReplicas
-            storeConfig.waitTimeoutMS = config.storeWaitTimeoutMS
-            rawStore = RedisStore(storeConfig, logger: log)
-        }
+        let kept = previous.flatMap { $0.storeSpec == config.store ? $0.store : nil }
+        let rawStore = kept ?? Self.store(config.store, tls: storeTLS, log: log, metrics: registry)
         // A kept store is already measured (the same counters: the registry returns them).
         let store = kept ?? rawStore.measured(by: metrics)
         memoryStore = kept != nil ? previous!.memoryStore : rawStore as? MemoryStore
@@ -142,7 +67,7 @@ struct OAuthWiring {
                 // Server-side sessions follow the store unless the operator said otherwise: a
                 // shared store is there for several instances, and sessions kept in it can be
                 // ended at sign-out; the in-memory store would lose them at every restart.
-                let serverSide = config.oauth.session?.serverSide ?? (config.store != .memory)
+                let serverSide = config.oauth.session?.serverSide ?? (config.store.redis != nil)
                 session = try SessionLayer(oauth: config.oauth, store: store, identityProviders: providers,
                                            serverSide: serverSide, log: log, clock: ProviderFactory.systemClock,
                                            emailsFile: emailsFile, metrics: metrics)
@@ -156,15 +81,22 @@ struct OAuthWiring {
                                            http: http, metrics: metrics, log: log)
         self.http = http
         self.store = store
-        storeSetting = config.store
-        storePassword = config.storePassword
-        storeSentinelPassword = config.storeSentinelPassword
-        storeWait = Self.storeWait(config)
-        storeSentinelTLS = config.storeSentinelTLS
+        storeSpec = config.store
     }
 
-    static func storeWait(_ config: AppConfig) -> StoreWait {
-        StoreWait(replicas: config.storeWaitReplicas, timeoutMS: config.storeWaitTimeoutMS)
+    /// The store `spec` describes, not yet measured. `tls`: the TLS topology's client context,
+    /// built (its files read) by `TLSWiring`.
+    static func store(_ spec: StoreSpec, tls: UpstreamTLSClient?, log: Logger, metrics registry: MetricsRegistry) -> any Store {
+        switch spec {
+        case .memory(let maxBytes):
+            // Every entry costs at least `entryOverhead`: the bytes bound the count as well.
+            let bytes = Int(maxBytes)
+            return MemoryStore(limits: MemoryStore.Limits(maxEntries: bytes / MemoryStore.entryOverhead, maxBytes: bytes))
+        case .redis(let redis):
+            var configuration = RedisStore.Configuration(redis, tls: tls)
+            if case .cluster = redis.topology { configuration.clusterCounters = StoreGauges.clusterCounters(registry) }
+            return RedisStore(configuration, logger: log)
+        }
     }
 
     /// One provider per configured entry; every problem is reported, not just the first.

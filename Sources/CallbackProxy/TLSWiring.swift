@@ -27,9 +27,9 @@ struct TLSWiring {
             }
         }
         var store: UpstreamTLSClient? = nil
-        if case .redis(let text) = config.store, let url = Self.tlsStoreURL(text) {
-            do { store = try RedisStore.tlsClient(for: url, config.storeTLS) } catch {
-                problems.append(ConfigProblem(path: Self.storeKey(for: error, config.storeTLS), line: nil, message: error.description))
+        if let redis = config.store.redis {
+            do { store = try RedisStore.tlsClient(for: redis) } catch {
+                problems.append(ConfigProblem(path: Self.storeKey(for: error, redis.tls), line: nil, message: error.description))
             }
         }
         // libcurl reads it only at the first IdP call, and then says `curl 77`: read it now.
@@ -41,23 +41,6 @@ struct TLSWiring {
         self.credentials = credentials
         self.upstream = upstream
         self.store = store
-    }
-
-    /// The URL a TLS store's client context is built for; nil for a plain store. With Sentinel
-    /// or Cluster its host is a placeholder: each connection checks the address announced (or
-    /// a cluster seed's configured host).
-    private static func tlsStoreURL(_ text: String) -> RedisURL? {
-        if RedisSentinelURL.isSentinel(text) {
-            guard let s = try? RedisSentinelURL(parsing: text), s.tls, let first = s.sentinels.first else { return nil }
-            return RedisURL(host: first.host, tls: true)
-        }
-        if RedisClusterURL.isCluster(text) {
-            // Each node connection checks its seed's host or the address the cluster announced.
-            guard let c = try? RedisClusterURL(parsing: text), c.tls, let first = c.seeds.first else { return nil }
-            return RedisURL(host: first.host, tls: true)
-        }
-        guard let url = try? RedisURL(parsing: text), url.tls else { return nil }
-        return url
     }
 
     /// The `store_tls_*` key whose file a set-up error names (`store` when it names none).

@@ -28,34 +28,11 @@ public struct AppConfig: Sendable, Equatable {
     public var accessLog = "stdout"
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .json
-    public var store: StoreSetting = .memory
-    /// The in-memory store's bound in bytes (`store_max_memory`; the memory store only).
-    public var storeMaxMemory: UInt64 = 128 << 20
-    /// The Redis password: `store_password_env`/`_file`, else `CALLBACK_PROXY_REDIS_PASSWORD`.
-    public var storePassword: Secret? = nil
-    /// The sentinels' own password (`store_sentinel_password_env`/`_file`; `redis+sentinel://` only).
-    public var storeSentinelPassword: Secret? = nil
-    /// The sentinels speak TLS too (`store_sentinel_tls`; `rediss+sentinel://` only).
-    public var storeSentinelTLS = false
-    /// Replicas a replay-guard write must reach before the callback goes on (`store_wait_replicas`,
-    /// Redis `WAIT`; 0 = none) and how long to wait for them (`store_wait_timeout`, milliseconds).
-    public var storeWaitReplicas = 0
-    public var storeWaitTimeoutMS = 100
-    /// Trust and client certificate for a `rediss://` store (`store_tls_*`); the name checked
-    /// is always the URL's host (`serverName` stays nil). Verification is never off.
-    public var storeTLS = UpstreamTLSSettings()
+    /// `store` and every `store_*` key, parsed (`store: memory` with 128 MiB by default).
+    public var store: StoreSpec = .defaultMemory
     public var oauth = OAuthSettings()
 
     public init() {}
-}
-
-public enum StoreSetting: Sendable, Equatable {
-    /// In-process (one instance only).
-    case memory
-    /// `redis://[user:password@]host:port/db`, or `rediss://…` over TLS (shared by several instances),
-    /// `redis+sentinel://host:port,…/master/db` (the master found through Sentinel), or
-    /// `redis+cluster://host:port,…` (a Redis Cluster, found through these seed nodes).
-    case redis(url: String)
 }
 
 /// One thing wrong with a configuration, at its key path (`providers.google.native.ios.client_id`),

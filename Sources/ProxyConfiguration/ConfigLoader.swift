@@ -58,14 +58,14 @@ public struct ConfigLoader {
                          "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
         }
         if let session = config.oauth.session, session.idleTimeoutSeconds != nil,
-           !(session.serverSide ?? (config.store != .memory)) {
+           !(session.serverSide ?? (config.store.redis != nil)) {
             problems.add("oauth.session.idle_timeout", nil,
                          "needs server-side sessions (server_side: true, or a redis store): a session sealed in its cookie cannot slide without a Set-Cookie on every response")
         }
         if let session = config.oauth.session, let interval = session.refreshIntervalSeconds {
             // The refresh token is a long-lived credential for the user's account at the IdP:
             // it is kept in the store only, never sealed into a cookie a browser carries around.
-            if !(session.serverSide ?? (config.store != .memory)) {
+            if !(session.serverSide ?? (config.store.redis != nil)) {
                 problems.add("oauth.session.refresh_interval", nil,
                              "needs server-side sessions (server_side: true, or a redis store): refresh tokens are kept in the store only, never in a cookie")
             }
@@ -156,80 +156,7 @@ public struct ConfigLoader {
         }
         if let u = m.mapping("upstream_tls") { readUpstreamTLS(u, into: &c.upstreamTLS) }
         if let n = m.int("loops", in: 1...256) { c.loops = n }
-        let storeText = m.string("store")
-        if let s = storeText {
-            if s == "memory" { c.store = .memory } else if RedisSentinelURL.isSentinel(s) {
-                do {
-                    _ = try RedisSentinelURL(parsing: s)
-                    c.store = .redis(url: s)
-                } catch {
-                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis+sentinel:// URL: \(error.detail)")
-                }
-            } else if RedisClusterURL.isCluster(s) {
-                do {
-                    _ = try RedisClusterURL(parsing: s)
-                    c.store = .redis(url: s)
-                } catch {
-                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis+cluster:// URL: \(error.detail)")
-                }
-            } else if s.hasPrefix("redis://") || s.hasPrefix("rediss://") {
-                // Parsed here as at start-up, so a URL that passes check also starts.
-                do {
-                    _ = try RedisURL(parsing: s)
-                    c.store = .redis(url: s)
-                } catch {
-                    m.problems.add(m.child("store"), m.node("store")?.line, "not a usable redis:// URL: \(error.detail)")
-                }
-            } else {
-                m.problems.add(m.child("store"), m.node("store")?.line, "'\(s)' is not memory, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT,…/MASTER/DB or redis+cluster://HOST:PORT,…")
-            }
-        }
-        // The Redis password never sits in the file; by default it is CALLBACK_PROXY_REDIS_PASSWORD.
-        if let v = m.parsed("store_max_memory", "a size from 1k to 64g, like 128m or 1g", {
-            Units.size($0).flatMap { $0 >= 1 << 10 && $0 <= 64 << 30 ? $0 : nil }
-        }) {
-            if case .redis = c.store {
-                m.problems.add(m.child("store_max_memory"), m.node("store_max_memory")?.line,
-                               "is only used with the memory store (Redis has its own maxmemory)")
-            } else {
-                c.storeMaxMemory = v
-            }
-        }
-        let password = secret(m, "store_password", required: false)
-        if case .redis = c.store {
-            c.storePassword = password ?? environment[Self.redisPasswordVariable].flatMap { $0.isEmpty ? nil : Secret($0) }
-        } else if password != nil, (storeText ?? "memory") == "memory" {
-            let key = m.has("store_password_env") ? "store_password_env" : "store_password_file"
-            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis:// store")
-        }
-        if let n = m.int("store_wait_replicas", in: 0...16) {
-            if case .redis = c.store { c.storeWaitReplicas = n } else if n > 0 {
-                m.problems.add(m.child("store_wait_replicas"), m.node("store_wait_replicas")?.line,
-                               "is only used with a Redis store (the memory store has no replicas)")
-            }
-        }
-        if let v = m.parsed("store_wait_timeout", "a duration from 1ms to 10s, like 100ms", {
-            Units.duration($0).flatMap { $0 >= 1_000_000 && $0 <= 10_000_000_000 ? $0 : nil }
-        }) {
-            c.storeWaitTimeoutMS = Int(v / 1_000_000)
-        }
-        if let b = m.bool("store_sentinel_tls") {
-            if case .redis(let url) = c.store, url.hasPrefix(RedisSentinelURL.tlsScheme) { c.storeSentinelTLS = b } else if b {
-                m.problems.add(m.child("store_sentinel_tls"), m.node("store_sentinel_tls")?.line,
-                               "is only used with a rediss+sentinel:// store (the sentinels share its TLS settings)")
-            }
-        }
-        let sentinelPassword = secret(m, "store_sentinel_password", required: false)
-        if case .redis(let url) = c.store, RedisSentinelURL.isSentinel(url) {
-            c.storeSentinelPassword = sentinelPassword
-        } else if sentinelPassword != nil {
-            let key = m.has("store_sentinel_password_env") ? "store_sentinel_password_env" : "store_sentinel_password_file"
-            m.problems.add(m.child(key), m.node(key)?.line, "is only used with a redis+sentinel:// or rediss+sentinel:// store")
-        }
-        readStoreTLS(m, tls: storeText.map {
-                         $0.hasPrefix("rediss://") || $0.hasPrefix(RedisSentinelURL.tlsScheme) || $0.hasPrefix(RedisClusterURL.tlsScheme)
-                     } == true,
-                     into: &c.storeTLS)
+        readStore(m, into: &c)
         if let a = m.string("access_log") { c.accessLog = a }
         if let log = m.mapping("log") {
             if let l = log.parsed("level", "debug, info, warn or error", Logger.Level.init(name:)) { c.logLevel = l }
@@ -362,31 +289,6 @@ public struct ConfigLoader {
                                          sessionTicketKeyFiles: ticketKeys, hsts: hsts)
         settings.ocspStapling = ocspStapling ?? false
         return settings
-    }
-
-    /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a
-    /// `rediss://` store. Like `upstream_tls`, the files are read when the store is built; the
-    /// CA file is checked for readability here so that `check` names it.
-    private func readStoreTLS(_ m: MappingReader, tls: Bool, into u: inout UpstreamTLSSettings) {
-        let ca = m.string("store_tls_ca")
-        let cert = m.string("store_tls_client_cert")
-        let key = m.string("store_tls_client_key")
-        guard tls else {
-            for (name, value) in [("store_tls_ca", ca), ("store_tls_client_cert", cert), ("store_tls_client_key", key)] where value != nil {
-                m.problems.add(m.child(name), m.node(name)?.line, "is only used with a rediss:// (TLS) store")
-            }
-            return
-        }
-        if let f = ca {
-            if readFile(f) == nil { m.problems.add(m.child("store_tls_ca"), m.node("store_tls_ca")?.line, "cannot read '\(f)'") } else { u.caFile = f }
-        }
-        if (cert == nil) != (key == nil) {
-            let (given, missing) = cert == nil ? ("store_tls_client_key", "store_tls_client_cert") : ("store_tls_client_cert", "store_tls_client_key")
-            m.problems.add(m.child(given), m.node(given)?.line, "needs \(missing) as well")
-        } else {
-            u.clientCertFile = cert
-            u.clientKeyFile = key
-        }
     }
 
     /// `upstream_tls: { ca, client_cert, client_key, server_name }`.

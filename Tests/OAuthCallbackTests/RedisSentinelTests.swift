@@ -203,9 +203,9 @@ struct RedisSentinelTests {
                       tls: UpstreamTLSSettings? = nil) throws -> RedisStore {
         let url = RedisSentinelURL(sentinels: sentinels.map { .init(host: "127.0.0.1", port: $0) }, masterName: master,
                                    tls: tls != nil)
-        var config = RedisStore.Configuration(sentinel: url)
+        var config = RedisStore.Configuration(RedisSpec(.sentinel(url, RedisSpec.Sentinels())))
         config.backoffMax = 200_000_000
-        if let tls { config.tls = try RedisStore.tlsClient(for: config.url, tls) }
+        if let tls { config.tls = try RedisStore.tlsClient(for: RedisURL(host: "127.0.0.1", tls: true), tls) }
         return RedisStore(config)
     }
 }

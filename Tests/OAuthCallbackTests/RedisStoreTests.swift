@@ -202,7 +202,7 @@ struct RedisStoreTests {
 
     @Test func redisDownFromTheStartFailsUnavailableAtOnce() async throws {
         let port = RedisServer.freePort()
-        let store = RedisStore(RedisStore.Configuration(url: RedisURL(host: "127.0.0.1", port: port)))
+        let store = RedisStore(RedisStore.Configuration(RedisSpec(.single(RedisURL(host: "127.0.0.1", port: port)))))
         let env = try StoreLoop(store)
         defer { env.shutdown() }
         for _ in 0..<5 {
@@ -605,9 +605,9 @@ final class RedisServer: @unchecked Sendable {
     func store(username: String? = nil, password: String? = nil, database: Int = 0, prefix: String = "cbp:",
                timeoutMilliseconds: UInt64 = 1_000, host: String = "127.0.0.1",
                tls: UpstreamTLSSettings? = nil) throws -> RedisStore {
-        let url = RedisURL(host: host, port: port, username: username, password: password, database: database,
-                           tls: tls != nil)
-        var config = RedisStore.Configuration(url: url, keyPrefix: prefix, commandTimeout: timeoutMilliseconds * 1_000_000)
+        let url = RedisURL(host: host, port: port, database: database, tls: tls != nil)
+        let spec = RedisSpec(.single(url), auth: RedisAuth(username: username, password: password.map(Secret.init)))
+        var config = RedisStore.Configuration(spec, keyPrefix: prefix, commandTimeout: timeoutMilliseconds * 1_000_000)
         config.backoffMax = 500_000_000
         if let tls { config.tls = try RedisStore.tlsClient(for: url, tls) }
         return RedisStore(config)

@@ -107,20 +107,46 @@ import Testing
     @Test func theRedisPasswordComesFromTheNamedVariable() throws {
         let c = try load("store: redis://10.0.0.7:6379/0\nstore_password_env: REDIS_PW\n",
                          ["REDIS_PW": "named", "CALLBACK_PROXY_REDIS_PASSWORD": "default"]).get()
-        #expect(c.store == .redis(url: "redis://10.0.0.7:6379/0"))
-        #expect(c.storePassword?.value == "named")
+        #expect(c.store.redis?.topology == .single(RedisURL(host: "10.0.0.7", port: 6379, database: 0)))
+        #expect(c.store.redis?.auth.password?.value == "named")
     }
 
     @Test func theRedisPasswordComesFromAFile() throws {
         let c = try load("store: redis://10.0.0.7:6379/0\nstore_password_file: /run/secrets/redis\n", [:]).get()
-        #expect(c.storePassword?.value == "from-a-file")
+        #expect(c.store.redis?.auth.password?.value == "from-a-file")
     }
 
     @Test func theRedisPasswordDefaultsToCallbackProxyRedisPassword() throws {
         let c = try load("store: redis://10.0.0.7:6379/0\n", ["CALLBACK_PROXY_REDIS_PASSWORD": "default"]).get()
-        #expect(c.storePassword?.value == "default")
+        #expect(c.store.redis?.auth.password?.value == "default")
         let none = try load("store: redis://10.0.0.7:6379/0\n", [:]).get()
-        #expect(none.storePassword == nil)
+        #expect(none.store.redis != nil && none.store.redis?.auth.password == nil)
+    }
+
+    @Test func aPasswordGivenOutsideTheURLReplacesTheOneInIt() throws {
+        let inURL = try load("store: redis://app:in-url@10.0.0.7:6379/0\n", [:]).get()
+        #expect(inURL.store.redis?.auth == RedisAuth(username: "app", password: Secret("in-url")))
+        // The topology keeps no credentials: the two ways of giving a password are one value.
+        #expect(inURL.store.redis?.topology == .single(RedisURL(host: "10.0.0.7")))
+        let outside = try load("store: redis://app:in-url@10.0.0.7:6379/0\n", ["CALLBACK_PROXY_REDIS_PASSWORD": "outside"]).get()
+        #expect(outside.store.redis?.auth == RedisAuth(username: "app", password: Secret("outside")))
+    }
+
+    /// A reload keeps the running store exactly when the specs are equal.
+    @Test func theStoreSpecChangesWithTheStoreSettingsOnly() throws {
+        let file = "store: redis+sentinel://10.0.0.1/cbp/0\nstore_sentinel_password_env: S\n"
+        let env = ["CALLBACK_PROXY_REDIS_PASSWORD": "pw", "S": "sentinel-pw"]
+        let base = try load(file, env).get().store
+        #expect(try load(file + "log: { level: debug }\nstore_wait_timeout: 100ms\n", env).get().store == base)
+        var other = env
+        other["CALLBACK_PROXY_REDIS_PASSWORD"] = "pw2"
+        #expect(try load(file, other).get().store != base)
+        other = env
+        other["S"] = "sentinel-pw2"
+        #expect(try load(file, other).get().store != base)
+        #expect(try load(file + "store_wait_timeout: 200ms\n", env).get().store != base)
+        #expect(try load(file + "store_wait_replicas: 1\n", env).get().store != base)
+        #expect(try load("store: redis+sentinel://10.0.0.1/cbp/1\nstore_sentinel_password_env: S\n", env).get().store != base)
     }
 
     @Test func storePasswordMistakesAreReported() {
@@ -149,14 +175,14 @@ import Testing
             store_tls_client_cert: /tls/client.pem
             store_tls_client_key: /tls/client.key
             """).get()
-        #expect(c.store == .redis(url: "rediss://redis.internal:6380/1"))
-        #expect(c.storeTLS == UpstreamTLSSettings(caFile: "/tls/redis-ca.pem", clientCertFile: "/tls/client.pem",
+        #expect(c.store.redis?.topology == .single(RedisURL(host: "redis.internal", port: 6380, database: 1, tls: true)))
+        #expect(c.store.redis?.tls == UpstreamTLSSettings(caFile: "/tls/redis-ca.pem", clientCertFile: "/tls/client.pem",
                                                   clientKeyFile: "/tls/client.key"))
         // Without the keys: the system store, no client certificate.
-        #expect(try loadWithCA("store: rediss://redis.internal/0\n").get().storeTLS.isDefault)
+        #expect(try loadWithCA("store: rediss://redis.internal/0\n").get().store.redis?.tls.isDefault == true)
         let fromEnvironment = try loadWithCA("", ["CALLBACK_PROXY_STORE": "rediss://10.0.0.7/0",
                                                   "CALLBACK_PROXY_STORE_TLS_CA": "/tls/redis-ca.pem"]).get()
-        #expect(fromEnvironment.storeTLS.caFile == "/tls/redis-ca.pem")
+        #expect(fromEnvironment.store.redis?.tls.caFile == "/tls/redis-ca.pem")
     }
 
     @Test func storeTLSMistakesAreReportedAtTheirKeys() {

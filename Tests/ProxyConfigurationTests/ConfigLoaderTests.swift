@@ -232,9 +232,9 @@ import Testing
     @Test func storeWaitReplicasIsForRedisStoresOnly() throws {
         let redis = "upstream: http://127.0.0.1:3000\nstore: redis://127.0.0.1:6379/0\n"
         let c = try loader().load(text: redis + "store_wait_replicas: 2\nstore_wait_timeout: 250ms\n").get()
-        #expect(c.storeWaitReplicas == 2 && c.storeWaitTimeoutMS == 250)
+        #expect(c.store.redis?.wait == RedisSpec.Wait(replicas: 2, timeoutMS: 250))
         let defaults = try loader().load(text: redis).get()
-        #expect(defaults.storeWaitReplicas == 0 && defaults.storeWaitTimeoutMS == 100)
+        #expect(defaults.store.redis?.wait == RedisSpec.Wait(replicas: 0, timeoutMS: 100))
         #expect(problems("upstream: http://127.0.0.1:3000\nstore_wait_replicas: 1\n")
                 == ["store_wait_replicas: is only used with a Redis store (the memory store has no replicas)"])
         #expect(problems(redis + "store_wait_timeout: 20s\n") == ["store_wait_timeout: '20s' is not a duration from 1ms to 10s, like 100ms"])
@@ -265,8 +265,8 @@ import Testing
     }
 
     @Test func theMemoryStoresBound() throws {
-        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\n").get().storeMaxMemory == 128 << 20)
-        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore_max_memory: 1g\n").get().storeMaxMemory == 1 << 30)
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\n").get().store == .memory(maxBytes: 128 << 20))
+        #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore_max_memory: 1g\n").get().store == .memory(maxBytes: 1 << 30))
         #expect(problems("upstream: http://127.0.0.1:1\nstore_max_memory: 100\n").map { $0.prefix(17) } == ["store_max_memory:"])
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://127.0.0.1:6379/0\nstore_max_memory: 1g\n")
             == ["store_max_memory: is only used with the memory store (Redis has its own maxmemory)"])
@@ -278,29 +278,33 @@ import Testing
         store: redis+sentinel://10.0.0.1,10.0.0.2:26380/cbp/1
         store_sentinel_password_env: SENTINEL_PW
         """).get()
-        #expect(c.store == .redis(url: "redis+sentinel://10.0.0.1,10.0.0.2:26380/cbp/1"))
-        #expect(c.storeSentinelPassword?.value == "sentinel-pw")
+        #expect(c.store.redis?.topology == .sentinel(RedisSentinelURL(sentinels: [.init(host: "10.0.0.1", port: 26379),
+                                                                                 .init(host: "10.0.0.2", port: 26380)],
+                                                                       masterName: "cbp", database: 1),
+                                                      RedisSpec.Sentinels(password: Secret("sentinel-pw"))))
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/\n")
             == ["store: not a usable redis+sentinel:// URL: redis sentinel url: missing /MASTER (the sentinels' name for the master)"])
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis://10.0.0.1/0\nstore_sentinel_password_env: SENTINEL_PW\n")
             == ["store_sentinel_password_env: is only used with a redis+sentinel:// or rediss+sentinel:// store"])
         // TLS to the sentinels too: only where the master is spoken to over TLS.
         #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp/0\nstore_sentinel_tls: true\n")
-            .get().storeSentinelTLS)
+            .get().store.redis?.topology == .sentinel(RedisSentinelURL(sentinels: [.init(host: "10.0.0.1", port: 26379)],
+                                                                       masterName: "cbp", tls: true), RedisSpec.Sentinels(tls: true)))
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/cbp/0\nstore_sentinel_tls: true\n")
             == ["store_sentinel_tls: is only used with a rediss+sentinel:// store (the sentinels share its TLS settings)"])
         // TLS to the master: store_tls_* apply to rediss+sentinel:// and only there.
         let tls = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+sentinel://10.0.0.1/cbp\nstore_tls_ca: /keys/apple.p8\n").get()
-        #expect(tls.storeTLS.caFile == "/keys/apple.p8")
+        #expect(tls.store.redis?.tls.caFile == "/keys/apple.p8")
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+sentinel://10.0.0.1/cbp\nstore_tls_ca: /keys/apple.p8\n")
             == ["store_tls_ca: is only used with a rediss:// (TLS) store"])
     }
 
     @Test func aClusterStoreHasOnlyDatabaseZeroAndNoSentinelPassword() throws {
         let c = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1,10.0.0.2:7001\n").get()
-        #expect(c.store == .redis(url: "redis+cluster://10.0.0.1,10.0.0.2:7001"))
+        #expect(c.store == .redis(RedisSpec(.cluster(RedisClusterURL(seeds: [.init(host: "10.0.0.1", port: 6379),
+                                                                           .init(host: "10.0.0.2", port: 7001)])))))
         #expect(try loader().load(text: "upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1/0\n").get().store
-                == .redis(url: "redis+cluster://10.0.0.1/0"))
+                == .redis(RedisSpec(.cluster(RedisClusterURL(seeds: [.init(host: "10.0.0.1", port: 6379)])))))
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1/2\n")
             == ["store: not a usable redis+cluster:// URL: redis cluster url: Redis Cluster has only database 0 (it refuses SELECT): "
                 + "leave the path out or use /0, not /2"])
@@ -308,7 +312,7 @@ import Testing
             == ["store_sentinel_password_env: is only used with a redis+sentinel:// or rediss+sentinel:// store"])
         // TLS to every node: store_tls_* apply to rediss+cluster:// and only there.
         let tls = try loader().load(text: "upstream: http://127.0.0.1:1\nstore: rediss+cluster://10.0.0.1\nstore_tls_ca: /keys/apple.p8\n").get()
-        #expect(tls.storeTLS.caFile == "/keys/apple.p8")
+        #expect(tls.store.redis?.tls.caFile == "/keys/apple.p8")
         #expect(problems("upstream: http://127.0.0.1:1\nstore: redis+cluster://10.0.0.1\nstore_tls_ca: /keys/apple.p8\n")
             == ["store_tls_ca: is only used with a rediss:// (TLS) store"])
     }
@@ -545,7 +549,7 @@ import Testing
         #expect(c.listen.map(\.description) == ["127.0.0.1:8080"])
         #expect(c.internalListen?.description == "127.0.0.1:8081")
         #expect(c.proxy.maxBodySize == 100 << 20)
-        #expect(c.store == .memory)
+        #expect(c.store == .memory(maxBytes: 128 << 20))
     }
 
     @Test(arguments: [("10s", UInt64(10_000_000_000)), ("250ms", 250_000_000), ("2m", 120_000_000_000), ("1h", 3_600_000_000_000)])

@@ -122,18 +122,7 @@ public final class RedisCluster: Sendable {
     /// inside this call; its failure (`.unavailable`) says what each node answered.
     func fetchSlotMap(on loop: EventLoop, known: [SocketAddress], _ done: @escaping (Result<RedisSlotMap, StoreError>) -> Void) {
         counters.refreshes.increment()
-        SlotMapQuery(cluster: self, candidates: candidates(known: known), loop: loop, done: done).next()
-    }
-
-    fileprivate func answered(_ candidate: Candidate) {
-        state.withLock { $0.lastAnswered = candidate }
-    }
-
-    fileprivate var problem: String? { template.setupProblem }
-
-    fileprivate func connection(to candidate: Candidate, on loop: EventLoop) -> RedisConnection {
-        // Logs nothing: one line per outage comes from the loop's router, with every node's answer in it.
-        RedisConnection(loop: loop, settings: querySettings(candidate), logger: nil)
+        RedisNodeWalk(self, candidates: candidates(known: known), loop: loop, done: done).start()
     }
 
     /// A loop installed `map`: published for the metrics, and a change of primaries logged once
@@ -160,44 +149,29 @@ public final class RedisCluster: Sendable {
     }
 }
 
-/// One walk over the candidates, on one loop. Loop-confined; kept alive by the closures of its
-/// connection until `done` has run.
-private final class SlotMapQuery {
-    let cluster: RedisCluster
-    let candidates: [RedisCluster.Candidate]
-    let loop: EventLoop
-    var position = 0
-    var failures: [String] = []
-    let done: (Result<RedisSlotMap, StoreError>) -> Void
+/// The slot map: the candidates `fetchSlotMap` listed, in that order.
+extension RedisCluster: RedisNodeQuery {
+    var queryCommand: [[UInt8]] { [Array("CLUSTER".utf8), Array("SLOTS".utf8)] }
 
-    init(cluster: RedisCluster, candidates: [RedisCluster.Candidate], loop: EventLoop,
-         done: @escaping (Result<RedisSlotMap, StoreError>) -> Void) {
-        self.cluster = cluster
-        self.candidates = candidates
-        self.loop = loop
-        self.done = done
+    func queryConnection(to candidate: Candidate, on loop: EventLoop) -> RedisConnection {
+        RedisConnection(loop: loop, settings: querySettings(candidate), logger: nil)
     }
 
-    func next() {
-        guard position < candidates.count else {
-            let why = "no cluster node gave a slot map: " + (failures.isEmpty ? (cluster.problem ?? "no seed address (do the names resolve?)") : failures.joined(separator: "; "))
-            let done = RedisLoopBound(self.done)
-            loop.execute { done.value(.failure(StoreError(.unavailable, why))) }
-            return
-        }
-        let candidate = candidates[position]
-        position += 1
-        let connection = cluster.connection(to: candidate, on: loop)
-        connection.send([Array("CLUSTER".utf8), Array("SLOTS".utf8)]) { [self] result in
-            connection.close()
-            switch result.flatMap({ RedisSlotMap.parse($0, answeredBy: candidate.address) }) {
-            case .success(let map):
-                cluster.answered(candidate)
-                done(.success(map))
-            case .failure(let why):
-                failures.append("\(candidate.address) \(why.detail)")
-                next()
-            }
-        }
+    func label(_ candidate: Candidate) -> String { "\(candidate.address)" }
+
+    func answer(_ reply: RedisReply, from candidate: Candidate) -> Result<RedisSlotMap, StoreError> {
+        RedisSlotMap.parse(reply, answeredBy: candidate.address)
+    }
+
+    /// The node whose map is used is asked first next time.
+    func answered(_ candidate: Candidate, _ map: RedisSlotMap) {
+        state.withLock { $0.lastAnswered = candidate }
+    }
+
+    /// With no candidate at all (no seed resolved, or the store could not be set up), the
+    /// reason is that, not an empty list.
+    func nobodyAnswered(_ failures: [String]) -> String {
+        "no cluster node gave a slot map: "
+            + (failures.isEmpty ? (template.setupProblem ?? "no seed address (do the names resolve?)") : failures.joined(separator: "; "))
     }
 }

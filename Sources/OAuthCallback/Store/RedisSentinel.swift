@@ -72,11 +72,11 @@ public final class RedisSentinel: Sendable {
     /// never inside this call; its failure (`.unavailable`) says what each sentinel answered.
     func resolveMaster(on loop: EventLoop, _ done: @escaping (Result<SocketAddress, StoreError>) -> Void) {
         let order = state.withLock { $0.order }
-        SentinelQuery(sentinel: self, order: order, loop: loop, done: done).next()
+        RedisNodeWalk(self, candidates: order, loop: loop, done: done).start()
     }
 
     /// One sentinel's connection for one query: its password, no database, our timeout.
-    fileprivate func settings(for index: Int) -> RedisConnectionSettings {
+    private func settings(for index: Int) -> RedisConnectionSettings {
         RedisConnectionSettings(resolver: sentinels[index], username: nil, password: password, database: 0, tls: tls,
                                 setupProblem: nil, commandTimeout: queryTimeout, backoffMin: queryTimeout,
                                 backoffMax: queryTimeout, redactedURL: name(of: index),
@@ -84,17 +84,13 @@ public final class RedisSentinel: Sendable {
                                 serverName: tls == nil ? nil : sentinels[index].name)
     }
 
-    fileprivate func name(of index: Int) -> String {
+    private func name(of index: Int) -> String {
         let r = sentinels[index]
         return (r.name.contains(":") ? "[\(r.name)]" : r.name) + ":\(r.port)"
     }
 
-    fileprivate var command: [[UInt8]] {
-        [Array("SENTINEL".utf8), Array("get-master-addr-by-name".utf8), Array(masterName.utf8)]
-    }
-
     /// The spec's step 1: the sentinel that answered goes first.
-    fileprivate func answered(_ index: Int, _ address: SocketAddress) {
+    func answered(_ index: Int, _ address: SocketAddress) {
         state.withLock { s in
             s.lastAnswer[index] = address
             if let at = s.order.firstIndex(of: index), at != 0 {
@@ -169,46 +165,21 @@ public final class RedisSentinel: Sendable {
     }
 }
 
-/// One walk over the sentinels, on one loop. Loop-confined; kept alive by the closures of its
-/// connection until `done` has run.
-private final class SentinelQuery {
-    let sentinel: RedisSentinel
-    let order: [Int]
-    let loop: EventLoop
-    var position = 0
-    var failures: [String] = []
-    let done: (Result<SocketAddress, StoreError>) -> Void
-
-    init(sentinel: RedisSentinel, order: [Int], loop: EventLoop, done: @escaping (Result<SocketAddress, StoreError>) -> Void) {
-        self.sentinel = sentinel
-        self.order = order
-        self.loop = loop
-        self.done = done
+/// Where the master is: each sentinel, by index, in the order `resolveMaster` took.
+extension RedisSentinel: RedisNodeQuery {
+    var queryCommand: [[UInt8]] {
+        [Array("SENTINEL".utf8), Array("get-master-addr-by-name".utf8), Array(masterName.utf8)]
     }
 
-    func next() {
-        guard position < order.count else {
-            let why = "no sentinel gave the address of master '\(sentinel.masterName)': " + failures.joined(separator: "; ")
-            let done = RedisLoopBound(self.done)
-            loop.execute { done.value(.failure(StoreError(.unavailable, why))) }
-            return
-        }
-        let index = order[position]
-        position += 1
-        // The connection logs nothing: one line per outage comes from the master's connection,
-        // with every sentinel's answer in it.
-        let connection = RedisConnection(loop: loop, settings: sentinel.settings(for: index), logger: nil)
-        connection.send(sentinel.command) { [self] result in
-            connection.close()
-            let name = sentinel.name(of: index)
-            switch result.flatMap(RedisSentinel.address) {
-            case .success(let address):
-                sentinel.answered(index, address)
-                done(.success(address))
-            case .failure(let why):
-                failures.append("\(name) \(why.detail)")
-                next()
-            }
-        }
+    func queryConnection(to index: Int, on loop: EventLoop) -> RedisConnection {
+        RedisConnection(loop: loop, settings: settings(for: index), logger: nil)
+    }
+
+    func label(_ index: Int) -> String { name(of: index) }
+
+    func answer(_ reply: RedisReply, from index: Int) -> Result<SocketAddress, StoreError> { Self.address(reply) }
+
+    func nobodyAnswered(_ failures: [String]) -> String {
+        "no sentinel gave the address of master '\(masterName)': " + failures.joined(separator: "; ")
     }
 }

@@ -4,7 +4,7 @@
 /// - The hosts are the sentinels (port 26379 by default), asked in turn which address the
 ///   master called `MASTER` (Sentinel's `sentinel monitor MASTER …` name) has now.
 /// - `user`, `password` and `db` are the master's, as in a `redis://` URL; a sentinel's own
-///   password is a separate setting (`RedisStore.Configuration.sentinelPassword`).
+///   password is a separate setting (`RedisSpec.Sentinels.password`).
 /// - `rediss+sentinel://`: TLS to the master (and its replicas, once promoted), whose
 ///   certificate is checked against the IP address the sentinels announce (an IP SAN) — no name
 ///   for it is configured. The sentinels themselves are asked over plain TCP.

@@ -34,51 +34,36 @@ import Glibc
 ///   10 s on its own thread (every second while it has never resolved), never on a loop; each
 ///   connection attempt takes the current address. A Redis started after the proxy, or moved
 ///   to another address, is followed without a reload.
-/// - **Sentinel** (`Configuration(sentinel:)`): the master's address comes from the sentinels,
+/// - **Sentinel** (`RedisSpec.Topology.sentinel`): the master's address comes from the sentinels,
 ///   asked again at every reconnection, and is verified with `ROLE` before use; a master that
 ///   goes away or answers `READONLY`/`MASTERDOWN`/`LOADING` is dropped and looked up again
 ///   (`RedisSentinel`). Meanwhile callers fail `.unavailable`, as with any outage.
-/// - **Cluster** (`Configuration(cluster:)`): each loop keeps the slot map (`CLUSTER SLOTS`)
+/// - **Cluster** (`RedisSpec.Topology.cluster`): each loop keeps the slot map (`CLUSTER SLOTS`)
 ///   and one connection per primary, sends each command to its key's slot's primary and
 ///   follows `MOVED`/`ASK` (`RedisClusterRouter`, `RedisCluster`); a node whose connection
 ///   fails makes its commands fail `.unavailable` at once while the map is fetched again.
 public final class RedisStore: Store {
     public struct Configuration: Sendable {
-        public var url: RedisURL
+        /// Where the servers are, the login and `WAIT`, as configured. Its `tls` file settings
+        /// are not read here: `tls` is the client built from them.
+        public var spec: RedisSpec
         /// Prepended to every key; separates this deployment's keys from anything else in the db.
         public var keyPrefix = "cbp:"
         /// No reply within this (nanoseconds) fails the command `.timeout`. Default 1 s.
         public var commandTimeout: UInt64 = 1_000_000_000
-        /// Reconnect delays (nanoseconds): the first retry after `backoffMin`, doubling up to `backoffMax`.
+        /// Reconnect delays (nanoseconds): the first retry after `backoffMin`, doubling up to
+        /// `backoffMax` (2 s for one server, 500 ms with Sentinel or Cluster: see `init`).
         public var backoffMin: UInt64 = 50_000_000
         public var backoffMax: UInt64 = 2_000_000_000
         public var maxKeyBytes = 512
         public var maxTTLSeconds: Int64 = 30 * 24 * 3_600
-        /// For a `rediss://` URL: trust and client certificate, built where their files are read
-        /// (`tlsClient(for:_:)`, at set-up). nil: the system CA store, no client certificate.
-        /// Unused with `redis://`.
+        /// For a TLS topology: trust and client certificate, built where their files are read
+        /// (`tlsClient(for:)`, at set-up). nil: the system CA store, no client certificate.
+        /// Unused without TLS.
         public var tls: UpstreamTLSClient? = nil
-        /// Set: the master is found through these sentinels, and `url` carries only the master's
-        /// credentials, database and whether it speaks TLS (its host is unused: with TLS, the
-        /// name checked is the address the sentinels announce).
-        public var sentinel: RedisSentinelURL? = nil
-        /// The sentinels' own password (`requirepass` in sentinel.conf), if they have one.
-        public var sentinelPassword: String? = nil
-        /// The sentinels speak TLS too (`store_sentinel_tls`, `rediss+sentinel://` only), with
-        /// `tls`'s trust and client certificate; each one's certificate is checked against its
-        /// host as configured.
-        public var sentinelTLS = false
-        /// `setIfAbsentAcknowledged` (the replay guard) answers `true` only once this many
-        /// replicas have the entry (`WAIT`); 0: no wait. Fewer within `waitTimeoutMS` fails
-        /// `.unavailable` (the callback fails closed; the entry stays on the master).
-        public var waitReplicas = 0
-        public var waitTimeoutMS = 100
         /// How long one sentinel may take to answer, connect included (nanoseconds; the spec
         /// asks for a few hundred milliseconds, then the next sentinel is tried).
         public var sentinelTimeout: UInt64 = 300_000_000
-        /// Set: a Redis Cluster, found through these seed nodes; `url` carries only the
-        /// credentials and whether it speaks TLS (its host is unused).
-        public var cluster: RedisClusterURL? = nil
         /// How long one node may take to answer `CLUSTER SLOTS`, connect included (nanoseconds).
         public var clusterQueryTimeout: UInt64 = 300_000_000
         /// At most one slot-map refresh per loop in this long (nanoseconds).
@@ -88,37 +73,18 @@ public final class RedisStore: Store {
         /// Where redirections and refreshes are counted (the metrics registry's, when wired).
         public var clusterCounters = RedisCluster.Counters()
 
-        /// - Parameter url: the parsed `redis://` URL. A password from an environment variable
-        ///   (the configuration's choice) is set on `url.password` by the caller.
-        public init(url: RedisURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            self.url = url
+        /// With Sentinel or Cluster, reconnects back off at most 500 ms. Sentinel: a failover
+        /// ends within seconds and each attempt is one short query to a sentinel, so retrying
+        /// often shortens the outage by up to a second for little load (with 1 s, the first
+        /// success came ≈ 0.35 s after the sentinels named the new master). Cluster: a promoted
+        /// replica is found by the map refresh, and a node that comes back is retried soon.
+        public init(_ spec: RedisSpec, tls: UpstreamTLSClient? = nil, keyPrefix: String = "cbp:",
+                    commandTimeout: UInt64 = 1_000_000_000) {
+            self.spec = spec
+            self.tls = tls
             self.keyPrefix = keyPrefix
             self.commandTimeout = commandTimeout
-        }
-
-        /// A Sentinel-managed master (`redis+sentinel://`). Reconnects back off at most 500 ms:
-        /// a failover ends within seconds and each attempt is one short query to a sentinel, so
-        /// retrying often shortens the outage by up to a second for little load (with 1 s,
-        /// the first success came ≈ 0.35 s after the sentinels named the new master).
-        public init(sentinel: RedisSentinelURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            let first = sentinel.sentinels.first ?? RedisSentinelURL.Endpoint(host: "", port: RedisSentinelURL.defaultPort)
-            self.init(url: RedisURL(host: first.host, port: first.port, username: sentinel.username,
-                                    password: sentinel.password, database: sentinel.database, tls: sentinel.tls),
-                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
-            self.sentinel = sentinel
-            backoffMax = 500_000_000
-        }
-
-        /// A Redis Cluster (`redis+cluster://`). Node reconnects back off at most 500 ms, as
-        /// with Sentinel: a promoted replica is found by the map refresh, and a node that comes
-        /// back is retried soon.
-        public init(cluster: RedisClusterURL, keyPrefix: String = "cbp:", commandTimeout: UInt64 = 1_000_000_000) {
-            let first = cluster.seeds.first ?? RedisEndpoint(host: "", port: RedisClusterURL.defaultPort)
-            self.init(url: RedisURL(host: first.host, port: first.port, username: cluster.username,
-                                    password: cluster.password, database: 0, tls: cluster.tls),
-                      keyPrefix: keyPrefix, commandTimeout: commandTimeout)
-            self.cluster = cluster
-            backoffMax = 500_000_000
+            if case .single = spec.topology {} else { backoffMax = 500_000_000 }
         }
     }
 
@@ -134,10 +100,10 @@ public final class RedisStore: Store {
     static let resolveInterval: UInt64 = 10_000_000_000
     private let prefix: [UInt8]
     private let logger: Logger?
-    private let slots = Mutex(Slots())
+    private let links = Mutex(Links())
 
-    private struct Slots {
-        var byLoop: [Int: RedisSlot] = [:]
+    private struct Links {
+        var byLoop: [Int: RedisLoopLink] = [:]
         var closed = false
     }
 
@@ -151,25 +117,39 @@ public final class RedisStore: Store {
         return try UpstreamTLSClient(settings, host: url.host, alpn: nil)
     }
 
+    /// The TLS client context for `spec`, with its `tls` settings; nil without TLS. With
+    /// Sentinel or Cluster its host is a placeholder: each connection checks the address
+    /// announced (or a cluster seed's configured host).
+    public static func tlsClient(for spec: RedisSpec) throws(TLSSetupError) -> UpstreamTLSClient? {
+        guard spec.usesTLS else { return nil }
+        return try tlsClient(for: spec.dataURL, spec.tls)
+    }
+
     /// Does not connect: each loop connects on its first call. Resolves the host name now
     /// (blocking; call it at startup, not on a loop thread).
     public init(_ configuration: Configuration, logger: Logger? = nil) {
         self.configuration = configuration
         self.logger = logger
-        let url = configuration.url
+        let spec = configuration.spec
+        let url = spec.dataURL
         var problem: String? = nil
-        if configuration.cluster != nil {
+        let redactedURL: String
+        switch spec.topology {
+        case .cluster(let seeds):
             resolver = nil
             sentinel = nil
-            if configuration.cluster?.seeds.isEmpty == true { problem = "no cluster node configured" }
-        } else if let sentinelURL = configuration.sentinel {
+            if seeds.seeds.isEmpty { problem = "no cluster node configured" }
+            redactedURL = spec.clusterURL?.description ?? ""
+        case .sentinel(let sentinelURL, let sentinels):
             resolver = nil
-            sentinel = RedisSentinel(sentinelURL, password: configuration.sentinelPassword,
-                                     tls: configuration.sentinelTLS ? configuration.tls : nil,
+            sentinel = RedisSentinel(sentinelURL, password: sentinels.password?.value,
+                                     tls: sentinels.tls ? configuration.tls : nil,
                                      queryTimeout: max(1_000_000, configuration.sentinelTimeout), logger: logger)
             if sentinelURL.sentinels.isEmpty { problem = "no sentinel configured" }
-        } else {
+            redactedURL = spec.sentinelURL?.description ?? ""
+        case .single:
             sentinel = nil
+            redactedURL = url.description
             // Logs "redis name does not resolve" itself when it does not.
             let resolver = HostResolver(name: url.host, port: UInt16(clamping: url.port), interval: Self.resolveInterval,
                                         log: logger, role: "redis")
@@ -194,14 +174,13 @@ public final class RedisStore: Store {
         }
         settings = RedisConnectionSettings(
             resolver: resolver, username: url.username, password: url.password,
-            database: configuration.cluster != nil ? 0 : url.database, tls: url.tls ? tls : nil, setupProblem: problem,
+            database: url.database, tls: url.tls ? tls : nil, setupProblem: problem,
             commandTimeout: max(1_000_000, configuration.commandTimeout),
             backoffMin: max(1_000_000, configuration.backoffMin),
             backoffMax: max(configuration.backoffMin, configuration.backoffMax),
-            redactedURL: configuration.cluster?.description ?? configuration.sentinel?.description ?? url.description,
-            sentinel: sentinel)
+            redactedURL: redactedURL, sentinel: sentinel)
         let template = settings
-        cluster = configuration.cluster.map {
+        cluster = spec.clusterURL.map {
             RedisCluster($0, template: template, counters: configuration.clusterCounters,
                          queryTimeout: max(1_000_000, configuration.clusterQueryTimeout),
                          refreshInterval: configuration.clusterRefreshInterval,
@@ -239,7 +218,7 @@ public final class RedisStore: Store {
     /// it on that loop's connection wait too.
     public func setIfAbsentAcknowledged(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
                                         _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
-        let replicas = configuration.waitReplicas, timeout = configuration.waitTimeoutMS
+        let replicas = configuration.spec.wait.replicas, timeout = configuration.spec.wait.timeoutMS
         guard replicas > 0 else { return setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion) }
         setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop) { [self] result in
             guard case .success(true) = result else { return completion(result) }
@@ -297,13 +276,13 @@ public final class RedisStore: Store {
     /// `.unavailable`); later calls fail the same way. Idempotent; call it before stopping
     /// the loops.
     public func close() {
-        let all = slots.withLock { slots -> [RedisSlot] in
-            slots.closed = true
-            defer { slots.byLoop.removeAll() }
-            return Array(slots.byLoop.values)
+        let all = links.withLock { links -> [RedisLoopLink] in
+            links.closed = true
+            defer { links.byLoop.removeAll() }
+            return Array(links.byLoop.values)
         }
-        for slot in all {
-            slot.loop.execute { slot.close() }
+        for link in all {
+            link.loop.execute { link.close() }
         }
     }
 
@@ -323,7 +302,7 @@ public final class RedisStore: Store {
         let prefixed = prefix + Array(key.utf8)
         let args = command(prefixed)
         let send: () -> Void = { [self] in
-            let link: RedisSlot
+            let link: RedisLoopLink
             switch self.link(for: loop) {
             case .success(let l):
                 link = l
@@ -353,24 +332,24 @@ public final class RedisStore: Store {
     }
 
     /// This loop's connection (or cluster router), made on first use (on the loop's thread).
-    private func link(for loop: EventLoop) -> Result<RedisSlot, StoreError> {
-        let made = slots.withLock { slots -> (RedisSlot, RedisSlot?)? in
-            guard !slots.closed else { return nil }
-            let existing = slots.byLoop[loop.index]
+    private func link(for loop: EventLoop) -> Result<RedisLoopLink, StoreError> {
+        let made = links.withLock { links -> (RedisLoopLink, RedisLoopLink?)? in
+            guard !links.closed else { return nil }
+            let existing = links.byLoop[loop.index]
             if let existing, existing.loop === loop { return (existing, nil) }
             // A different loop object under the same index (loops rebuilt, as in tests).
-            let slot = if let cluster {
-                RedisSlot(loop: loop, link: .cluster(RedisClusterRouter(loop: loop, cluster: cluster,
-                                                                        commandTimeout: settings.commandTimeout, logger: logger)))
+            let link = if let cluster {
+                RedisLoopLink(loop: loop, route: .cluster(RedisClusterRouter(loop: loop, cluster: cluster,
+                                                                             commandTimeout: settings.commandTimeout, logger: logger)))
             } else {
-                RedisSlot(loop: loop, link: .single(RedisConnection(loop: loop, settings: settings, logger: logger)))
+                RedisLoopLink(loop: loop, route: .single(RedisConnection(loop: loop, settings: settings, logger: logger)))
             }
-            slots.byLoop[loop.index] = slot
-            return (slot, existing)
+            links.byLoop[loop.index] = link
+            return (link, existing)
         }
-        guard let (slot, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
+        guard let (link, replaced) = made else { return .failure(StoreError(.unavailable, "redis store closed")) }
         if let replaced { replaced.loop.execute { replaced.close() } }
-        return .success(slot)
+        return .success(link)
     }
 
     /// For `/readyz`, on `loop`'s thread: nil when the store can serve every key. With Cluster,
@@ -378,7 +357,7 @@ public final class RedisStore: Store {
     /// key's `GET` would test one primary of several); otherwise nil — the caller's own probe
     /// command says it. `done` runs on `loop`, never inside this call.
     public func probeCluster(on loop: EventLoop, _ done: @escaping (StoreError?) -> Void) {
-        guard cluster != nil, case .success(let slot) = link(for: loop), case .cluster(let router) = slot.link else {
+        guard cluster != nil, case .success(let link) = link(for: loop), case .cluster(let router) = link.route else {
             let bound = RedisLoopBound(done)
             loop.execute { bound.value(nil) }
             return
@@ -422,30 +401,31 @@ public final class RedisStore: Store {
 /// guards only the table), but each link is only ever used on its own loop's thread — by store
 /// calls made there, `close` tasks posted there, and its streams' events on that loop.
 /// `RedisConnection` and `RedisClusterRouter` assert this.
-private final class RedisSlot: @unchecked Sendable {
-    enum Link {
+private final class RedisLoopLink: @unchecked Sendable {
+    /// One server's connection, or a router that sends each key to its slot's primary.
+    enum Route {
         case single(RedisConnection)
         case cluster(RedisClusterRouter)
     }
 
     let loop: EventLoop
-    let link: Link
+    let route: Route
 
-    init(loop: EventLoop, link: Link) {
+    init(loop: EventLoop, route: Route) {
         self.loop = loop
-        self.link = link
+        self.route = route
     }
 
     /// `key`: the key as sent (a cluster routes by its slot).
     func send(_ args: [[UInt8]], key: [UInt8], _ completion: @escaping (Result<RedisReply, StoreError>) -> Void) {
-        switch link {
+        switch route {
         case .single(let connection): connection.send(args, completion)
         case .cluster(let router): router.send(args, key: key, completion)
         }
     }
 
     func close() {
-        switch link {
+        switch route {
         case .single(let connection): connection.close()
         case .cluster(let router): router.close()
         }
