@@ -94,7 +94,8 @@ struct Exchange {
 /// The transitions: one per event the connection reports, named for the event. Each returns
 /// what the connection must do, or nothing where the connection's next step does not depend
 /// on it. A transition reported in a state it cannot happen in is a bug in the shell: it
-/// asserts in debug builds and leaves the state alone in release ones.
+/// asserts in debug builds; in release ones it leaves the state alone, or (a response finished
+/// without a request) closes the connection.
 extension Exchange {
     // MARK: A request begins
 
