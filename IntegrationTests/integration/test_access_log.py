@@ -29,6 +29,7 @@ def test_one_line_per_request_with_all_keys(proxy):
         assert not missing, f"access log line lacks {missing}: {line}"
         assert str(line["remote"]).startswith("127.0.0.3"), line
         assert isinstance(line["duration_ms"], (int, float)) and line["duration_ms"] >= 0
+        assert "error" not in line, line  # an upstream's 404 is its answer, not an engine error
     get, post, big, nf = lines
     assert {line["protocol"] for line in lines} == {"http/1.1"}
     assert get["method"] == "GET" and get["path"].split("?")[0] == "/echo"
@@ -54,6 +55,7 @@ def test_gateway_errors_are_logged_without_an_upstream_status(proxy_factory):
     (line,) = p.wait_access_log(1)
     assert line["status"] == 502
     assert line["upstream_status"] in (None, 0, "", "-"), line
+    assert line["error"] == "upstream_unreachable" and line["error_source"] == "upstream", line
 
 
 SECRETS = ["SECRETCODE4711", "STATE0815xyz", "VERIFIERabc123", "CLIENTSECRETzz"]

@@ -61,6 +61,10 @@ def test_client_abort_while_waiting_for_response_closes_upstream(proxy, upstream
     ok = upstream.record.wait_for(lambda r: r.notes("peer-closed-while-waiting"), timeout=1.5)
     assert ok, "the upstream kept waiting on a request whose client had gone"
     assert_proxy_still_serves(proxy)
+    # The access log says why the request has no status: the client left, not the upstream.
+    aborted = [l for l in proxy.wait_access_log(2) if l["path"] == "/slow"]
+    assert len(aborted) == 1 and aborted[0]["status"] == 0, aborted
+    assert aborted[0]["error"] == "client_closed" and aborted[0]["error_source"] == "client", aborted
 
 
 def test_client_abort_mid_download_stops_the_upstream(proxy_factory, upstream):

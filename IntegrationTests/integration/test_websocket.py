@@ -131,6 +131,22 @@ def test_websocket_upstream_closing_closes_client(proxy):
         assert c.wait_closed(3), "the client side stayed open after the upstream hung up"
 
 
+def test_a_tunnel_is_access_logged_once_when_its_upstream_ends_it(proxy):
+    """The tunnel's line is written when the connection closes — also when the client answers the
+    upstream's close at once (it used to be written only when that lingering close timed out)."""
+    with proxy.conn() as c:
+        r, _ = ws_handshake(c, "/ws?close_after=1")
+        assert r.status == 101, r
+        ws_send(c, 0x1, b"last words")
+        assert ws_recv(c) == (0x1, b"last words")
+        op, _ = ws_recv(c)
+        assert op == 0x8
+        assert c.wait_closed(3), "the client side stayed open after the upstream hung up"
+    lines = [l for l in proxy.wait_access_log(1) if l["path"].split("?")[0] == "/ws"]
+    assert len(lines) == 1 and lines[0]["status"] == 101, lines
+    assert "error" not in lines[0], lines
+
+
 def test_websocket_client_closing_closes_upstream(proxy, upstream):
     c = proxy.conn()
     r, _ = ws_handshake(c)

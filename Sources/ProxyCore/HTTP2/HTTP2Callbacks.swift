@@ -52,7 +52,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { session, _, id, data, length, user in
             let c = connection(user)
-            guard let stream = c.streams[id], let h2 = stream.h2, stream.state != .closed else {
+            guard let stream = c.streams[id], let h2 = stream.h2, !stream.exchange.isClosed else {
                 // A stream the exchange is done with: its bytes go back to the windows at once.
                 nghttp2_session_consume(session, id, length)
                 return 0
@@ -87,7 +87,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
     /// The response body source: the exchange's output, as far as the peer's windows allow.
     static let readBody: nghttp2_data_source_read_callback = { _, id, buffer, length, flags, _, user in
         let c = connection(user)
-        guard let stream = c.streams[id], let h2 = stream.h2, stream.state != .closed, let buffer, let flags else {
+        guard let stream = c.streams[id], let h2 = stream.h2, !stream.exchange.isClosed, let buffer, let flags else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         let n = min(length, stream.output.readable)
@@ -101,7 +101,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
             stream.output.clear()
             if h2.responseDone {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                if !stream.requestBodyDone { c.endedEarly.append(id) }
+                if !stream.exchange.requestBodyDone { c.endedEarly.append(id) }
                 return n
             }
             c.drained.append(stream)

@@ -287,7 +287,7 @@ final class HTTP2Connection: Channel {
             if !pending.isEmpty {
                 let ready = pending
                 pending.removeAll(keepingCapacity: true)
-                for stream in ready where stream.state != .closed {
+                for stream in ready where !stream.exchange.isClosed {
                     stream.h2!.queued = false
                     if stream.h2!.waitingSince != 0 { continue }  // runs once admitted
                     stream.h2Received()
@@ -300,7 +300,7 @@ final class HTTP2Connection: Channel {
 
     /// Gives the peer back window for the DATA bytes a stream has passed on, if it wants more.
     func creditStream(_ stream: ClientConnection) {
-        guard let h2 = stream.h2, h2.unconsumed > 0, stream.input.isEmpty, stream.state != .closed,
+        guard let h2 = stream.h2, h2.unconsumed > 0, stream.input.isEmpty, !stream.exchange.isClosed,
               stream.interest & CProxyLinux_EPOLLIN != 0 else { return }
         nghttp2_session_consume(session, h2.id, h2.unconsumed)
         h2.unconsumed = 0
@@ -318,6 +318,7 @@ final class HTTP2Connection: Channel {
         let stream = ClientConnection(fd: -1, loop: loop, listener: listener, peer: peer, transport: Transport(fd: -1))
         let h2 = HTTP2Stream(connection: self, id: id)
         stream.h2 = h2
+        stream.exchange.isStream = true
         stream.peerText = peerTextCache
         streams[id] = stream
         idleSince = 0
@@ -386,7 +387,7 @@ final class HTTP2Connection: Channel {
             if !drained.isEmpty {
                 let ready = drained
                 drained.removeAll(keepingCapacity: true)
-                for stream in ready where stream.state != .closed { stream.h2OutputDrained() }
+                for stream in ready where !stream.exchange.isClosed { stream.h2OutputDrained() }
             }
             runStreams()
         } while rounds < 8 && output.readable < HTTP2Connection.highWater && nghttp2_session_want_write(session) != 0

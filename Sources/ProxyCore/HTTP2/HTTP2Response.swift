@@ -62,7 +62,7 @@ enum HTTP2Response {
             guard rv == 0 else { return .failed }
             if final {
                 h2.responseSubmitted = true
-                if h2.responseDone && stream.output.isEmpty && !stream.requestBodyDone { c.endedEarly.append(h2.id) }
+                if h2.responseDone && stream.output.isEmpty && !stream.exchange.requestBodyDone { c.endedEarly.append(h2.id) }
                 return .submitted
             }
         }

@@ -74,6 +74,13 @@ public final class AccessLog: @unchecked Sendable {
         appendMillis(&out, r.durationNanos)
         out.append(",\"upstream_ms\":")
         appendMillis(&out, r.upstreamNanos)
+        if let error = r.error {
+            out.append(",\"error\":\"")
+            out.append(error.name)
+            out.append("\",\"error_source\":\"")
+            out.append(error.source.name)
+            out.append("\"")
+        }
         out.append("}\n")
         buffers[i] = out
     }
@@ -110,6 +117,10 @@ public final class AccessLog: @unchecked Sendable {
         appendMillis(&out, r.upstreamNanos)
         out.append(" id=")
         c.appendRequestID(to: &out)
+        if let error = r.error {
+            out.append(" error=")
+            out.append(error.name)
+        }
         out.append(byte: 0x0A)
         buffers[i] = out
     }

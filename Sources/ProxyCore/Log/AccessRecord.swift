@@ -9,4 +9,7 @@ public struct AccessRecord {
     public let bytesOut: UInt64
     public let durationNanos: UInt64
     public let upstreamNanos: UInt64
+    /// Why the engine refused, failed or cut the request; nil when it did not (a 404 or a 500
+    /// from the upstream is the upstream's answer, not an engine error).
+    public let error: EngineError?
 }

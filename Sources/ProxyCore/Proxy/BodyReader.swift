@@ -138,7 +138,5 @@ struct ResponseState {
     var chunkedToClient = false
     /// The upstream connection can be reused once the response ends.
     var upstreamKeepAlive = false
-    /// A `100 Continue` went to the client (it was told to send its body).
-    var continueSent = false
     var head = ResponseHead()
 }

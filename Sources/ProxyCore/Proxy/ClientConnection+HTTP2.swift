@@ -16,15 +16,16 @@ extension ClientConnection {
     /// Request bytes (the head, DATA, the end) arrived from the connection.
     func h2Received() {
         guard let h2 else { return }
-        if state == .lingering {
+        if exchange.isLingering {
             // The response is complete; what the client still sends has nowhere to go.
             input.clear()
             return
         }
-        if state == .readingHead && !inRequest, let refusal = h2.request.refusal {
+        if exchange.isIdle, let refusal = h2.request.refusal {
             input.clear()
             beginRequest(headLength: 0)
-            respondError(refusal.status, refusal.reason)
+            exchange.headRefused()
+            respondError(.invalidHead(status: refusal.status, refusal.reason))
             return
         }
         inputArrived()
@@ -42,7 +43,7 @@ extension ClientConnection {
             case .incomplete: return
             case .failed:
                 logProblem(.warn, "cannot send the response head over HTTP/2", key: "h2 head", [])
-                abort(reason: "invalid response head")
+                abort(.invalidStreamHead)
                 return
             }
         } else if !output.isEmpty || h2.responseDone {
@@ -71,10 +72,9 @@ extension ClientConnection {
     /// its last byte. A request body not read to its end is cut by `RST_STREAM NO_ERROR` then.
     func h2Finished() {
         h2!.responseDone = true
-        state = .lingering
         input.clear()
         h2Flush()
-        if state == .lingering { setDeadline(.send, config.timeouts.clientSend) }
+        if exchange.isLingering { setDeadline(.send, config.timeouts.clientSend) }
     }
 
     /// nghttp2 closed the stream: normally after its END_STREAM both ways, or because the client
@@ -87,22 +87,22 @@ extension ClientConnection {
         h2.connection.forget(h2.id)
         if h2.refused {
             // Refused while it waited for a budget unit: it never ran.
-            state = .closed
+            _ = exchange.closed()
             deadline = 0
             releaseStreamBuffers()
             return
         }
-        if state != .lingering && state != .closed {
+        if !exchange.isLingering && !exchange.isClosed {
             h2.connection.listener.engineMetrics.http2.resetsReceived.increment()
-            abort(reason: "stream reset by the client")
+            abort(.streamReset)
             return
         }
-        if state != .closed {
+        if !exchange.isClosed {
             if !(h2.responseDone && output.isEmpty) && errorCode != 0 {
                 // The client reset it while the last bytes were still going out.
                 h2.connection.listener.engineMetrics.http2.resetsReceived.increment()
             }
-            state = .closed
+            _ = exchange.closed()
             deadline = 0
             releaseStreamBuffers()
         }
@@ -139,7 +139,7 @@ extension ClientConnection {
     func handOverToHTTP2() {
         let connection = HTTP2Connection(fd: fd, loop: loop, listener: listener, peer: peer, transport: transport)
         loop.handOver(self, to: connection)
-        state = .closed
+        _ = exchange.closed()
         deadline = 0
         let bytes = Array(input.readableBytes)
         releaseStreamBuffers()

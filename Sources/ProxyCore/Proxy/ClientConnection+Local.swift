@@ -13,9 +13,11 @@ extension ClientConnection {
     }
 
     /// An error the proxy produced: short text body, always `Connection: close` — after a refused
-    /// or failed request we cannot trust where the next request would start.
-    func respondError(_ status: Int, _ reason: String) {
-        closeAfterResponse = true
+    /// or failed request we cannot trust where the next request would start. The error goes to
+    /// the request's access-log line.
+    func respondError(_ error: EngineError) {
+        let status = error.status, reason = error.reason
+        if current!.error == nil { current!.error = error }
         // The same id as the access-log line (and, for a 502/504, the upstream's log).
         let id = requestIDString
         // One line per cause (status and reason: the reason names the upstream address and
@@ -28,19 +30,19 @@ extension ClientConnection {
         let text = status >= 500 ? "\(status) \(HTTPStatus.reason(status)) (request id \(id))\n"
                                  : "\(status) \(HTTPStatus.reason(status)): \(reason)\n"
         // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
-        respondLocal(Response(status: status, text: text, headers: [("Cache-Control", "no-store")]))
+        respondLocal(Response(status: status, text: text, headers: [("Cache-Control", "no-store")]), refusal: true)
     }
 
-    func respondLocal(_ r: Response) {
-        if response.started {
+    func respondLocal(_ r: Response, refusal: Bool = false) {
+        let connectionField: Exchange.ConnectionField
+        switch exchange.respondLocally(refusal: refusal, responseStarted: response.started, draining: listener.isDraining(loop)) {
+        case .send(let field):
+            connectionField = field
+        case .abort(let error):
             // Part of a response is already out: the only honest signal left is to cut the connection.
-            abort(reason: "error after response started")
+            abort(error)
             return
         }
-        // A body we have not read would be taken for the next request: close after answering.
-        if !requestBodyDone { closeAfterResponse = true }
-        if listener.isDraining(loop) { closeAfterResponse = true }
-        state = .respondingLocally
         var edits = HeaderEdits()
         if headLength > 0 { listener.phases.responseFilter(RequestView(self), status: r.status, &edits) }
         output.append("HTTP/1.1 ")
@@ -61,7 +63,7 @@ extension ClientConnection {
         output.append("Content-Length: ")
         output.append(decimal: UInt64(r.body.count))
         output.append("\r\n")
-        if closeAfterResponse {
+        if connectionField == .close {
             output.append("Connection: close\r\n")
         } else if head.version == .http10 {
             output.append("Connection: keep-alive\r\n")
@@ -88,7 +90,8 @@ extension ClientConnection {
             request: RequestView(self), status: statusSent, upstreamStatus: response.status,
             bytesIn: bytesIn, bytesOut: bytesOut + UInt64(output.readable),
             durationNanos: now - requestStart,
-            upstreamNanos: upstreamStart == 0 ? 0 : (upstreamEnd == 0 ? now : upstreamEnd) - upstreamStart)
+            upstreamNanos: upstreamStart == 0 ? 0 : (upstreamEnd == 0 ? now : upstreamEnd) - upstreamStart,
+            error: current!.error)
         if headLength > 0 {
             listener.phases.logging(record)
             let route = listener.phases.route(record.request) ?? (upstreamStart != 0 ? .proxied : .local)

@@ -5,11 +5,11 @@ extension ClientConnection {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return
         }
-        state = .proxying
-        if !requestBodyDone { setDeadline(.body, config.timeouts.clientBody) }
+        exchange.proxy()
+        if !exchange.requestBodyDone { setDeadline(.body, config.timeouts.clientBody) }
         buildUpstreamHead(rewrite)
         connectUpstream(fresh: false)
-        if state == .proxying { flush() }
+        if exchange.isProxying { flush() }
     }
 
     /// `after`: the address whose connection just failed, to try the next one of a name's.
@@ -20,7 +20,7 @@ extension ClientConnection {
             up = pooled
         } else {
             guard let address = pool.address(after: failed, now: loop.now) else {
-                respondError(502, "upstream unreachable (\(pool.resolver?.problem?.description ?? "no address"))")
+                respondError(.upstreamUnreachable(pool.resolver?.problem?.description ?? "no address"))
                 return
             }
             connectAttempts += 1
@@ -32,7 +32,7 @@ extension ClientConnection {
                     connectUpstream(fresh: true, after: address)
                     return
                 }
-                respondError(502, "upstream unreachable (\(error))")
+                respondError(.upstreamUnreachable("\(error)"))
                 return
             }
         }
@@ -40,8 +40,8 @@ extension ClientConnection {
         upstream = up
         if upstreamStart == 0 { upstreamStart = loop.now }
         up.output.append(upstreamHead.readableBytes)
-        if !requestBodyDone { pumpRequestBody() }
-        if state == .proxying { up.flushIfConnected() }
+        if !exchange.requestBodyDone { pumpRequestBody() }
+        if exchange.isProxying { up.flushIfConnected() }
     }
 
     private func buildUpstreamHead(_ rewrite: UpstreamRewrite?) {
@@ -95,7 +95,7 @@ extension ClientConnection {
             case .expect:
                 // Forwarded, not answered by us (RFC 9110 §10.1.1): the upstream may refuse
                 // the body with a final status before the client sends it.
-                if !(head.expectContinue && !requestBodyDone && head.version == .http11) { continue }
+                if !(head.expectContinue && !exchange.requestBodyDone && head.version == .http11) { continue }
             case .upgrade:
                 if !head.upgrade { continue }
             case .xForwardedFor:
@@ -166,44 +166,44 @@ extension ClientConnection {
 
     /// Streams request body bytes from `input` to the upstream.
     func pumpRequestBody() {
-        guard !requestBodyDone, let up = upstream else { return }
+        guard !exchange.requestBodyDone, let up = upstream else { return }
         let chunked = head.framing == .chunked
         let step = requestBody.transfer(from: &input, to: &up.output, chunkedOut: chunked)
         requestBodyBytes = requestBody.total
         if config.maxBodySize > 0 && requestBodyBytes > config.maxBodySize {
-            upstreamFailure(413, "request body larger than \(config.maxBodySize) bytes")
+            upstreamFailure(.bodyTooLarge(limit: config.maxBodySize))
             return
         }
         switch step {
         case .more:
             break
         case .done:
-            requestBodyDone = true
+            exchange.requestBodyEnded()
             setDeadline(.none, 0)
         case .error(let e):
-            requestBodyDone = true
-            upstreamFailure(e.status, e.reason)
+            exchange.requestBodyEnded()
+            upstreamFailure(.invalidBody(e))
             return
         }
         up.flushIfConnected()
-        if state == .proxying { want(read: wantsInput, write: !output.isEmpty) }
+        if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }
 
     // MARK: Upstream events
 
     /// The upstream took our buffered bytes: resume reading the request body.
     func upstreamDrained() {
-        if state == .proxying || state == .tunnel { want(read: wantsInput, write: !output.isEmpty) }
+        if exchange.isProxying || exchange.isTunnel { want(read: wantsInput, write: !output.isEmpty) }
     }
 
     /// New bytes in `upstream.input`.
     func upstreamReadable() {
         guard let up = upstream else { return }
-        if state == .tunnel {
+        if exchange.isTunnel {
             output.append(up.input.readableBytes)
             up.input.clear()
             flush()
-            if output.readable >= ClientConnection.highWater { up.pauseReading() }
+            if output.readable >= Exchange.highWater { up.pauseReading() }
             return
         }
         while !response.started || response.status < 200 {
@@ -212,13 +212,13 @@ extension ClientConnection {
             case .incomplete:
                 return
             case .error(let e):
-                upstreamFailure(502, "invalid upstream response: \(e.reason)")
+                upstreamFailure(.upstreamInvalidResponse(e.reason))
                 return
             case .complete(let length):
                 let status = response.head.status
                 if status == 101 {
                     guard head.upgrade else {
-                        upstreamFailure(502, "upstream switched protocols without an upgrade request")
+                        upstreamFailure(.upstreamUnexpectedSwitch)
                         return
                     }
                     writeResponseHead(up, length: length)
@@ -239,18 +239,18 @@ extension ClientConnection {
         }
         if output.isEmpty && transport.isPlain && h2 == nil {
             writeBodyStraight(from: up)
-            if state == .closed { return }  // the write failed
+            if exchange.isClosed { return }  // the write failed
         }
         let step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
         switch step {
         case .more:
             flush()
-            if state == .proxying && output.readable >= ClientConnection.highWater { up.pauseReading() }
+            if exchange.isProxying && output.readable >= Exchange.highWater { up.pauseReading() }
         case .done:
             responseComplete()
         case .error(let e):
             logProblem(.warn, "upstream response body invalid", key: e.reason, [("reason", e.reason)])
-            abort(reason: "invalid upstream body")
+            abort(.upstreamInvalidBody(e.reason))
         }
     }
 
@@ -266,7 +266,7 @@ extension ClientConnection {
         do {
             r = try Socket.write(fd, from: up.input.base! + up.input.reader, count: n)
         } catch {
-            abort(reason: "client write failed")
+            abort(.clientWriteFailed)
             return
         }
         guard case .done(let written) = r else { return }
@@ -282,6 +282,9 @@ extension ClientConnection {
         response.status = r.status
         listener.engineMetrics.upstreamResponse.observe(nanos: loop.now - upstreamStart)
         var sendLength: UInt64? = nil
+        // A body that can end only with the connection: one read to the upstream's close, or a
+        // chunked one, for a client that cannot take chunks (HTTP/1.0).
+        var bodyEndsWithClose = false
         switch r.framing {
         case .none:
             response.body = BodyReader()
@@ -291,12 +294,12 @@ extension ClientConnection {
         case .chunked:
             response.body = BodyReader(chunked: ())
             // (An HTTP/2 stream's body ends with END_STREAM: never re-framed.)
-            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { closeAfterResponse = true }
+            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         case .untilClose:
             // Re-framed as chunked for an HTTP/1.1 client, so its connection outlives the
             // upstream's; an HTTP/1.0 client gets the bytes and the close, as sent.
             response.body = BodyReader(untilClose: ())
-            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { closeAfterResponse = true }
+            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         var edits = HeaderEdits()
@@ -340,17 +343,11 @@ extension ClientConnection {
             output.append("\r\n")
         }
         if response.chunkedToClient { output.append("Transfer-Encoding: chunked\r\n") }
-        // The upstream answers before the request body is all in (a 413, a redirect, an app
-        // that does not read it): the client hears `Connection: close` unless the body's
-        // rest can be read and dropped once the response is out (`discardRequestBody`).
-        if !switching && !requestBodyDone && !canDiscardRequestBody { closeAfterResponse = true }
-        if switching {
-            output.append("Connection: upgrade\r\n")
-        } else if closeAfterResponse || listener.isDraining(loop) {
-            closeAfterResponse = true
-            output.append("Connection: close\r\n")
-        } else if head.version == .http10 {
-            output.append("Connection: keep-alive\r\n")
+        switch exchange.responseHead(switching: switching, bodyEndsWithClose: bodyEndsWithClose,
+                                     bodyLeft: requestBody.remaining, draining: listener.isDraining(loop)) {
+        case .upgrade: output.append("Connection: upgrade\r\n")
+        case .close: output.append("Connection: close\r\n")
+        case .keepAlive: if head.version == .http10 { output.append("Connection: keep-alive\r\n") }
         }
         output.append("\r\n")
         statusSent = r.status
@@ -359,7 +356,7 @@ extension ClientConnection {
 
     private func writeInterim(_ up: UpstreamConnection, length: Int) {
         let r = response.head
-        if r.status == 100 { response.continueSent = true }
+        if r.status == 100 { exchange.continueSent() }
         let buffer = up.input.readableBytes
         let bytes = buffer.baseAddress!
         output.append("HTTP/1.1 ")
@@ -387,7 +384,7 @@ extension ClientConnection {
             upstream = nil
             // A context replaced by a reload pools nothing more: its pool is closed, and the new
             // configuration may name another upstream.
-            if response.upstreamKeepAlive && requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
+            if response.upstreamKeepAlive && exchange.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
                 listener.pool(loop).put(up)
             } else {
                 up.abort()
@@ -399,10 +396,10 @@ extension ClientConnection {
     /// The upstream closed (EOF) or failed.
     func upstreamClosed(failed: Bool, reason: String) {
         guard let up = upstream else { return }
-        if state == .tunnel {
+        if exchange.isTunnel {
             upstream = nil
             up.abort()
-            state = .lingering
+            exchange.tunnelEnded()
             flush()
             return
         }
@@ -418,7 +415,9 @@ extension ClientConnection {
                 connectUpstream(fresh: true)
                 return
             }
-            upstreamFailure(502, failed ? "upstream failed: \(reason)" : "upstream closed without a response")
+            // A connection that never opened is an unreachable upstream, not one that failed.
+            upstreamFailure(up.connectFailed ? .upstreamUnreachable(reason)
+                            : failed ? .upstreamFailed(reason) : .upstreamClosedEarly)
             return
         }
         if case .untilClose = response.body.mode {
@@ -426,7 +425,7 @@ extension ClientConnection {
                 // A reset is not the end of the body: without the last chunk the client can
                 // tell the body is cut, which the clean end below would hide.
                 logProblem(.warn, "upstream failed mid-response", key: reason, [("status", "\(response.status)"), ("reason", reason)])
-                abort(reason: "upstream failed mid-response")
+                abort(.upstreamFailedMidResponse(reason))
                 return
             }
             if response.chunkedToClient { output.append("0\r\n\r\n") }
@@ -436,18 +435,18 @@ extension ClientConnection {
             return
         }
         logProblem(.warn, "upstream closed mid-response", key: "", [("status", "\(response.status)")])
-        abort(reason: "upstream closed mid-response")
+        abort(.upstreamClosedMidResponse)
     }
 
     func upstreamTimedOut(connecting: Bool) {
         if connecting {
             if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
-            upstreamFailure(504, "upstream connect timed out")
+            upstreamFailure(.upstreamConnectTimeout)
         } else if response.started {
             logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
-            abort(reason: "upstream timeout")
+            abort(.upstreamStalled)
         } else {
-            upstreamFailure(504, "upstream response timed out")
+            upstreamFailure(.upstreamResponseTimeout)
         }
     }
 
@@ -474,24 +473,23 @@ extension ClientConnection {
         }
     }
 
-    /// Gives up on the upstream; the client gets `status` if nothing was sent yet, else a cut connection.
-    func upstreamFailure(_ status: Int, _ reason: String) {
+    /// Gives up on the upstream; the client gets the error's status if nothing was sent yet,
+    /// else a cut connection.
+    func upstreamFailure(_ error: EngineError) {
         upstream?.abort()
         upstream = nil
         upstreamEnd = loop.now
         if response.started {
-            abort(reason: "upstream failure after response start")
+            abort(error)
         } else {
-            respondError(status, reason)
+            respondError(error)
         }
     }
 
     // MARK: Tunnel (after 101 Switching Protocols)
 
     private func enterTunnel(_ up: UpstreamConnection) {
-        state = .tunnel
-        closeAfterResponse = true
-        requestBodyDone = true
+        exchange.switchedProtocols()
         setDeadline(.none, 0)
         up.enterTunnel()
         // Bytes the client sent after its upgrade request belong to the new protocol.

@@ -3,36 +3,18 @@ import CProxyLinux
 import Glibc
 #endif
 
-/// One accepted client connection and the request it is currently serving.
+/// One accepted client connection and the request it is currently serving: the I/O shell of
+/// an `Exchange`. It reads and writes the socket, parses, pumps bodies, runs the phases and
+/// the upstream; where the request's lifecycle moves on it reports the event to `exchange`
+/// and performs what comes back (which state the request is in, whether the connection
+/// closes, lingers or takes the next request, which answer a timeout gets).
 ///
 /// Requests on a connection are handled one at a time: a pipelined request waits in `input`
 /// until the one before it has been answered. The current request's head is copied to `head`'s
 /// own small buffer (`headStore`) so that body bytes can stream through `input` while phases
 /// and the access log still read the head in place.
 final class ClientConnection: Channel {
-    enum State {
-        /// Waiting for (more of) a request head.
-        case readingHead
-        /// A phase is working on a deferred decision.
-        case deferred
-        /// Reading a request body for a phase (`.collectBody`).
-        case collectingBody
-        /// The request is being proxied.
-        case proxying
-        /// Writing a response the proxy produced itself.
-        case respondingLocally
-        /// After a 101: bytes are copied both ways.
-        case tunnel
-        /// The response is out; the rest of the request body is read and dropped
-        /// (`discardRequestBody`), then the next request may come.
-        case discardingBody
-        /// Output flushed, write side shut: reading and discarding until the peer closes,
-        /// so that unread input does not turn our close into a reset that eats the response.
-        case lingering
-        case closed
-    }
-
-    enum Deadline { case none, header, body, keepAlive, send, linger }
+    typealias Deadline = Exchange.Deadline
 
     /// Replaced at a request boundary after a reload (`followReload`), never during a request.
     var listener: ListenerContext
@@ -48,7 +30,8 @@ final class ClientConnection: Channel {
         peer.write(to: &b)
         return Array(b.readableBytes)
     }()
-    var state: State = .readingHead
+    /// Where the request lifecycle stands (see `Exchange`).
+    var exchange = Exchange()
     var deadlineKind: Deadline = .none
 
     var input = ByteBuffer()
@@ -70,18 +53,9 @@ final class ClientConnection: Channel {
         @inline(__always) get { current!.requestBody }
         @inline(__always) _modify { yield &current!.requestBody }
     }
-    var requestBodyDone = true
     var requestBodyBytes: UInt64 {
         @inline(__always) get { current!.requestBodyBytes }
         @inline(__always) set { current!.requestBodyBytes = newValue }
-    }
-    /// The connection ends after the current response.
-    var closeAfterResponse = false
-    /// Close right after the last write instead of lingering (hostile or stalled clients).
-    var skipLinger = false
-    var discardedFrom: UInt64 {
-        @inline(__always) get { current!.discardedFrom }
-        @inline(__always) set { current!.discardedFrom = newValue }
     }
 
     var upstream: UpstreamConnection?
@@ -101,7 +75,6 @@ final class ClientConnection: Channel {
         @inline(__always) get { current!.response }
         @inline(__always) _modify { yield &current!.response }
     }
-    var deferredToken: UInt64 = 0
     var collected: ByteBuffer {
         @inline(__always) get { current!.collected }
         @inline(__always) _modify { yield &current!.collected }
@@ -135,17 +108,9 @@ final class ClientConnection: Channel {
         @inline(__always) get { current!.statusSent }
         @inline(__always) set { current!.statusSent = newValue }
     }
-    var inRequest = false
     var requestID = RequestID()
-    /// Whether a response went out on this connection (a reload closes idle ones that did).
-    var servedAny = false
     /// Set when this exchange is one HTTP/2 stream (`HTTP2Connection`): no socket of its own.
     var h2: HTTP2Stream? = nil
-
-    /// Bytes buffered towards a slow reader before we stop reading from the other side.
-    static let highWater = 256 * 1024
-    /// Bytes of pipelined requests buffered while the current one is in flight.
-    static let pipelineLimit = 64 * 1024
 
     init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress, transport: Transport? = nil) {
         self.listener = listener
@@ -173,7 +138,7 @@ final class ClientConnection: Channel {
             try loop.register(self, EventLoop.readable)
         } catch {
             Glibc.close(fd)
-            state = .closed
+            _ = exchange.closed()
             return
         }
         listener.connectionOpened(loop)
@@ -185,7 +150,7 @@ final class ClientConnection: Channel {
         // Its listener was replaced by a reload during the handshake: the session is made, the
         // first request is served by the new configuration.
         followReload()
-        if listener.isDraining(loop) { closeAfterResponse = true }
+        if listener.isDraining(loop) { _ = exchange.drain(inputEmpty: false) }
         setDeadline(.keepAlive, config.timeouts.clientHeader)
         want(read: true, write: false)
         // The request usually follows the client's Finished message at once.
@@ -202,25 +167,24 @@ final class ClientConnection: Channel {
 
     override func onEvent(_ events: UInt32) {
         if events & (CProxyLinux_EPOLLERR) != 0 {
-            abort(reason: "client socket error")
+            abort(.clientSocketError)
             return
         }
         if events & EventLoop.writable != 0 {
             flush()
-            if state == .closed { return }
+            if exchange.isClosed { return }
         }
         if events & CProxyLinux_EPOLLIN != 0 && interest & CProxyLinux_EPOLLIN != 0 {
             readable()
-        } else if events & (CProxyLinux_EPOLLRDHUP | CProxyLinux_EPOLLHUP) != 0 && state != .closed {
+        } else if events & (CProxyLinux_EPOLLRDHUP | CProxyLinux_EPOLLHUP) != 0 && !exchange.isClosed {
             // The client shut its side while we were not reading (waiting on the upstream,
             // or stopped by backpressure): it is gone; abort whatever is in flight.
-            if state == .lingering { finishClose(); return }
-            abort(reason: "client closed")
+            clientEnded(exchange.clientHungUp())
         }
     }
 
     private func readable() {
-        switch state {
+        switch exchange.state {
         case .lingering:
             discardInput()
             return
@@ -234,12 +198,12 @@ final class ClientConnection: Channel {
         do {
             result = try transport.read(into: &input, reserve: 8 * 1024)
         } catch {
-            abort(reason: "client read failed")
+            abort(.clientReadFailed)
             return
         }
         guard case .done(let n) = result else { return }
         if n == 0 {
-            clientEOF()
+            clientEnded(exchange.clientEnded(inputEmpty: input.isEmpty))
             return
         }
         input.writer += n
@@ -250,16 +214,16 @@ final class ClientConnection: Channel {
     /// New bytes in `input` (from the socket, or from the stream's HTTP/2 connection).
     @inline(__always)
     func inputArrived() {
-        switch state {
-        case .readingHead:
+        switch exchange.state {
+        case .idle:
             processInput()
-        case .proxying where !requestBodyDone:
+        case .proxying(let r) where !r.bodyDone:
             setDeadline(.body, config.timeouts.clientBody)
             pumpRequestBody()
-        case .collectingBody:
+        case .collecting:
             setDeadline(.body, config.timeouts.clientBody)
             pumpCollectedBody()
-        case .discardingBody:
+        case .discarding:
             discardRequestBody()
         case .tunnel:
             pumpTunnelFromClient()
@@ -270,51 +234,46 @@ final class ClientConnection: Channel {
         }
     }
 
-    private func clientEOF() {
-        switch state {
-        case .readingHead where !inRequest && input.isEmpty:
-            close()
-        case .tunnel:
-            tunnelClientClosed()
-        default:
-            abort(reason: "client closed")
+    /// The client's input ended, or it hung up.
+    private func clientEnded(_ end: Exchange.ClientEnd) {
+        switch end {
+        case .close: close()
+        case .abort(let error): abort(error)
+        case .halfCloseTunnel: tunnelClientClosed()
         }
     }
 
     override func onTimeout() {
-        switch deadlineKind {
-        case .header:
-            // A slow or stalled head (slowloris): tell the client, then close without the
-            // courtesy of lingering — a client that trickles bytes would keep us waiting.
-            skipLinger = true
-            respondError(408, "request head not received in time")
-        case .body:
-            if state == .discardingBody { close(); return }
-            if response.started { abort(reason: "client body timeout") } else {
-                upstream?.abort()
-                upstream = nil
-                respondError(408, "request body stalled")
-            }
-        case .keepAlive, .linger, .send:
-            if state == .proxying || state == .tunnel { abort(reason: "client send timeout") } else { close() }
+        // (A head timeout leaves `current` as it is; a request state may not exist yet.)
+        let started = current?.response.started ?? false
+        switch exchange.timedOut(deadlineKind, responseStarted: started) {
         case .none:
             break
+        case .refuse(let error):
+            beginRequest(headLength: 0)
+            respondError(error)
+        case .failRequest(let error):
+            upstream?.abort()
+            upstream = nil
+            respondError(error)
+        case .abort(let error):
+            abort(error)
+        case .close:
+            close()
         }
     }
 
     override func onDrain() {
         // A listener that drains last (the internal one) is still serving: not this round.
         guard listener.isDraining(loop) else { return }
-        closeAfterResponse = true
-        guard state == .readingHead && !inRequest && input.isEmpty else { return }
-        close()
+        if exchange.drain(inputEmpty: input.isEmpty) { close() }
     }
 
     /// A reload replaced the listener's context: an idle connection moves now; one with a
     /// request in flight (or a head half read) finishes it on the configuration it began on
     /// and moves when it is over. Nothing is closed: a keep-alive client never sees a reload.
     override func onReload() {
-        if state == .readingHead && !inRequest && input.isEmpty { followReload() }
+        if exchange.isIdle(inputEmpty: input.isEmpty) { followReload() }
     }
 
     /// An HTTP/2 stream's wish to read changed: the peer may get window back.
@@ -340,8 +299,8 @@ final class ClientConnection: Channel {
 
     /// Parses and starts the next request in `input`, if a complete head is there.
     func processInput() {
-        guard state == .readingHead, !input.isEmpty else { return }
-        if !inRequest { followReload() }
+        guard exchange.isIdle, !input.isEmpty else { return }
+        followReload()
         if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
         if current == nil { current = loop.requestStates.take() }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
@@ -349,12 +308,13 @@ final class ClientConnection: Channel {
         case .incomplete:
             want(read: true, write: !output.isEmpty)
         case .error(let error):
-            if _slowPath(config.http2.cleartext) && h2 == nil && !servedAny && startsWithHTTP2Preface {
+            if _slowPath(config.http2.cleartext) && h2 == nil && !exchange.servedAny && startsWithHTTP2Preface {
                 handOverToHTTP2()
                 return
             }
             beginRequest(headLength: 0)
-            respondError(error.status, error.reason)
+            exchange.headRefused()
+            respondError(.invalidHead(error))
         case .complete(let length):
             beginRequest(headLength: length)
             dispatch()
@@ -364,7 +324,6 @@ final class ClientConnection: Channel {
     func beginRequest(headLength: Int) {
         // (Refusals that never parsed a head, an HTTP/2 stream's among them, start here.)
         if current == nil { current = loop.requestStates.take() }
-        inRequest = true
         self.headLength = headLength
         if headStore.base == nil { headStore = loop.buffers.take() }
         if output.base == nil { output = loop.buffers.take() }
@@ -385,31 +344,33 @@ final class ClientConnection: Channel {
         response = ResponseState()
         response.head.headers = fields
         requestBodyBytes = 0
+        if _slowPath(current!.error != nil) { current!.error = nil }
         input.reader += headLength
         setDeadline(.none, 0)
     }
 
     private func dispatch() {
-        if listener.isDraining(loop) { closeAfterResponse = true }
-        if !head.keepAlive { closeAfterResponse = true }
+        let bodyDone: Bool
         switch head.framing {
-        case .none: requestBody = BodyReader(); requestBodyDone = true
-        case .contentLength(let n):
-            if config.maxBodySize > 0 && n > config.maxBodySize {
-                respondError(413, "request body larger than \(config.maxBodySize) bytes")
-                return
-            }
-            requestBody = BodyReader(contentLength: n)
-            requestBodyDone = n == 0
-        case .chunked:
-            requestBody = BodyReader(chunked: ())
-            requestBodyDone = false
-        case .untilClose:
-            respondError(400, "request body without length")
+        case .none: requestBody = BodyReader(); bodyDone = true
+        case .contentLength(let n): requestBody = BodyReader(contentLength: n); bodyDone = n == 0
+        case .chunked: requestBody = BodyReader(chunked: ()); bodyDone = false
+        case .untilClose: requestBody = BodyReader(); bodyDone = false
+        }
+        exchange.headParsed(keepAlive: head.keepAlive, bodyDone: bodyDone, expectContinue: head.expectContinue,
+                            draining: listener.isDraining(loop))
+        switch head.framing {
+        case .contentLength(let n) where config.maxBodySize > 0 && n > config.maxBodySize:
+            respondError(.bodyTooLarge(limit: config.maxBodySize))
             return
+        case .untilClose:
+            respondError(.bodyWithoutLength)
+            return
+        default:
+            break
         }
         if head.method == .connect {
-            respondError(501, "CONNECT is not supported")
+            respondError(.connectNotSupported)
             return
         }
         let decision = listener.phases.requestFilter(RequestView(self))
@@ -424,10 +385,10 @@ final class ClientConnection: Channel {
             startDeferred { start($0) }
         case .collectBody(let limit, let handler):
             if case .contentLength(let n) = head.framing, n > UInt64(limit) {
-                respondError(413, "request body larger than \(limit) bytes")
+                respondError(.bodyTooLarge(limit: limit))
                 return
             }
-            state = .collectingBody
+            exchange.collectBody()
             collectLimit = limit
             collectHandler = handler
             collected.clear()
@@ -437,9 +398,7 @@ final class ClientConnection: Channel {
     }
 
     private func startDeferred(_ start: (ResponseSink) -> Void) {
-        state = .deferred
-        deferredToken &+= 1
-        let token = deferredToken
+        let token = exchange.awaitDecision()
         want(read: wantsInput, write: !output.isEmpty)
         // The sink may outlive this connection; it reaches us only through the loop and
         // only if the connection is still waiting for that very decision.
@@ -452,10 +411,10 @@ final class ClientConnection: Channel {
 
     /// Moves body bytes into `collected`; once the body is complete, hands it to the phase.
     func pumpCollectedBody() {
-        if !requestBodyDone {
+        if !exchange.requestBodyDone {
             let step = requestBody.transfer(from: &input, to: &collected, chunkedOut: false)
             if collected.readable > collectLimit {
-                respondError(413, "request body larger than \(collectLimit) bytes")
+                respondError(.bodyTooLarge(limit: collectLimit))
                 return
             }
             switch step {
@@ -463,10 +422,10 @@ final class ClientConnection: Channel {
                 want(read: true, write: !output.isEmpty)
                 return
             case .done:
-                requestBodyDone = true
+                exchange.requestBodyEnded()
             case .error(let e):
-                requestBodyDone = true
-                respondError(e.status, e.reason)
+                exchange.requestBodyEnded()
+                respondError(.invalidBody(e))
                 return
             }
         }
@@ -479,53 +438,42 @@ final class ClientConnection: Channel {
     }
 
     func deferredOutcome(token: UInt64, _ outcome: DeferredOutcome) {
-        guard state == .deferred, token == deferredToken else { return }
+        guard exchange.takesDecision(token: token) else { return }
         switch outcome {
         case .respond(let r): respondLocal(r)
         case .proceed(let rewrite): proceedUpstream(rewrite: rewrite)
         }
     }
 
-    /// The request is finished (response fully written to `output`): log, then either close
-    /// or go back to reading the next request.
+    /// The request is finished (response fully written to `output`): log, then what the
+    /// exchange says — the next request, dropping the body's rest first, or the close.
     func finishRequest() {
         logAccess()
-        inRequest = false
-        servedAny = true
         upstream = nil
-        if _slowPath(h2 != nil) { h2Finished(); return }
-        if !requestBodyDone && !closeAfterResponse {
+        let next = exchange.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
+        switch next {
+        case .readNext, .close:
+            proceed(next)
+        case .discardBody:
             // The response went out with the body still arriving and said keep-alive: read
             // the body's rest and drop it, then take the next request.
-            state = .discardingBody
-            discardedFrom = requestBody.total
             setDeadline(.body, config.timeouts.clientBody)
             flush()
-            if state == .discardingBody { discardRequestBody() }
-            return
+            if case .discarding = exchange.state { discardRequestBody() }
+        case .endStream:
+            h2Finished()
         }
-        nextRequest()
     }
 
-    /// After a request whose body is all read: close, or wait for the next request.
-    private func nextRequest() {
-        if !requestBodyDone { closeAfterResponse = true }
-        if closeAfterResponse {
-            // The lingering close (half-close, then read until the client's FIN) exists so that
-            // bytes the client sent after the request do not make close(2) answer with an RST
-            // that destroys the response at the client. It is skipped only when the client
-            // itself asked for the close in a head that parsed (it may send nothing more,
-            // RFC 9112 §9.6), its body was read to the end, and nothing is left unread in
-            // `input` — nginx's `lingering_close on` rule. That saves a shutdown, a read and an
-            // epoll round trip per `Connection: close` request. A close the proxy decided
-            // (a refused head, an unread body, a drain) keeps the linger.
-            if headLength > 0 && !head.keepAlive && requestBodyDone && input.isEmpty { skipLinger = true }
-            state = .lingering
+    /// After a request whose body is all read (or will not be): wait for the next request, or
+    /// write what is left and close.
+    private func proceed(_ next: Exchange.AfterResponse) {
+        if next != .readNext {
+            // The lingering close (or the close) begins once the output is out (`flush`).
             deadlineKind = .none
             flush()
             return
         }
-        state = .readingHead
         followReload()
         if input.isEmpty { input.clear() }
         headLength = 0
@@ -534,7 +482,7 @@ final class ClientConnection: Channel {
         // Write the response now rather than on the next writability event: one fewer
         // epoll round trip (and epoll_ctl pair) per request. flush() also sets the interest.
         flush()
-        if state == .readingHead && input.isEmpty && output.isEmpty {
+        if exchange.isIdle && input.isEmpty && output.isEmpty {
             // Idle keep-alive connections hold no buffers: the memory goes back until the next request.
             loop.buffers.recycle(&input)
             loop.buffers.recycle(&output)
@@ -542,36 +490,17 @@ final class ClientConnection: Channel {
         }
     }
 
-    /// Whether the rest of the request body may be read and dropped after the response (so the
-    /// connection stays open) rather than the connection closed. Not when the client was
-    /// waiting for a `100 Continue` it never got (it may never send the body, and its next
-    /// request would be taken for body bytes), not for HTTP/2 (a stream ends on its own), and
-    /// not for more than `discardLimit` bytes still to come.
-    var canDiscardRequestBody: Bool {
-        guard h2 == nil, !head.expectContinue || response.continueSent else { return false }
-        if let left = requestBody.remaining { return left <= ClientConnection.discardLimit }
-        return true
-    }
-
-    /// The most request body a connection reads and drops after its response to stay open
-    /// (nginx discards any amount; an upload larger than this is cheaper to cut off).
-    static let discardLimit: UInt64 = 1 << 20
-
     /// Reads and drops request body bytes after the response; the next request follows.
     func discardRequestBody() {
         var scratch = loop.buffers.take()
         defer { loop.buffers.recycle(&scratch) }
-        switch requestBody.discard(from: &input, scratch: &scratch) {
-        case .done:
-            requestBodyDone = true
-            nextRequest()
-        case .more where requestBody.total - discardedFrom <= ClientConnection.discardLimit:
+        let step = requestBody.discard(from: &input, scratch: &scratch)
+        if let next = exchange.bodyDiscarded(step, total: requestBody.total) {
+            proceed(next)
+        } else {
             if input.isEmpty { input.clear() }
             setDeadline(.body, config.timeouts.clientBody)
             want(read: true, write: !output.isEmpty)
-        default:
-            // Malformed chunked framing, or a chunked body past the limit: stop here.
-            nextRequest()
         }
     }
 
@@ -586,7 +515,7 @@ final class ClientConnection: Channel {
                 do {
                     r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
                 } catch {
-                    abort(reason: "client write failed")
+                    abort(.clientWriteFailed)
                     return
                 }
                 guard case .done(let n) = r else { break }
@@ -595,19 +524,23 @@ final class ClientConnection: Channel {
             }
         } else {
             guard let n = transport.drainTLS(&output) else {
-                abort(reason: "client write failed")
+                abort(.clientWriteFailed)
                 return
             }
             bytesOut += UInt64(n)
         }
         if output.isEmpty {
             output.clear()
-            if state == .lingering { startLinger(); return }
+            switch exchange.outputWritten() {
+            case .none: break
+            case .linger: startLinger(); return
+            case .close: finishClose(); return
+            }
             want(read: wantsInput, write: false)
             if deadlineKind == .send { setDeadline(.none, 0) }
             upstream?.resumeReading()
         } else {
-            want(read: wantsInput && output.readable < ClientConnection.highWater, write: true)
+            want(read: wantsInput && output.readable < Exchange.highWater, write: true)
             if deadlineKind == .none || deadlineKind == .send { setDeadline(.send, config.timeouts.clientSend) }
         }
     }
@@ -620,27 +553,16 @@ final class ClientConnection: Channel {
         response.started && (response.body.remaining ?? 0) >= 64 * 1024
     }
 
-    /// Whether we want read readiness now.
-    ///
-    /// While a request is in flight we keep reading (rather than switching read interest off
-    /// and on, two epoll_ctl calls per request): that is how a client that leaves is noticed,
-    /// and pipelined requests are buffered up to `pipelineLimit`.
+    /// Whether we want read readiness now (`Exchange.wantsInput`).
     var wantsInput: Bool {
-        switch state {
-        case .readingHead, .lingering, .collectingBody, .discardingBody: return true
-        case .proxying:
-            if requestBodyDone { return input.readable < ClientConnection.pipelineLimit }
-            return (upstream?.output.readable ?? 0) < ClientConnection.highWater
-        case .tunnel: return (upstream?.output.readable ?? 0) < ClientConnection.highWater
-        case .deferred, .respondingLocally: return input.readable < ClientConnection.pipelineLimit
-        case .closed: return false
+        @inline(__always) get {
+            exchange.wantsInput(buffered: input.readable, upstreamBuffered: upstream?.output.readable ?? 0)
         }
     }
 
     // MARK: Closing
 
     private func startLinger() {
-        if skipLinger { finishClose(); return }
         transport.shutdownWrite()
         setDeadline(.linger, Timeouts.second)
         want(read: true, write: false)
@@ -652,8 +574,9 @@ final class ClientConnection: Channel {
     }
 
     private func finishClose() {
-        guard state != .closed else { return }
-        state = .closed
+        guard !exchange.isClosed else { return }
+        // A request in flight, or a tunnel that ended, still owes its access-log line.
+        if exchange.closed() { logAccess() }
         deadline = 0
         if _slowPath(h2 != nil) { h2Closed(); return }
         transport.prepareClose()
@@ -668,15 +591,18 @@ final class ClientConnection: Channel {
     /// event handlers it would cost their hot paths register saves.
     @inline(never)
     func close() {
-        guard state != .closed else { return }
-        if inRequest { logAccess() ; inRequest = false }
+        guard !exchange.isClosed else { return }
         upstream?.abort()
         upstream = nil
         finishClose()
     }
 
     /// The client or the connection failed mid-request: drop everything, tell the upstream.
-    func abort(reason: StaticString) {
+    /// The error goes to the request's access-log line (the first one a request met wins: an
+    /// abort that follows a failure is its consequence).
+    @inline(never)
+    func abort(_ error: EngineError) {
+        if current != nil && current!.error == nil { current!.error = error }
         close()
     }
 }

@@ -25,8 +25,8 @@ final class RequestState {
     var upstreamEnd: UInt64 = 0
     var statusSent = 0
     var requestBodyBytes: UInt64 = 0
-    /// `requestBody.total` when discarding the body's rest began.
-    var discardedFrom: UInt64 = 0
+    /// What failed, if anything: the first error the request met (for its access-log line).
+    var error: EngineError? = nil
     var retried = false
     /// New upstream connections tried for this request (a name's addresses, one each).
     var connectAttempts: UInt8 = 0
