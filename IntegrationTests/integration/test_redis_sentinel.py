@@ -279,7 +279,9 @@ def test_store_wait_replicas_holds_the_callback_until_the_replica_has_the_replay
     code is exchanged. A replica that stops answering makes callbacks fail closed after
     `store_wait_timeout` (503, the IdP never called), and they succeed again once it is back."""
     sentinelled.wait_settled()
-    config = sentinelled.store_config() + "\nstore_wait_replicas: 1\nstore_wait_timeout: 300ms"
+    # 600 ms: a replica on a loaded 2-core machine can take a few hundred ms to acknowledge, and
+    # the WAIT must still end before the store's 1 s command timeout.
+    config = sentinelled.store_config() + "\nstore_wait_replicas: 1\nstore_wait_timeout: 600ms"
     a = start(proxy_factory, upstream, tmp_path, idp, None, "a", store=config)
     idp.request("POST", "/_test/reset-stats")
     grant = idp.get_code(IOS)
@@ -294,7 +296,7 @@ def test_store_wait_replicas_holds_the_callback_until_the_replica_has_the_replay
         r = callback(a, idp.get_code(IOS))
         took = time.monotonic() - started
         assert r.status == 503, r.status
-        assert 0.25 < took < 2, took
+        assert 0.55 < took < 2.5, took
         line = next(l for l in reversed(a.stderr_text().splitlines()) if "callback failed" in l)
         assert "store_wait_replicas" in line and "store_unavailable" in line, line
     finally:
