@@ -1,6 +1,9 @@
 # Shared by the bench/ scripts (sourced, not run): messages, prerequisites, the build, free
-# ports, a temp dir whose processes are all stopped on exit, and waiting for a server.
-# The sourcing script sets BENCH_NAME (for messages) and REPO before using these.
+# ports, a temp dir whose processes are all stopped on exit, starting and waiting for a server,
+# and the records file every measurement goes to (bench/measure.py) and the report made from it
+# (bench/render.py). The sourcing script sets BENCH_NAME (bench/NAME, for messages) and REPO.
+# RESULTS_DIR (default bench/results) is where the reports go: a trial run can write elsewhere.
+RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
 
 log() { printf '== %s\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
@@ -62,6 +65,7 @@ make_temp() {
     T=$(mktemp -d "/tmp/$1.XXXXXX")
     chmod 755 "$T" # nginx workers may run as nobody
     mkdir -p "$T/ngx-tmp"
+    RECORDS=$T/records.jsonl
     PIDS=()
     trap _bench_cleanup EXIT
     trap 'exit 130' INT
@@ -99,9 +103,28 @@ stop() { # stop PID: SIGTERM, wait, forget it
 wait_http() { # wait_http URL PID NAME: until URL answers 200 (10 s)
     local i
     for i in $(seq 200); do
-        if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1" 2>/dev/null) == 200 ]]; then return 0; fi
+        if [[ $(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "$1" 2>/dev/null) == 200 ]]; then return 0; fi
         kill -0 "$2" 2>/dev/null || die "$3 exited during start-up (logs in $T)"
         sleep 0.05
     done
     die "$3 did not answer $1 within 10 s (logs in $T)"
+}
+
+start() { # start NAME URL COMMAND...: COMMAND in the background (output in $T/NAME.out, .err)
+    # until URL answers 200 -> LAST_PID. URL "-" waits for nothing.
+    local name=$1 url=$2
+    shift 2
+    "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    LAST_PID=$!
+    PIDS+=("$LAST_PID")
+    [[ $url == - ]] || wait_http "$url" "$LAST_PID" "$name"
+}
+
+measure() { # measure SUBCOMMAND ARGS...: bench/measure.py, appending to this run's records
+    python3 "$REPO/bench/measure.py" "$1" --records "$RECORDS" --bench "${BENCH_NAME#bench/}" "${@:2}"
+}
+
+render() { # render OUT.md: the report from the records, to RESULTS_DIR/OUT.md and stdout
+    mkdir -p "$RESULTS_DIR"
+    python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" --out "$RESULTS_DIR/$1"
 }
