@@ -158,7 +158,9 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    lines, ok = importlib.import_module(f"reports.{a.bench}").render(Records(a.records))
+    rec = Records(a.records)
+    rec.out_dir = os.path.dirname(os.path.abspath(a.out)) if a.out else None  # for a report's figures
+    lines, ok = importlib.import_module(f"reports.{a.bench}").render(rec)
     text = "\n".join(lines).rstrip("\n") + "\n"
     if a.out:
         with open(a.out, "w") as f:
