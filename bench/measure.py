@@ -15,12 +15,13 @@ and appends what it measured to a records file: one JSON object per line,
   measure.py load --records F --bench B --variant V --round R [--scenario S] --raw OUT
                   [--pid NAME=PID ...] -- wrk|h2load ARGS...
   measure.py stime --records F ... --raw OUT --port P --seconds S       (2 s_time clients)
-  measure.py scrape --records F ... --port INTERNAL --when before|during|after [--sum K=NAME[,L=V]]
+  measure.py scrape --records F ... --port INTERNAL --when before|during|after [--sum K=NAME[,L=V] ...]
   measure.py idle-conns --records F ... --port P --pid PID --n N
   measure.py startup --records F ... --bin BIN --port P --internal-port P --upstream URL
   measure.py note --records F --bench B TEXT | row --records F --bench B --table T CELL...
   measure.py facts --records F --bench B --command C [--fact K=V ...]
-  measure.py metric --port INTERNAL NAME [LABEL=VALUE ...]   (prints a summed sample)
+  measure.py put --records F ... METRIC=NUMBER ...          (a figure the driver measured itself)
+  measure.py metric --port INTERNAL NAME [LABEL=VALUE ...] [--show LABEL]   (prints a summed sample)
 """
 import argparse
 import json
@@ -313,18 +314,25 @@ def cmd_scrape(a):
     put(f"scrape.{a.when}.series", len(samples), "series")
     for key, name, labels in map(parse_sum, a.sum):
         put(f"scrape.{a.when}.{key}", metric_sum(samples, name, labels), "")
-    if a.info:  # an info gauge's label values where it is 1, e.g. the store's master address
-        name, label = a.info.split(":")
-        put(f"scrape.{a.when}.{label}", " ".join(dict(l)[label] for (n, l), v in samples.items()
-                                                  if n == name and v == 1) or "none", "")
     return 1 if problems else 0
+
+
+def cmd_put(a):
+    put = Sink(a)
+    for metric, _, value in (kv.partition("=") for kv in a.values):
+        put(metric, float(value))
 
 
 def cmd_metric(a):
     samples, problems = check_exposition(fetch(a.port, "/metrics")[1].decode("utf-8", "replace"))
     labels = frozenset(tuple(x.split("=", 1)) for x in a.labels)
-    found = any(n == a.name and labels <= l for n, l in samples)
-    print(f"{metric_sum(samples, a.name, labels):.0f}" if found else "none")
+    if a.show:  # an info gauge: the label's values where it is 1
+        print(" ".join(dict(l)[a.show] for (n, l), v in samples.items() if n == a.name and v == 1) or "none")
+    else:
+        found = any(n == a.name and labels <= l for n, l in samples)
+        print(f"{metric_sum(samples, a.name, labels):.0f}" if found else "none")
+    if problems:
+        print(f"/metrics: {'; '.join(problems[:3])}", file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -509,7 +517,6 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--when", required=True)
     p.add_argument("--sum", action="append", default=[], metavar="KEY=NAME[,LABEL=VALUE...]")
-    p.add_argument("--info", metavar="NAME:LABEL")
     p = command("idle-conns", cmd_idle_conns)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--pid", type=int, required=True)
@@ -530,8 +537,11 @@ def main():
     p.add_argument("--fact", action="append", default=[], metavar="KEY=VALUE")
     p = command("metric", cmd_metric, run=False)
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--show", metavar="LABEL")
     p.add_argument("name")
     p.add_argument("labels", nargs="*")
+    p = command("put", cmd_put)
+    p.add_argument("values", nargs="+", metavar="METRIC=NUMBER")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(a.fn(a) or 0)
