@@ -124,7 +124,7 @@ measure() { # measure SUBCOMMAND ARGS...: bench/measure.py, appending to this ru
     python3 "$REPO/bench/measure.py" "$1" --records "$RECORDS" --bench "${BENCH_NAME#bench/}" "${@:2}"
 }
 
-render() { # render OUT.md: the report from the records, to RESULTS_DIR/OUT.md and stdout
-    mkdir -p "$RESULTS_DIR"
-    python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" --out "$RESULTS_DIR/$1"
+render() { # render [OUT.md]: the report from the records, to stdout (and RESULTS_DIR/OUT.md)
+    [[ -z ${1:-} ]] || mkdir -p "$RESULTS_DIR"
+    python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" ${1:+--out "$RESULTS_DIR/$1"}
 }

@@ -160,6 +160,7 @@ def parse_wrk(text):
     for code, n in re.findall(r"^# status (\d+) (\d+)", text, re.M):
         if not 200 <= int(code) < 300:
             errors[f"status {code}"] = int(n)
+    r.update({f"status.{code}": int(n) for code, n in re.findall(r"^# status (\d+) (\d+)", text, re.M)})
     m = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M)
     r["rps"] = float(m.group(1)) if m else None
     return r, errors
@@ -167,19 +168,20 @@ def parse_wrk(text):
 
 def parse_h2load(text, log):
     """requests/s, succeeded requests, failed, and p99 (ms) from h2load's per-request log."""
-    m = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed", text)
+    m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", text)
     rps = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text)
     durations = []
     if log and os.path.exists(log):
         with open(log) as f:
             durations = sorted(int(p[2]) for p in (l.split("\t") for l in f) if len(p) >= 3)
     p99 = durations[min(len(durations) - 1, int(len(durations) * 0.99))] / 1000.0 if durations else None
-    return ({"rps": float(rps.group(1)) if rps else None, "requests": int(m.group(1)) if m else 0,
-             "failed": int(m.group(2)) if m else None, "p99": p99}, {})
+    r = dict(zip(("total", "requests", "failed", "errored"), map(int, m.groups()) if m else (None, 0, None, None)))
+    r.update(rps=float(rps.group(1)) if rps else None, p99=p99)
+    r.update({f"status.{c}": int(n) for n, c in re.findall(r"(\d+) (\dxx)", text.partition("status codes:")[2][:80])})
+    return r, {}
 
 
-UNITS = {"rps": "req/s", "requests": "requests", "failed": "requests", "p50": "ms", "p75": "ms", "p90": "ms",
-         "p99": "ms"}
+UNITS = {"rps": "req/s", "p50": "ms", "p75": "ms", "p90": "ms", "p99": "ms"}
 
 
 def cmd_load(a):
@@ -193,7 +195,7 @@ def cmd_load(a):
         r, errors = parse_wrk(text)
     put = Sink(a)
     for k, v in r.items():
-        put(k, v, UNITS[k])
+        put(k, v, UNITS.get(k, "requests"))
     n = r.get("requests")
     for name, s in cpu.items():
         put(f"cpu_s.{name}", s, "s")
@@ -205,6 +207,8 @@ def cmd_load(a):
     put("elapsed_s", elapsed, "s")
     put("other_cores", other, "cores")
     put("errors", sum(errors.values()), "count", ", ".join(f"{k} {v}" for k, v in errors.items()))
+    put("socket_errors", sum(v for k, v in errors.items() if k in ("connect", "read", "write", "timeout")), "count")
+    put("non_2xx", errors.get("non-2xx/3xx", 0), "count")
     why = "no result" if r.get("rps") is None else "" if not errors else "errors"
     put("ok", 0 if why else 1, "", why or None)
     return rc
