@@ -316,8 +316,14 @@ def cmd_scrape(a):
     put(f"scrape.{a.when}.ms", ms, "ms")
     put(f"scrape.{a.when}.bytes", len(body), "bytes")
     put(f"scrape.{a.when}.series", len(samples), "series")
-    for key, name, labels in map(parse_sum, a.sum):
-        put(f"scrape.{a.when}.{key}", metric_sum(samples, name, labels), "")
+    for key, name, labels in map(parse_sum, a.sum):  # a family the binary does not have stays absent
+        if any(n == name for n, _ in samples):
+            put(f"scrape.{a.when}.{key}", metric_sum(samples, name, labels), "")
+    for spec in a.by:  # KEY=NAME,LABEL: a sum per value of LABEL
+        key, _, rest = spec.partition("=")
+        name, label = rest.split(",")
+        for value in sorted({dict(l).get(label) for n, l in samples if n == name} - {None}):
+            put(f"scrape.{a.when}.{key}.{value}", metric_sum(samples, name, frozenset([(label, value)])), "")
     return 1 if problems else 0
 
 
@@ -521,6 +527,7 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--when", required=True)
     p.add_argument("--sum", action="append", default=[], metavar="KEY=NAME[,LABEL=VALUE...]")
+    p.add_argument("--by", action="append", default=[], metavar="KEY=NAME,LABEL", help="a sum per value of LABEL")
     p = command("idle-conns", cmd_idle_conns)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--pid", type=int, required=True)
