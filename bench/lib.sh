@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the bench/ scripts (sourced, not run): messages, prerequisites, the build, free
 # ports, a temp dir whose processes are all stopped on exit, starting and waiting for a server,
 # and the records file every measurement goes to (bench/measure.py) and the report made from it
@@ -90,9 +91,9 @@ _bench_cleanup() {
 }
 
 stop() { # stop PID: SIGTERM, wait, forget it
-    local pid=$1 i
+    local pid=$1 _
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     local keep=() p
@@ -101,8 +102,8 @@ stop() { # stop PID: SIGTERM, wait, forget it
 }
 
 wait_http() { # wait_http URL PID NAME: until URL answers 200 (10 s)
-    local i
-    for i in $(seq 200); do
+    local _
+    for _ in $(seq 200); do
         if [[ $(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "$1" 2>/dev/null) == 200 ]]; then return 0; fi
         kill -0 "$2" 2>/dev/null || die "$3 exited during start-up (logs in $T)"
         sleep 0.05
@@ -124,7 +125,8 @@ measure() { # measure SUBCOMMAND ARGS...: bench/measure.py, appending to this ru
     python3 "$REPO/bench/measure.py" "$1" --records "$RECORDS" --bench "${BENCH_NAME#bench/}" "${@:2}"
 }
 
-render() { # render [OUT.md]: the report from the records, to stdout (and RESULTS_DIR/OUT.md)
-    [[ -z ${1:-} ]] || mkdir -p "$RESULTS_DIR"
-    python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" ${1:+--out "$RESULTS_DIR/$1"}
+render() { # render OUT.md|-: the report from the records, to stdout (and RESULTS_DIR/OUT.md)
+    local out=()
+    [[ $1 == - ]] || { mkdir -p "$RESULTS_DIR" && out=(--out "$RESULTS_DIR/$1"); }
+    python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" "${out[@]}"
 }
