@@ -5,6 +5,21 @@
 # (bench/render.py). The sourcing script sets BENCH_NAME (bench/NAME, for messages) and REPO.
 # RESULTS_DIR (default bench/results) is where the reports go: a trial run can write elsewhere.
 RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
+COMMAND="" # the settings that made this run, as a command line (setting, then the script's name)
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+# setting NAME DEFAULT [always]: NAME from the environment, or DEFAULT. COMMAND records it when it
+# differs from DEFAULT (or always): every report starts with the command that made it.
+setting() {
+    printf -v "$1" '%s' "${!1:-$2}"
+    [[ ${!1} != "$2" || -n ${3:-} ]] || return 0
+    if [[ ${!1} == *" "* ]]; then COMMAND+="$1=\"${!1}\" "; else COMMAND+="$1=${!1} "; fi
+}
+
+need_venv() { # the project's .venv with PyJWT and cryptography (mint_token.py) -> VENV_PY
+    VENV_PY=$REPO/.venv/bin/python
+    "$VENV_PY" -c 'import jwt, cryptography' 2>/dev/null || "$REPO/scripts/setup" >&2 || die "scripts/setup failed"
+}
 
 log() { printf '== %s\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
@@ -74,11 +89,11 @@ make_temp() {
 }
 
 _bench_cleanup() {
-    local rc=$? pid i
+    local rc=$? pid _
     trap - EXIT INT TERM
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do
-        for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
@@ -130,3 +145,17 @@ render() { # render OUT.md|-: the report from the records, to stdout (and RESULT
     [[ $1 == - ]] || { mkdir -p "$RESULTS_DIR" && out=(--out "$RESULTS_DIR/$1"); }
     python3 "$REPO/bench/render.py" "${BENCH_NAME#bench/}" "$RECORDS" "${out[@]}"
 }
+
+# nginx_conf NAME WORKERS CONNECTIONS HTTP...: $T/NAME.conf (checked) with HTTP as its http block, temp
+# files under $T; NGINX_MAIN=... adds main-context directives. nginx_start NAME URL starts it.
+nginx_conf() {
+    cat >"$T/$1.conf" <<EOF
+worker_processes $2; ${NGINX_MAIN:-} daemon off; pid $T/$1.pid; error_log $T/$1-error.log warn;
+events { worker_connections $3; }
+http { client_body_temp_path $T/ngx-tmp/$1-b; proxy_temp_path $T/ngx-tmp/$1-p; fastcgi_temp_path $T/ngx-tmp/$1-f;
+       uwsgi_temp_path $T/ngx-tmp/$1-u; scgi_temp_path $T/ngx-tmp/$1-s;
+       ${*:4} }
+EOF
+    "$NGINX" -t -q -p "$T" -e "$T/$1-error.log" -c "$T/$1.conf" || die "nginx rejects $T/$1.conf"
+}
+nginx_start() { start "$1" "$2" "$NGINX" -p "$T" -e "$T/$1-error.log" -c "$T/$1.conf"; }
