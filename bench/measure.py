@@ -455,13 +455,12 @@ def cmd_startup(a):
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             ready = None
-            while time.monotonic() < t0 + 10 and p.poll() is None:
+            while ready is None and time.monotonic() < t0 + 10 and p.poll() is None:
                 try:
                     if fetch(a.internal_port, "/healthz")[0] == 200:
                         ready = (time.monotonic() - t0) * 1000
-                        break
                 except (OSError, IndexError, ValueError):
-                    time.sleep(0.0002)
+                    time.sleep(0.0002)  # not listening yet
             t1 = time.monotonic()
             p.send_signal(signal.SIGTERM)
             _, err = p.communicate(timeout=35)
