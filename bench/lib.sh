@@ -136,6 +136,16 @@ start() { # start NAME URL COMMAND...: COMMAND in the background (output in $T/N
     [[ $url == - ]] || wait_http "$url" "$LAST_PID" "$name"
 }
 
+# alternate RUN KEY...: `RUN KEY warmup $WARMUP` for each KEY, then ROUNDS rounds of `RUN KEY ROUND
+# $DURATION`, the order rotated each round: every variant measured side by side, none always first.
+alternate() {
+    local run=$1 keys=("${@:2}") k r i
+    for k in "${keys[@]}"; do "$run" "$k" warmup "$WARMUP"; done
+    for ((r = 1; r <= ROUNDS; r++)); do
+        for ((i = 0; i < ${#keys[@]}; i++)); do "$run" "${keys[$(((i + r - 1) % ${#keys[@]}))]}" "$r" "$DURATION"; done
+    done
+}
+
 measure() { # measure SUBCOMMAND ARGS...: bench/measure.py, appending to this run's records
     python3 "$REPO/bench/measure.py" "$1" --records "$RECORDS" --bench "${BENCH_NAME#bench/}" "${@:2}"
 }
