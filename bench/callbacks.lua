@@ -5,7 +5,7 @@
 -- response statuses per thread. Usage:
 --   wrk -t1 -c50 -d10s -s bench/callbacks.lua http://127.0.0.1:PORT -- PREFIX [CLIENT_ID REDIRECT_URI]
 -- PREFIX must differ between runs against the same proxy (its replay window outlives a run).
--- done() prints one "# status CODE COUNT" line per status seen, for bench/callbacks_report.py.
+-- done() prints one "# status CODE COUNT" line per status seen (bench/measure.py counts them).
 
 local threads = {}
 local counter = 0
