@@ -301,50 +301,45 @@ HAND_BACK = [
 ]
 
 
+@pytest.fixture
+def swift(tmp_path):
+    """The Swift simulator, and the `configure` fields giving it the same app through plists
+    (Facebook and the Google client of BUILD_CONFIG). Built by scripts/test; skipped when not."""
+    if not os.access(SWIFT_SIM, os.X_OK):
+        pytest.skip(f"the Swift simulator is not built ({SWIFT_SIM})")
+    info, google = tmp_path / "Info.plist", tmp_path / "GoogleService-Info.plist"
+    info.write_bytes(plistlib.dumps({"OAuthEnabled": "YES", "FacebookAppID": "4242"}))
+    google.write_bytes(plistlib.dumps({"CLIENT_ID": GID, "REVERSED_CLIENT_ID": GREV}))
+    app = Sim([SWIFT_SIM], tmp_path)
+    yield app, dict(op="configure", platform="android", info_plist=str(info), google_service_info=str(google))
+    app.close()
+
+
 @pytest.mark.parametrize("flow,scenario", [({}, SCENARIO),
                                            ({"strategy": "hand_back", "https_callbacks": False,
                                              "link_paths": ["/users/auth/google_oauth2/callback"]}, HAND_BACK),
                                            ({"strategy": "hand_back", "link_paths": ["/users/auth/google_oauth2/callback"]}, HAND_BACK)],
                          ids=["native", "hand_back_app_link", "hand_back_https"])
-def test_the_swift_simulator_answers_the_same(sim, tmp_path, flow, scenario):
-    if not os.access(SWIFT_SIM, os.X_OK):
-        pytest.skip(f"the Swift simulator is not built ({SWIFT_SIM})")
-    info, google = tmp_path / "Info.plist", tmp_path / "GoogleService-Info.plist"
-    info.write_bytes(plistlib.dumps({"OAuthEnabled": "YES", "FacebookAppID": "4242"}))
-    google.write_bytes(plistlib.dumps({"CLIENT_ID": GID, "REVERSED_CLIENT_ID": GREV}))
-    swift = Sim([SWIFT_SIM], tmp_path)
-    try:
-        ios_config = swift.call(op="configure", platform="android", info_plist=str(info), google_service_info=str(google),
-                                initial_url="https://site.example/app", **flow)
-        android_config = sim.call(op="configure", platform="android", build_config=BUILD_CONFIG,
-                                  initial_url="https://site.example/app", **flow)
-        assert ios_config == android_config
-        for request in scenario:
-            assert _normalised(sim.call(**request)) == _normalised(swift.call(**request)), request
-    finally:
-        swift.close()
+def test_the_swift_simulator_answers_the_same(sim, swift, flow, scenario):
+    swift, plists = swift
+    ios_config = swift.call(**plists, initial_url="https://site.example/app", **flow)
+    android_config = sim.call(op="configure", platform="android", build_config=BUILD_CONFIG,
+                              initial_url="https://site.example/app", **flow)
+    assert ios_config == android_config
+    for request in scenario:
+        assert _normalised(sim.call(**request)) == _normalised(swift.call(**request)), request
 
 
 @pytest.mark.parametrize("refused", [{"initial_url": "file:///index.html"},
                                      {"initial_url": "https://site.example/app", "strategy": "hand_back"}],
                          ids=["initial_url_no_origin", "hand_back_without_link_paths"])
-def test_a_configure_the_flow_refuses_leaves_both_simulators_unconfigured(sim, tmp_path, refused):
+def test_a_configure_the_flow_refuses_leaves_both_simulators_unconfigured(sim, swift, refused):
     """The flow's settings are checked after the platform's: a refusal there must change nothing
     either, so that the corrected configure that follows is taken (not "configure comes once")."""
-    if not os.access(SWIFT_SIM, os.X_OK):
-        pytest.skip(f"the Swift simulator is not built ({SWIFT_SIM})")
-    info, google = tmp_path / "Info.plist", tmp_path / "GoogleService-Info.plist"
-    info.write_bytes(plistlib.dumps({"OAuthEnabled": "YES", "FacebookAppID": "4242"}))
-    google.write_bytes(plistlib.dumps({"CLIENT_ID": GID, "REVERSED_CLIENT_ID": GREV}))
-    swift = Sim([SWIFT_SIM], tmp_path)
-    try:
-        ios = dict(op="configure", platform="android", info_plist=str(info), google_service_info=str(google))
-        android = dict(op="configure", platform="android", build_config=BUILD_CONFIG)
-        for app in (sim, swift):
-            settings = ios if app is swift else android
-            assert "error" in app.call(**settings, **refused)
-            fixed = app.call(**settings, initial_url="https://site.example/app")
-            assert "error" not in fixed, fixed
-            assert app.call(op="navigate", url=SITE, target="mainFrame")["policy"] == "cancel"
-    finally:
-        swift.close()
+    swift, plists = swift
+    android = dict(op="configure", platform="android", build_config=BUILD_CONFIG)
+    for app, settings in ((sim, android), (swift, plists)):
+        assert "error" in app.call(**settings, **refused)
+        fixed = app.call(**settings, initial_url="https://site.example/app")
+        assert "error" not in fixed, fixed
+        assert app.call(op="navigate", url=SITE, target="mainFrame")["policy"] == "cancel"

@@ -94,6 +94,13 @@ def test_lintian_passes(deb):
     assert not re.search(r"^[EW]: ", result.stdout, re.M), result.stdout
 
 
+def test_the_binary_is_hardened_as_the_docs_say(package):
+    """operations.md: PIE with full RELRO and BIND_NOW (scripts/build's linker flags)."""
+    dynamic = run("readelf", "-d", "/usr/bin/callback-proxy").stdout
+    assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic) and re.search(r"\(FLAGS_1\)\s+Flags: NOW PIE", dynamic), dynamic
+    assert "GNU_RELRO" in run("readelf", "-l", "/usr/bin/callback-proxy").stdout
+
+
 def test_install_makes_the_user_and_a_conffile(package):
     user = pwd.getpwnam(PACKAGE)
     assert user.pw_uid < 1000 and user.pw_shell in ("/usr/sbin/nologin", "/sbin/nologin"), user

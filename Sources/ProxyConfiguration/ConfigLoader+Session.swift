@@ -155,12 +155,8 @@ extension ConfigLoader {
         for key in ["user", "email", "preferred_username", "groups", "access_token"] {
             guard let name = m.string(key) else { continue }
             let lower = name.lowercased()
-            if name.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) {
-                m.problems.add(m.child(key), m.node(key)?.line, "'\(name)' is not a header name")
-                continue
-            }
-            if Self.reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
-                m.problems.add(m.child(key), m.node(key)?.line, "'\(name)' is a header the proxy or HTTP itself uses: pick another name")
+            if let problem = Self.identityHeaderNameProblem(name) {
+                m.problems.add(m.child(key), m.node(key)?.line, problem)
                 continue
             }
             if let other = seen[lower] {
@@ -202,10 +198,8 @@ extension ConfigLoader {
         let previous = key("previous_signing_key", required: false)
         if let name = m.string("header") {
             let lower = name.lowercased()
-            if name.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) {
-                m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is not a header name")
-            } else if Self.reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
-                m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is a header the proxy or HTTP itself uses: pick another name")
+            if let problem = Self.identityHeaderNameProblem(name) {
+                m.problems.add(m.child("header"), m.node("header")?.line, problem)
             } else if [names.user, names.email, names.preferredUsername, names.groups, names.accessToken].contains(where: { $0.lowercased() == lower }) {
                 m.problems.add(m.child("header"), m.node("header")?.line, "'\(name)' is already one of oauth.session.headers")
             } else {
@@ -231,6 +225,17 @@ extension ConfigLoader {
         }
         m.finish()
         return a
+    }
+
+    /// Why `name` cannot carry an identity header, or nil: it must be a token, and not one the
+    /// engine or HTTP itself gives a meaning to.
+    static func identityHeaderNameProblem(_ name: String) -> String? {
+        let lower = name.lowercased()
+        if name.isEmpty || !name.utf8.allSatisfy(isTokenByte) { return "'\(name)' is not a header name" }
+        if reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
+            return "'\(name)' is a header the proxy or HTTP itself uses: pick another name"
+        }
+        return nil
     }
 
     static let reservedHeaders: Set<String> = [

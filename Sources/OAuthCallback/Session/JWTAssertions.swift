@@ -18,13 +18,8 @@ public final class JWTAssertions: @unchecked Sendable {
     /// `{"keys":[…]}`: the signing key first, then the previous ones.
     public let jwks: [UInt8]
 
-    /// Entries per loop; a full table is emptied (refilled at one signature per active user).
-    static let capacity = 4_096
-    private final class Table {
-        var tokens: [String: (token: String, renewAt: Int64)] = [:]
-    }
-    /// One table per possible loop, made up front so no loop ever writes to the array itself.
-    private let tables: [Table] = (0..<256).map { _ in Table() }
+    /// Tokens signed, per loop, by their claims (the JSON text without the times).
+    private let signed = PerLoopCache<(token: String, renewAt: Int64)>(capacity: 4_096)
 
     /// Throws when a key is not a P-256 private key in PEM (the loader checks it first).
     public init(_ settings: JWTAssertionSettings) throws(CryptoError) {
@@ -47,16 +42,13 @@ public final class JWTAssertions: @unchecked Sendable {
     /// Call on `loop`'s thread.
     public func assertion(for session: ProxySession, user: String?, on loop: EventLoop, now: Int64) -> String? {
         let claims = identityClaims(session, user: user)
-        let cacheKey = JSONValue.object(claims).serializedString
-        let table = tables[loop.index & 255]
-        if let cached = table.tokens[cacheKey], now < cached.renewAt { return cached.token }
-        var signed = claims
-        signed["iat"] = .number(String(now))
-        signed["exp"] = .number(String(now + settings.lifetimeSeconds))
-        guard let token = try? JWTSigner.signES256(claims: signed, keyID: keyID, key: key, type: "JWT") else { return nil }
-        if table.tokens.count >= Self.capacity { table.tokens.removeAll(keepingCapacity: true) }
-        table.tokens[cacheKey] = (token, now + settings.lifetimeSeconds / 2)
-        return token
+        return signed.value(for: JSONValue.object(claims).serializedString, on: loop, isFresh: { now < $0.renewAt }) {
+            var timed = claims
+            timed["iat"] = .number(String(now))
+            timed["exp"] = .number(String(now + settings.lifetimeSeconds))
+            guard let token = try? JWTSigner.signES256(claims: timed, keyID: keyID, key: key, type: "JWT") else { return nil }
+            return (token, now + settings.lifetimeSeconds / 2)
+        }?.token
     }
 
     /// Everything but the times: also the cache key.

@@ -53,8 +53,13 @@ public final class SessionLayer: Sendable {
     let cookie: SessionCookie
     /// Signs `jwt_assertion` tokens (nil without that setting).
     let assertions: JWTAssertions?
-    /// Cookie sessions already opened, per loop.
-    let opened = OpenedSessions()
+    /// Cookie sessions already opened, per loop, by the exact cookie text (names and values: a
+    /// value opens only under the name it was sealed for). In session mode every request of a
+    /// signed-in user carries the same cookie, and opening it (Base64, AES-256-GCM, JSON) was
+    /// most of what session mode cost a request (bench/session). Nothing a request can observe
+    /// changes: a cookie's content is sealed and never changes (a new session is a new cookie),
+    /// the expiry is checked on every use, and a new configuration builds a new layer.
+    let opened = PerLoopCache<ProxySession>(capacity: 4_096)
     /// One per session secret, the current one first: state cookies are sealed with it and
     /// open with any, so rotating the secret does not fail the sign-ins in flight.
     let stateSealers: [AES256GCM]
@@ -161,10 +166,7 @@ public final class SessionLayer: Sendable {
                 var headers = [("Cache-Control", "no-store")]
                     + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass, userClaim: settings.headers.userClaim)
                 // For nginx's auth_request_set / Traefik's authResponseHeaders to pass on.
-                if let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
-                                                                     on: loop, now: clock()) {
-                    headers.append((settings.headers.jwtAssertion, token))
-                }
+                if let assertion = assertionHeader(s, on: loop) { headers.append(assertion) }
                 return .respond(Response(status: 202, headers: headers))
             }
         case Self.webCallbackPath:
@@ -287,11 +289,15 @@ public final class SessionLayer: Sendable {
     func identityHeaders(_ s: ProxySession, on loop: EventLoop) -> [(name: String, value: String)] {
         var out = IdentityHeaders.headers(for: s, passAccessToken: settings.passAccessToken,
                                           passAuthorization: settings.passAccessToken, names: settings.headers).map { (name: $0.0, value: $0.1) }
-        if let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
-                                                             on: loop, now: clock()) {
-            out.append((name: settings.headers.jwtAssertion, value: token))
-        }
+        if let assertion = assertionHeader(s, on: loop) { out.append(assertion) }
         return out
+    }
+
+    /// The `jwt_assertion` header for `s`, nil without that setting (or if signing failed).
+    private func assertionHeader(_ s: ProxySession, on loop: EventLoop) -> (name: String, value: String)? {
+        guard let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
+                                                                on: loop, now: clock()) else { return nil }
+        return (settings.headers.jwtAssertion, token)
     }
 
     /// The keys that verify `jwt_assertion` tokens (`{"keys":[…]}`), nil when none are signed.
@@ -402,7 +408,7 @@ public final class SessionLayer: Sendable {
     /// The cookie-borne session; never one with server-side sessions (a whole session sealed
     /// in a cookie could not be ended at sign-out, so it is not accepted there).
     /// The cookie session among `cookies`, if one opens and is live. With `loop`, an opened
-    /// cookie is remembered for that loop's next requests (`OpenedSessions`).
+    /// cookie is remembered for that loop's next requests (`opened`).
     func session(_ cookies: [(name: String, value: String)], on loop: EventLoop? = nil) -> ProxySession? {
         guard !serverSide else { return nil }
         let mine = cookies.filter { cookie.isSessionCookieName($0.name) }
@@ -413,7 +419,7 @@ public final class SessionLayer: Sendable {
         // same value under another name (`_oauth_session_0=<a whole cookie>`) does not open,
         // so it must not find the entry of the name it does open under.
         let key = mine.count == 1 ? mine[0].name + "=" + mine[0].value : mine.map { $0.name + "=" + $0.value }.joined(separator: ";")
-        return opened.session(for: key, on: loop, now: now) { cookie.session(from: mine, now: now) }
+        return opened.value(for: key, on: loop, isFresh: { now < $0.expiresAt }) { cookie.session(from: mine, now: now) }
     }
 
     static func authorizationEndpoint(_ p: ProviderSettings) -> String? {
