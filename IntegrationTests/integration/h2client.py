@@ -3,6 +3,7 @@ valid or not — and reads the proxy's frames back (hyperframe for the framing, 
 blocks; both come with the `h2` package). It answers the proxy's SETTINGS and nothing else on its
 own, so a test sees every RST_STREAM, GOAWAY and WINDOW_UPDATE the proxy sends."""
 
+import select
 import socket
 import ssl
 import time
@@ -169,6 +170,19 @@ class RawH2:
     def response(self, sid, timeout=5.0):
         self.read_until(lambda c: sid in c.responses and (c.responses[sid].ended or c.responses[sid].reset), timeout)
         return self.responses.get(sid)
+
+    def read_available(self):
+        """Handles the frames that have already arrived, without waiting for more: for a test that
+        sends and reads in turn on one thread (an SSL socket must not be read and written from two
+        threads at once: OpenSSL forbids it, and the reader then loses records now and then)."""
+        while not self.closed:
+            pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
+            if not pending and len(self.buffer) < 9 and not select.select([self.sock], [], [], 0)[0]:
+                return
+            try:
+                self._handle(self._read_frame(time.monotonic() + 5.0))
+            except (EOFError, TimeoutError):
+                return
 
     def wait_closed(self, timeout=5.0):
         deadline = time.monotonic() + timeout
