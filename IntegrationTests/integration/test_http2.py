@@ -132,6 +132,25 @@ def test_cookie_crumbs_are_joined_and_connection_level_fields_never_reach_the_up
     assert not {"connection", "keep-alive", "transfer-encoding"} & set(names)
 
 
+def test_response_fields_are_what_http11_gets_less_connection_specific_ones_and_1xx_heads_pass(h2_proxy):
+    """The response head is written as fields for HEADERS (never HTTP/1.1 text parsed again): the
+    upstream's fields in order, lowercased, less those its `Connection` names and the hop-by-hop
+    ones; repeated fields stay apart; an interim 103 reaches the client before the 200."""
+    proxy = h2_proxy()
+    with h2(proxy) as c:
+        c.request(1, path="/hop")
+        c.request(3, path="/set-cookies")
+        c.request(5, path="/early-hints")
+        hop, cookies, hinted = c.response(1), c.response(3), c.response(5)
+    fields = [(k, v) for k, v in hop.headers if k not in ("date", "server")]
+    assert fields == [(":status", "200"), ("content-type", "text/plain"), ("x-up-keep", "yes"),
+                      ("content-length", "4")], hop.headers
+    assert bytes(hop.body) == b"hop\n"
+    assert cookies.header("set-cookie") == ["a=1; Path=/; HttpOnly", "b=2, c=3; Path=/"]
+    assert hinted.informational == [[(":status", "103"), ("link", "</a.css>; rel=preload")]], hinted.informational
+    assert hinted.status == 200 and bytes(hinted.body) == b"hinted\n"
+
+
 def test_the_canonical_path_is_what_is_decided_on_and_forwarded(h2_proxy, upstream):
     proxy = h2_proxy()
     with h2(proxy) as c:

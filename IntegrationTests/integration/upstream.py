@@ -580,6 +580,12 @@ class Conn(threading.Thread):
             self.json_response(req, {"saw_expect": saw, "body_len": n, "body_sha256": sha,
                                      "conn": self.cid})
             return True
+        if p == "/early-hints":
+            # a 103 before the answer (RFC 8297), with a reason phrase of its own
+            self.discard_body(req)
+            self.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+            self.respond(req, 200, [("Content-Type", "text/plain"), ("Link", "</a.css>; rel=preload")], b"hinted\n")
+            return True
         if p == "/keepalive-close":
             self.discard_body(req)
             self.respond(req, 200, [("Content-Type", "text/plain")], b"bye\n", close=True)

@@ -15,8 +15,9 @@ import Glibc
 /// request reaches the exchange as the HTTP/1.1 head it is equivalent to (`HTTP2Stream.deliverHead`),
 /// parsed by the same `RequestParser`, so the canonical path, the header rules, the limits, the
 /// phases (the OAuth layer), the upstream request, the access log and the metrics are the ones
-/// HTTP/1.1 has — there is no second copy of any of them to drift. The exchange's HTTP/1.1
-/// response head is turned into HEADERS (`HTTP2Response`), its body into DATA as flow control
+/// HTTP/1.1 has — there is no second copy of any of them to drift. The exchange writes its
+/// response head field by field (`ResponseHeadWriter`): a stream collects the fields for HEADERS
+/// (`HTTP2HeadWriter`), never text to parse again; the body goes out as DATA as flow control
 /// allows. Apache's mod_http2 runs streams through its HTTP/1 core the same way.
 ///
 /// **Re-entrancy.** nghttp2's callbacks only record what happened (bytes for a stream, a stream
@@ -58,8 +59,6 @@ final class HTTP2Connection: Channel {
     var connectionUnitInUse = false
     /// The next look at the budget while streams wait.
     var admitRetry: TimerHandle?
-    /// The response head converter's scratch (one per connection, reused).
-    var responseHead = ResponseHead()
     private var sendScheduled = false
     private var inSession = false
     private(set) var closed = false

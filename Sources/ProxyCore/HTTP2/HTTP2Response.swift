@@ -1,70 +1,100 @@
 import CNghttp2
 
-/// The exchange's HTTP/1.1 response head (as it wrote it into its output: status line, the
-/// fields it decided on, framing) turned into HTTP/2 HEADERS. Parsed with the engine's own
-/// `ResponseParser`, so what reaches an HTTP/2 client is field for field what an HTTP/1.1
-/// client gets, less the connection-specific fields (RFC 9113 §8.2.2) and the reason phrase.
-enum HTTP2Response {
-    enum Outcome { case submitted, incomplete, failed }
+/// A response head for an HTTP/2 stream, as the exchange writes it (`ResponseHeadWriter`): the
+/// same fields an HTTP/1.1 client gets, names lowercased, less the connection-specific ones
+/// (RFC 9113 §8.2.2) and the reason phrase. It waits in the stream (`HTTP2Stream.heads`) until
+/// the stream flushes, then goes to nghttp2 as HEADERS (`HTTP2Response.submitHeads`).
+struct HTTP2HeadWriter: ResponseHeadWriter {
+    /// Where one name and its value sit in `block`.
+    struct Span {
+        var name: Int
+        var nameLength: Int
+        var value: Int
+        var valueLength: Int
+    }
 
-    /// Submits the head waiting at the front of `stream.output` (after any 1xx heads before it)
-    /// and consumes its bytes. With the response complete and no body left: END_STREAM on it.
-    static func submitHead(_ stream: ClientConnection, _ c: HTTP2Connection) -> Outcome {
+    private(set) var status = 0
+    /// Names and values back to back, `:status` first.
+    private var block: [UInt8] = []
+    private var spans: [Span] = []
+
+    var isFinal: Bool { status >= 200 }
+    /// The bytes the head holds (the access log's `bytes_out` counts them).
+    var byteCount: Int { block.count }
+
+    mutating func begin(status: Int, reason: UnsafeRawBufferPointer) {
+        self.status = status
+        block.reserveCapacity(512)
+        spans.reserveCapacity(16)
+        // The parser admits three-digit statuses only (RFC 9110 §15).
+        let digits = [UInt8(0x30 + status / 100 % 10), UInt8(0x30 + status / 10 % 10), UInt8(0x30 + status % 10)]
+        digits.withUnsafeBytes { add(UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7), $0) }
+    }
+
+    mutating func field(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        switch HeaderKind.of(name, ByteRange(start: 0, count: name.count)) {
+        case .hopByHop, .transferEncoding, .upgrade: return
+        default: break
+        }
+        add(name, value)
+    }
+
+    mutating func end(contentLength: UInt64?, chunked: Bool, connection: Exchange.ConnectionField) {
+        guard let n = contentLength else { return }
+        var text = ByteBuffer()
+        text.append(decimal: n)
+        add(UnsafeRawBufferPointer(start: ("content-length" as StaticString).utf8Start, count: 14), text.readableBytes)
+        text.free()
+    }
+
+    private mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        let nameAt = block.count
+        block.append(contentsOf: name.lazy.map(asciiLower))
+        let valueAt = block.count
+        block.append(contentsOf: value)
+        spans.append(Span(name: nameAt, nameLength: name.count, value: valueAt, valueLength: value.count))
+    }
+
+    /// The head as nghttp2's name-value pairs, valid while `body` runs (nghttp2 copies them).
+    func withNameValues<R>(_ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
+        block.withUnsafeBufferPointer { raw in
+            // nghttp2 takes mutable pointers and only reads them.
+            let base = UnsafeMutablePointer(mutating: raw.baseAddress!)
+            var nva = spans.map { s in
+                nghttp2_nv(name: base + s.name, value: base + s.value,
+                           namelen: s.nameLength, valuelen: s.valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            return nva.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
+        }
+    }
+}
+
+enum HTTP2Response {
+    /// Submits the heads the stream has written (1xx ones, then its final one) as HEADERS.
+    /// With the response complete and no body left, END_STREAM goes on the final HEADERS. False
+    /// if nghttp2 refused one.
+    static func submitHeads(_ stream: ClientConnection, _ c: HTTP2Connection) -> Bool {
         let h2 = stream.h2!
-        while true {
-            let parsed = c.listener.responseParser.parseHead(stream.output.readableBytes, requestMethod: stream.head.method,
-                                                              into: &c.responseHead)
-            guard case .complete(let length) = parsed else {
-                if case .incomplete = parsed { return .incomplete }
-                return .failed
-            }
-            let status = c.responseHead.status
-            let final = status >= 200
-            let bytes = stream.output.readableBytes
-            var block: [UInt8] = []
-            var spans: [(Int, Int, Int, Int)] = []  // name offset, name length, value offset, value length
-            block.reserveCapacity(length)
-            func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, lowercase: Bool) {
-                let nameAt = block.count
-                if lowercase { block.append(contentsOf: name.lazy.map(asciiLower)) } else { block.append(contentsOf: name) }
-                let valueAt = block.count
-                block.append(contentsOf: value)
-                spans.append((nameAt, name.count, valueAt, value.count))
-            }
-            var statusText = ByteBuffer()
-            statusText.append(decimal: UInt64(status))
-            add(UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7), statusText.readableBytes, lowercase: false)
-            statusText.free()
-            for field in c.responseHead.headers {
-                let name = UnsafeRawBufferPointer(rebasing: bytes[field.name.start..<field.name.end])
-                switch HeaderKind.of(bytes, field.name) {
-                case .hopByHop, .transferEncoding, .upgrade: continue
-                default: break
-                }
-                add(name, UnsafeRawBufferPointer(rebasing: bytes[field.value.start..<field.value.end]), lowercase: true)
-            }
-            stream.output.moveReader(length)
-            stream.bytesOut += UInt64(length)
-            let rv: Int32 = block.withUnsafeMutableBufferPointer { raw in
-                var nva = spans.map { s in
-                    nghttp2_nv(name: raw.baseAddress! + s.0, value: raw.baseAddress! + s.2, namelen: s.1, valuelen: s.3,
-                               flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-                }
-                if !final {
-                    return nghttp2_submit_headers(c.session, UInt8(NGHTTP2_FLAG_NONE.rawValue), h2.id, nil, &nva, nva.count, nil)
+        let heads = h2.heads
+        h2.heads.removeAll()
+        for head in heads {
+            stream.bytesOut += UInt64(head.byteCount)
+            let rv: Int32 = head.withNameValues { nva, count in
+                if !head.isFinal {
+                    return nghttp2_submit_headers(c.session, UInt8(NGHTTP2_FLAG_NONE.rawValue), h2.id, nil, nva, count, nil)
                 }
                 if h2.responseDone && stream.output.isEmpty {
-                    return nghttp2_submit_response(c.session, h2.id, &nva, nva.count, nil)
+                    return nghttp2_submit_response(c.session, h2.id, nva, count, nil)
                 }
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Callbacks.readBody)
-                return nghttp2_submit_response(c.session, h2.id, &nva, nva.count, &provider)
+                return nghttp2_submit_response(c.session, h2.id, nva, count, &provider)
             }
-            guard rv == 0 else { return .failed }
-            if final {
+            guard rv == 0 else { return false }
+            if head.isFinal {
                 h2.responseSubmitted = true
                 if h2.responseDone && stream.output.isEmpty && !stream.exchange.requestBodyDone { c.endedEarly.append(h2.id) }
-                return .submitted
             }
         }
+        return true
     }
 }

@@ -9,6 +9,8 @@ final class HTTP2Stream {
     var unconsumed = 0
     /// In the connection's `pending` list.
     var queued = false
+    /// Response heads written and not yet submitted (1xx ones, then the final one).
+    var heads: [HTTP2HeadWriter] = []
     /// The response HEADERS went to nghttp2.
     var responseSubmitted = false
     /// The exchange finished its response: END_STREAM once its output is sent.

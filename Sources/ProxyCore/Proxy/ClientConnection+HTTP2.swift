@@ -31,21 +31,19 @@ extension ClientConnection {
         inputArrived()
     }
 
-    /// `flush()` for a stream: the response head goes to nghttp2 as HEADERS, the body waits in
+    /// `flush()` for a stream: the response heads go to nghttp2 as HEADERS, the body waits in
     /// `output` for nghttp2 to pull it (`HTTP2Callbacks.readBody`) as the peer's windows allow.
     func h2Flush() {
         let h2 = self.h2!
         let c = h2.connection
         if !h2.responseSubmitted {
-            guard !output.isEmpty else { return }
-            switch HTTP2Response.submitHead(self, c) {
-            case .submitted: break
-            case .incomplete: return
-            case .failed:
+            guard !h2.heads.isEmpty else { return }
+            guard HTTP2Response.submitHeads(self, c) else {
                 logProblem(.warn, "cannot send the response head over HTTP/2", key: "h2 head", [])
                 abort(.invalidStreamHead)
                 return
             }
+            if !h2.responseSubmitted { c.scheduleSend(); return }  // 1xx only so far
         } else if !output.isEmpty || h2.responseDone {
             nghttp2_session_resume_data(c.session, h2.id)
         }

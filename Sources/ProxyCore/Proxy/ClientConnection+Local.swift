@@ -45,30 +45,15 @@ extension ClientConnection {
         }
         var edits = HeaderEdits()
         if headLength > 0 { listener.phases.responseFilter(RequestView(self), status: r.status, &edits) }
-        output.append("HTTP/1.1 ")
-        output.append(decimal: UInt64(r.status))
-        output.append(byte: 0x20)
-        output.append(string: HTTPStatus.reason(r.status))
-        output.append("\r\n")
-        for (name, value) in r.headers where !edits.remove.contains(where: { $0.lowercased() == name.lowercased() }) {
-            appendField(name, value)
+        if _slowPath(h2 != nil) {
+            var writer = HTTP2HeadWriter()
+            composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
+            h2!.heads.append(writer)
+        } else {
+            var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
+            composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
+            output = writer.out
         }
-        for (name, value) in edits.add { appendField(name, value) }
-        if let hsts = listener.hstsLine { hsts.withUnsafeBytes { output.append($0) } }
-        if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
-            output.append("Date: ")
-            loop.httpDate.current().withUnsafeBytes { output.append($0) }
-            output.append("\r\n")
-        }
-        output.append("Content-Length: ")
-        output.append(decimal: UInt64(r.body.count))
-        output.append("\r\n")
-        if connectionField == .close {
-            output.append("Connection: close\r\n")
-        } else if head.version == .http10 {
-            output.append("Connection: keep-alive\r\n")
-        }
-        output.append("\r\n")
         if head.method != .head {
             r.body.withUnsafeBytes { output.append($0) }
         }
@@ -77,11 +62,18 @@ extension ClientConnection {
         finishRequest()
     }
 
-    private func appendField(_ name: String, _ value: String) {
-        output.append(string: name)
-        output.append(": ")
-        output.append(string: value)
-        output.append("\r\n")
+    private func composeLocalHead<W: ResponseHeadWriter>(into w: inout W, _ r: Response, edits: HeaderEdits,
+                                                         connection: Exchange.ConnectionField) {
+        w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: nil, count: 0))
+        for (name, value) in r.headers where !edits.remove.contains(where: { $0.lowercased() == name.lowercased() }) {
+            w.field(name, value)
+        }
+        for (name, value) in edits.add { w.field(name, value) }
+        if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
+        if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
+            loop.httpDate.current().withUnsafeBytes { w.field("Date", $0) }
+        }
+        w.end(contentLength: UInt64(r.body.count), chunked: false, connection: connection)
     }
 
     func logAccess() {

@@ -221,7 +221,7 @@ extension ClientConnection {
                         upstreamFailure(.upstreamUnexpectedSwitch)
                         return
                     }
-                    writeResponseHead(up, length: length)
+                    writeResponseHead(up)
                     up.input.reader += length
                     enterTunnel(up)
                     return
@@ -233,7 +233,7 @@ extension ClientConnection {
                     up.input.reader += length
                     continue
                 }
-                writeResponseHead(up, length: length)
+                writeResponseHead(up)
                 up.input.reader += length
             }
         }
@@ -275,10 +275,25 @@ extension ClientConnection {
         bytesOut += UInt64(written)
     }
 
-    private func writeResponseHead(_ up: UpstreamConnection, length: Int) {
+    /// The response head for the client's kind of connection (`ResponseHeadWriter`).
+    private func writeResponseHead(_ up: UpstreamConnection) {
+        if _slowPath(h2 != nil) {
+            var writer = HTTP2HeadWriter()
+            writeResponseHead(up, into: &writer)
+            h2!.heads.append(writer)
+        } else {
+            var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
+            writeResponseHead(up, into: &writer)
+            output = writer.out
+        }
+    }
+
+    /// The upstream's head as the client gets it: its fields less the hop-by-hop ones (and any
+    /// its `Connection` names), less what the phases remove and the operator's HSTS replaces,
+    /// plus what the phases add; framing as the exchange decides here. Specialised per writer.
+    private func writeResponseHead<W: ResponseHeadWriter>(_ up: UpstreamConnection, into w: inout W) {
         let r = response.head
         let buffer = up.input.readableBytes
-        let bytes = buffer.baseAddress!
         response.status = r.status
         listener.engineMetrics.upstreamResponse.observe(nanos: loop.now - upstreamStart)
         var sendLength: UInt64? = nil
@@ -304,15 +319,10 @@ extension ClientConnection {
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         var edits = HeaderEdits()
         listener.phases.responseFilter(RequestView(self), status: r.status, &edits)
-        output.append("HTTP/1.1 ")
-        output.append(decimal: UInt64(r.status))
-        output.append(byte: 0x20)
-        if r.reason.count > 0 {
-            output.append(bytes + r.reason.start, count: r.reason.count)
-        } else {
-            output.append(string: HTTPStatus.reason(r.status))
-        }
-        output.append("\r\n")
+        let connection = exchange.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
+                                               bodyLeft: requestBody.remaining, draining: listener.isDraining(loop))
+        let bytes = buffer.baseAddress!
+        w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: bytes + r.reason.start, count: r.reason.count))
         let switching = r.status == 101
         for field in r.headers {
             switch HeaderKind.of(buffer, field.name) {
@@ -324,58 +334,46 @@ extension ClientConnection {
             }
             if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
             // The operator's HSTS policy, set where TLS ends, replaces whatever the app says.
-            if listener.hstsLine != nil && nameMatches("Strict-Transport-Security", bytes, field.name) { continue }
-            output.append(bytes + field.name.start, count: field.name.count)
-            output.append(": ")
-            output.append(bytes + field.value.start, count: field.value.count)
-            output.append("\r\n")
+            if listener.hsts != nil && nameMatches("Strict-Transport-Security", bytes, field.name) { continue }
+            w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
+                    UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count))
         }
-        for (name, value) in edits.add {
-            output.append(string: name)
-            output.append(": ")
-            output.append(string: value)
-            output.append("\r\n")
-        }
-        if let hsts = listener.hstsLine { hsts.withUnsafeBytes { output.append($0) } }
-        if let n = sendLength {
-            output.append("Content-Length: ")
-            output.append(decimal: n)
-            output.append("\r\n")
-        }
-        if response.chunkedToClient { output.append("Transfer-Encoding: chunked\r\n") }
-        switch exchange.responseHead(switching: switching, bodyEndsWithClose: bodyEndsWithClose,
-                                     bodyLeft: requestBody.remaining, draining: listener.isDraining(loop)) {
-        case .upgrade: output.append("Connection: upgrade\r\n")
-        case .close: output.append("Connection: close\r\n")
-        case .keepAlive: if head.version == .http10 { output.append("Connection: keep-alive\r\n") }
-        }
-        output.append("\r\n")
+        for (name, value) in edits.add { w.field(name, value) }
+        if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
+        w.end(contentLength: sendLength, chunked: response.chunkedToClient, connection: connection)
         statusSent = r.status
         response.started = true
     }
 
+    /// A 1xx head from the upstream, passed on (less its hop-by-hop and framing fields).
     private func writeInterim(_ up: UpstreamConnection, length: Int) {
         let r = response.head
         if r.status == 100 { exchange.continueSent() }
         let buffer = up.input.readableBytes
+        if _slowPath(h2 != nil) {
+            var writer = HTTP2HeadWriter()
+            composeInterim(into: &writer, r, buffer)
+            h2!.heads.append(writer)
+        } else {
+            var writer = HTTP1HeadWriter(into: output, http10: false)
+            composeInterim(into: &writer, r, buffer)
+            output = writer.out
+        }
+        flush()
+    }
+
+    private func composeInterim<W: ResponseHeadWriter>(into w: inout W, _ r: ResponseHead, _ buffer: UnsafeRawBufferPointer) {
         let bytes = buffer.baseAddress!
-        output.append("HTTP/1.1 ")
-        output.append(decimal: UInt64(r.status))
-        output.append(byte: 0x20)
-        output.append(string: HTTPStatus.reason(r.status))
-        output.append("\r\n")
+        w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: nil, count: 0))
         for field in r.headers {
             switch HeaderKind.of(buffer, field.name) {
             case .hopByHop, .transferEncoding, .contentLength, .upgrade: continue
             default: break
             }
-            output.append(bytes + field.name.start, count: field.name.count)
-            output.append(": ")
-            output.append(bytes + field.value.start, count: field.value.count)
-            output.append("\r\n")
+            w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
+                    UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count))
         }
-        output.append("\r\n")
-        flush()
+        w.end(contentLength: nil, chunked: false, connection: .keepAlive)
     }
 
     private func responseComplete() {

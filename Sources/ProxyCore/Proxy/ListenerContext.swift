@@ -22,8 +22,8 @@ final class ListenerContext: @unchecked Sendable {
     let credentials: TLSCredentials?
     /// Requests arrived over TLS (`X-Forwarded-Proto: https`).
     let tls: Bool
-    /// `Strict-Transport-Security: …\r\n` for every response (`tls.hsts`; TLS listeners only).
-    let hstsLine: [UInt8]?
+    /// The `Strict-Transport-Security` value for every response (`tls.hsts`; TLS listeners only).
+    let hsts: [UInt8]?
     /// `config.upstream != nil`, kept apart: testing the optional struct costs a copy of it
     /// (and its strings) on every request.
     let hasUpstream: Bool
@@ -64,7 +64,7 @@ final class ListenerContext: @unchecked Sendable {
         self.metrics = metrics.listener(spec.name)
         credentials = spec.tls
         tls = spec.tls != nil
-        hstsLine = spec.tls?.settings.hsts.map { Array($0.headerLine.utf8) }
+        hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
         hasUpstream = spec.config.upstream != nil
         switch spec.config.upstream?.endpoint {
         case .address(.unix)?, nil: upstreamHost = "localhost"

@@ -49,10 +49,9 @@ public struct HSTS: Sendable, Equatable {
         self.preload = preload
     }
 
-    /// The whole header line, CRLF included.
-    public var headerLine: String {
-        "Strict-Transport-Security: max-age=\(maxAge)" + (includeSubdomains ? "; includeSubDomains" : "")
-            + (preload ? "; preload" : "") + "\r\n"
+    /// The `Strict-Transport-Security` field's value.
+    public var headerValue: String {
+        "max-age=\(maxAge)" + (includeSubdomains ? "; includeSubDomains" : "") + (preload ? "; preload" : "")
     }
 }
 
