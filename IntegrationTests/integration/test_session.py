@@ -579,6 +579,24 @@ def test_a_denied_web_sign_in_lands_on_the_error_url(web_proxy_factory, web_idp)
     assert not session_of(r)
 
 
+def test_session_endpoints_are_the_oauth_route_and_only_the_callback_path_is_the_callback_route(web_proxy_factory, web_idp):
+    """The route is decided once per request (`RequestContext`), when its head arrives: every
+    `/_oauth/…` answer is `oauth` in the request metrics, whatever its status, and
+    `/_oauth_callback` alone is `callback`; `/_oauthx` is proxied like any other path."""
+    from test_observability import samples, scrape, value
+    p = web_proxy_factory()
+    r, _, _ = web_sign_in(p, web_idp)                                  # /_oauth/start 302, web_callback 302
+    assert r.status == 302 and session_of(r)
+    assert get(p, "/_oauth/web_callback?code=a&state=s").status == 400  # no state cookie
+    assert get(p, "/_oauth_callback?provider=google").status == 400
+    assert get(p, "/_oauthx").status == 404  # the app's own answer
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_requests_total", route="oauth", code_class="3xx") == 2
+    assert value(s, "callback_proxy_requests_total", route="oauth", code_class="4xx") == 1
+    assert value(s, "callback_proxy_requests_total", route="callback", code_class="4xx") == 1
+    assert value(s, "callback_proxy_requests_total", route="proxied", code_class="4xx") == 1
+
+
 def test_the_rate_limit_covers_the_web_callback_too(web_proxy_factory, web_idp):
     p = web_proxy_factory(rate_limit="1/m")
     r, _, _ = web_sign_in(p, web_idp)

@@ -29,7 +29,8 @@ struct InternalEndpoints: HTTPPhases {
         return .respond(Response(status: 404, text: "404 Not Found\n"))
     }
 
-    func route(_ request: borrowing RequestView) -> RequestRoute? { .internal }
+    func context(for request: borrowing RequestView) -> RequestContext { Self.context }
+    private static let context = RequestContext(route: .internal)
 }
 
 /// The public listener's phases until the OAuth layer is wired in: pass everything through.

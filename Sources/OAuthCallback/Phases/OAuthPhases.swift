@@ -31,14 +31,37 @@ public struct OAuthPhases: HTTPPhases {
         appLinks = AppLinkFiles(pipeline.settings.appLinks)
     }
 
+    /// The endpoints told apart once per request (`RequestContext.endpoint`).
+    enum Endpoint: UInt8 {
+        case none = 0
+        /// `oauth.callback_path`: the wrapper app's native callback.
+        case nativeCallback
+        /// Session mode's own callback (`/_oauth/web_callback`).
+        case webCallback
+        /// Anything else under `/_oauth/`.
+        case oauth
+
+        init(_ context: RequestContext) { self = Endpoint(rawValue: context.endpoint) ?? .none }
+
+        var isCallback: Bool { self == .nativeCallback || self == .webCallback }
+    }
+
+    public func context(for request: borrowing RequestView) -> RequestContext {
+        if request.pathEquals(callbackPath) { return Self.nativeCallback }
+        guard request.pathIsUnder(oauthPrefix) else { return .none }
+        if session != nil, request.pathEquals(webCallbackPath) { return Self.webCallback }
+        return Self.oauth
+    }
+
+    private static let nativeCallback = RequestContext(route: .callback, endpoint: Endpoint.nativeCallback.rawValue)
+    private static let webCallback = RequestContext(route: .oauth, endpoint: Endpoint.webCallback.rawValue)
+    private static let oauth = RequestContext(route: .oauth, endpoint: Endpoint.oauth.rawValue)
+
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
-        let isCallback = request.pathEquals(callbackPath)
-        if let limiter {
-            // (Read into lets: the borrowed view cannot be captured by `||`'s autoclosure.)
-            var limited = isCallback
-            if !limited && session != nil { limited = request.pathEquals(webCallbackPath) }
-            if limited, let refusal = rateLimited(request, by: limiter, nativeCallback: isCallback) { return refusal }
-        }
+        let endpoint = Endpoint(request.context)
+        let isCallback = endpoint == .nativeCallback
+        if let limiter, endpoint.isCallback,
+           let refusal = rateLimited(request, by: limiter, nativeCallback: isCallback) { return refusal }
         guard isCallback else {
             if let appLinks, let answer = appLinks.response(request) { return answer }
             return session?.decision(request) ?? .continue
@@ -104,17 +127,10 @@ public struct OAuthPhases: HTTPPhases {
         session?.upstreamEdits(request, &edits)
     }
 
-    public func route(_ request: borrowing RequestView) -> RequestRoute? {
-        if request.pathEquals(callbackPath) { return .callback }
-        return request.pathIsUnder(oauthPrefix) ? .oauth : nil
-    }
-
     /// Whatever answers a callback URL (our page or the app's relayed response) is not cached
     /// and sends no Referer onwards: the URL that led here carried a code.
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {
-        var onCallback = request.pathEquals(callbackPath)
-        if !onCallback && session != nil { onCallback = request.pathEquals(webCallbackPath) }
-        guard onCallback else { return }
+        guard Endpoint(request.context).isCallback else { return }
         relayCodes.noteAppAnswer(requestID: request.requestID, status: status)
         edits.remove += ["Cache-Control", "Pragma", "Referrer-Policy"]
         edits.add += [("Cache-Control", "no-store"), ("Pragma", "no-cache"), ("Referrer-Policy", "no-referrer")]

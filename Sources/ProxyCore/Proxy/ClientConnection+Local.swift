@@ -86,7 +86,7 @@ extension ClientConnection {
             error: current!.error)
         if headLength > 0 {
             listener.phases.logging(record)
-            let route = listener.phases.route(record.request) ?? (upstreamStart != 0 ? .proxied : .local)
+            let route = current!.context.route ?? (upstreamStart != 0 ? .proxied : .local)
             listener.engineMetrics.request(route, status: statusSent)
         } else {
             listener.engineMetrics.request(.local, status: statusSent)

@@ -350,6 +350,7 @@ final class ClientConnection: Channel {
     }
 
     private func dispatch() {
+        current!.context = listener.phases.context(for: RequestView(self))
         let bodyDone: Bool
         switch head.framing {
         case .none: requestBody = BodyReader(); bodyDone = true

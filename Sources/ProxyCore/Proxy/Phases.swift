@@ -3,6 +3,9 @@
 /// every phase, decisions returned as enums. All phases run on the connection's event loop
 /// and must not block it; slow work returns `.deferred` and answers through the sink.
 public protocol HTTPPhases: Sendable {
+    /// First, once per request whose head parsed: what the later phases need to know about it
+    /// (which endpoint it is for, its metrics route), read back as `request.context`.
+    func context(for request: borrowing RequestView) -> RequestContext
     /// Before anything is sent upstream. May answer directly.
     func requestFilter(_ request: borrowing RequestView) -> RequestDecision
     /// Edits to the head sent upstream (runs after the engine's own hop-by-hop and X-Forwarded-* work).
@@ -11,17 +14,35 @@ public protocol HTTPPhases: Sendable {
     func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits)
     /// Once per request, after the response is done (or the connection failed).
     func logging(_ record: borrowing AccessRecord)
-    /// The metrics route of a request these phases own (`nil`: the engine's own view —
-    /// `proxied` when it went upstream, else `local`). Runs once per request: keep it cheap.
-    func route(_ request: borrowing RequestView) -> RequestRoute?
 }
 
 extension HTTPPhases {
+    public func context(for request: borrowing RequestView) -> RequestContext { .none }
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision { .continue }
     public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {}
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {}
     public func logging(_ record: borrowing AccessRecord) {}
-    public func route(_ request: borrowing RequestView) -> RequestRoute? { nil }
+}
+
+/// What the phases learned about a request when its head arrived, kept with the request for
+/// every phase after (Pingora's per-request `CTX`): `HTTPPhases.context(for:)` makes it once,
+/// and the request, response and logging phases read it back (`RequestView.context`) instead of
+/// matching the path again. Two bytes, so a request never allocates for it; what `endpoint`
+/// numbers is the phases' own business.
+public struct RequestContext: Sendable, Equatable {
+    /// The metrics route of a request these phases own (`nil`: the engine's view — `proxied`
+    /// when it went upstream, else `local`).
+    public var route: RequestRoute?
+    /// Which of the phases' endpoints the request is for, in their own numbering (0: none).
+    public var endpoint: UInt8
+
+    public init(route: RequestRoute? = nil, endpoint: UInt8 = 0) {
+        self.route = route
+        self.endpoint = endpoint
+    }
+
+    /// Nothing learned: a request the phases do not single out.
+    public static let none = RequestContext()
 }
 
 /// What `requestFilter` decided.

@@ -19,6 +19,9 @@ final class RequestState {
     var collected = ByteBuffer()
     var collectLimit = 0
     var collectHandler: (@Sendable ([UInt8], ResponseSink) -> Void)?
+    /// The phases' view of the request (`HTTPPhases.context(for:)`), made when its head parsed
+    /// (`dispatch`). Only phases read it, and they run only for a request whose head parsed.
+    var context = RequestContext.none
     // Access-log bookkeeping.
     var requestStart: UInt64 = 0
     var upstreamStart: UInt64 = 0

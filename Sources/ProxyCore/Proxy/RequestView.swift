@@ -35,6 +35,9 @@ public struct RequestView {
         return entries.first ?? peer.text
     }
 
+    /// What the phases made of this request when its head arrived (`HTTPPhases.context(for:)`).
+    public var context: RequestContext { connection.current!.context }
+
     /// The id this request is logged and forwarded under (`X-Request-Id`; see `RequestID`).
     public var requestID: String { connection.requestIDString }
 
