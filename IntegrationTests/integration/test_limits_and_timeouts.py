@@ -116,6 +116,31 @@ def test_content_length_over_the_limit_with_body_already_sent(proxy_factory, ups
     assert upstream.record.total_received() == 0
 
 
+def test_a_client_still_sending_after_a_refusal_gets_it_however_long_it_sends(proxy_factory, upstream):
+    """A phone uploading a large body at a few hundred KiB/s reads the 413 only when it is done
+    sending. The lingering close waits while bytes keep coming (each read gives it another
+    second, ten in all: nginx's lingering_timeout/lingering_time): a fixed one-second linger
+    reset the connection after a second, and the reset destroyed the 413 at the client."""
+    p = proxy_factory(upstream, opts={"--max-body-size": "100k"})
+    total = 3 * 1024 * 1024
+    with p.conn() as c:
+        c.send(b"POST /sink HTTP/1.1\r\nHost: test.local\r\nContent-Length: %d\r\n\r\n" % total)
+        start = time.monotonic()
+        sent = 0
+        while sent < total:  # about 1 MiB/s: 3 s of sending
+            c.send(b"u" * 32768)
+            sent += 32768
+            time.sleep(max(0.0, start + sent / (1024 * 1024) - time.monotonic()))
+        assert time.monotonic() - start > 2.5
+        try:
+            r = c.read_response(timeout=3)
+        except ClosedEarly as e:
+            pytest.fail(f"no 413 reached the client ({e.reason}): the lingering close gave up while "
+                        f"the client was still sending")
+        assert_refused(c, r, 413)
+    assert upstream.record.total_received() == 0
+
+
 def test_chunked_body_over_the_limit_gives_413_and_upstream_never_completes(proxy_factory,
                                                                             upstream):
     p = proxy_factory(upstream, opts={"--max-body-size": "64k"})

@@ -63,6 +63,7 @@ final class HTTP2Connection: Channel {
     private var inSession = false
     private(set) var closed = false
     private var lingering = false
+    private var linger = LingeringClose()
     private var goingAway = false
     private var finalGoAwaySent = false
     private var finalGoAwayAt: UInt64 = 0
@@ -523,20 +524,21 @@ final class HTTP2Connection: Channel {
         for stream in all { stream.h2StreamClosed(errorCode: NGHTTP2_CANCEL.rawValue) }
     }
 
-    /// Output flushed, write side shut; read and discard for up to a second so that unread
-    /// input does not turn our close into a reset that eats the last frames.
+    /// Output flushed, write side shut; read and discard (`LingeringClose`) so that unread input
+    /// does not turn our close into a reset that eats the last frames (a GOAWAY among them).
     private func startLinger() {
         guard !closed, !lingering else { return }
         abortStreams()
         lingering = true
         transport.shutdownWrite()
-        deadline = loop.now + Timeouts.second
+        deadline = linger.begin(now: loop.now)
         want(read: true, write: false)
         discardInput()
     }
 
     private func discardInput() {
-        if Socket.discardUntilClosed(fd) { finishClose() }
+        guard let next = linger.discard(fd, now: loop.now, deadline: deadline) else { return finishClose() }
+        deadline = next
     }
 
     /// Closes now: the peer left, or the socket failed.

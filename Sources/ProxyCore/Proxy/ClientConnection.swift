@@ -33,6 +33,8 @@ final class ClientConnection: Channel {
     /// Where the request lifecycle stands (see `Exchange`).
     var exchange = Exchange()
     var deadlineKind: Deadline = .none
+    /// The lingering close's clock, once the exchange lingers (`startLinger`).
+    private var linger = LingeringClose()
 
     var input = ByteBuffer()
     var output = ByteBuffer()
@@ -565,13 +567,15 @@ final class ClientConnection: Channel {
 
     private func startLinger() {
         transport.shutdownWrite()
-        setDeadline(.linger, Timeouts.second)
+        deadlineKind = .linger
+        deadline = linger.begin(now: loop.now)
         want(read: true, write: false)
         discardInput()
     }
 
     private func discardInput() {
-        if Socket.discardUntilClosed(fd) { finishClose() }
+        guard let next = linger.discard(fd, now: loop.now, deadline: deadline) else { return finishClose() }
+        deadline = next
     }
 
     private func finishClose() {

@@ -84,20 +84,28 @@ enum Socket {
         try syscall("send") { Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL)) }
     }
 
-    /// Lingering: reads and drops what the peer still sends (up to 16 reads of 64 bytes a call).
-    /// True once the peer has closed or the socket failed — the caller closes then.
-    static func discardUntilClosed(_ fd: Int32) -> Bool {
-        var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+    /// What a lingering close's read found (`discardInput`).
+    enum Discarded { case nothing, some, closed }
+
+    /// Lingering: drops what the peer has sent, until the socket is empty. TCP drops it in the
+    /// kernel (`MSG_TRUNC`: nothing is copied, however much a flood sent); other sockets (Unix)
+    /// are read into a scratch buffer on the stack, 16 KiB a read. `.closed` once the peer has closed or the socket failed.
+    static func discardInput(_ fd: Int32) -> Discarded {
+        var found = Discarded.nothing
         for _ in 0..<16 {
-            let r = withUnsafeMutableBytes(of: &scratch) { raw in
-                try? Socket.read(fd, into: raw.baseAddress!, count: raw.count)
+            var n = recv(fd, nil, 1 << 20, Int32(MSG_TRUNC | MSG_DONTWAIT))
+            if n < 0 && CProxyLinux_errno() == EFAULT {
+                // Not TCP: MSG_TRUNC without a buffer is TCP's alone.
+                n = withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) {
+                    recv(fd, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT))
+                }
             }
-            switch r {
-            case .done(let n)?: if n == 0 { return true }
-            case .wouldBlock?: return false
-            case nil: return true
-            }
+            if n > 0 { found = .some; continue }
+            if n == 0 { return .closed }
+            let e = CProxyLinux_errno()
+            if e == EINTR { continue }
+            return e == EAGAIN || e == EWOULDBLOCK ? found : .closed
         }
-        return false
+        return found
     }
 }

@@ -15,6 +15,7 @@ final class TLSAccept: Channel {
     /// The certificate generation this handshake started from: its SNI callback points here.
     private let server: TLSServerContext
     private var lingering = false
+    private var linger = LingeringClose()
     private var closed = false
 
     private init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress,
@@ -111,13 +112,14 @@ final class TLSAccept: Channel {
         _ = try? Socket.write(fd, from: answer.utf8Start, count: answer.utf8CodeUnitCount)
         shutdown(fd, Int32(SHUT_WR))
         lingering = true
-        deadline = loop.now + Timeouts.second
+        deadline = linger.begin(now: loop.now)
         want(read: true, write: false)
         discard()
     }
 
     private func discard() {
-        if Socket.discardUntilClosed(fd) { close() }
+        guard let next = linger.discard(fd, now: loop.now, deadline: deadline) else { return close() }
+        deadline = next
     }
 
     private func close() {
