@@ -102,17 +102,20 @@ def test_content_length_over_the_limit_gives_413_before_any_body(proxy_factory, 
     assert upstream.record.total_received() == 0
 
 
+def read_refusal(c, cause):
+    """The response after a refused body; a close before it fails the test naming `cause`."""
+    try:
+        return c.read_response(timeout=3)
+    except ClosedEarly as e:
+        pytest.fail(f"no response reached the client ({e.reason}): {cause}")
+
+
 def test_content_length_over_the_limit_with_body_already_sent(proxy_factory, upstream):
     p = proxy_factory(upstream, opts={"--max-body-size": "100k"})
     with p.conn() as c:
         c.send(b"POST /sink HTTP/1.1\r\nHost: test.local\r\nContent-Length: 200000\r\n\r\n" +
                b"z" * 200000)
-        try:
-            r = c.read_response(timeout=3)
-        except ClosedEarly as e:
-            pytest.fail(f"no 413 reached the client ({e.reason}): the proxy closed with unread "
-                        f"input instead of a lingering close")
-        assert_refused(c, r, 413)
+        assert_refused(c, read_refusal(c, "the proxy closed with unread input instead of a lingering close"), 413)
     assert upstream.record.total_received() == 0
 
 
@@ -132,12 +135,7 @@ def test_a_client_still_sending_after_a_refusal_gets_it_however_long_it_sends(pr
             sent += 32768
             time.sleep(max(0.0, start + sent / (1024 * 1024) - time.monotonic()))
         assert time.monotonic() - start > 2.5
-        try:
-            r = c.read_response(timeout=3)
-        except ClosedEarly as e:
-            pytest.fail(f"no 413 reached the client ({e.reason}): the lingering close gave up while "
-                        f"the client was still sending")
-        assert_refused(c, r, 413)
+        assert_refused(c, read_refusal(c, "the lingering close gave up while the client was still sending"), 413)
     assert upstream.record.total_received() == 0
 
 
