@@ -32,6 +32,9 @@ import Testing
         case "responding":
             x = proxied()
             _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
+        case "answered early":  // the upstream answered while the request body still arrives
+            x = proxied(bodyDone: false)
+            _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 10, draining: false)
         case "tunnel":
             x = proxied()
             _ = x.responseHead(switching: true, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
@@ -255,7 +258,7 @@ import Testing
         var x = connection(in: "dispatching")
         let first = x.awaitDecision()
         #expect(x.takesDecision(token: first))
-        let answer = x.respondLocally(refusal: false, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.keepAlive))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .readNext)
@@ -268,9 +271,9 @@ import Testing
 
     @Test func aDecisionCutShortByATimeoutTakesNoLateAnswer() {
         var x = connection(in: "collecting")
-        let action = x.timedOut(.body, responseStarted: false)
+        let action = x.timedOut(.body)
         #expect(action == .failRequest(.bodyStalled))
-        let answer = x.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .close)
@@ -284,7 +287,7 @@ import Testing
         x.requestBodyEnded()
         let token = x.awaitDecision()
         #expect(x.state == .deciding(.init(bodyDone: true, closeAfter: false, clientAskedClose: false, awaitingContinue: false), token: token))
-        let answer = x.respondLocally(refusal: false, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.keepAlive))
         let next = x.responseFinished(bodyRead: 3, inputEmpty: true)
         #expect(next == .readNext)
@@ -301,7 +304,7 @@ import Testing
     @Test func aLocalAnswerWithTheBodyUnreadClosesTheConnection() {
         var x = Exchange()
         x.headParsed(keepAlive: true, bodyDone: false, expectContinue: false, draining: false)
-        let answer = x.respondLocally(refusal: false, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .close)
@@ -310,7 +313,7 @@ import Testing
 
     @Test func aRefusalClosesTheConnection() {
         var x = connection(in: "dispatching")
-        let answer = x.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .close)
@@ -319,7 +322,7 @@ import Testing
     @Test func anUnreadableHeadIsRefusedAndLingers() {
         var x = Exchange()
         x.headRefused()
-        let answer = x.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .close)
@@ -328,11 +331,18 @@ import Testing
 
     @Test func anAnswerAfterTheResponseBeganCutsTheConnection() {
         var x = connection(in: "responding")
-        let answer = x.respondLocally(refusal: true, responseStarted: true, draining: false)
+        #expect(x.responseStarted)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .abort(.answerAfterResponseStarted))
         var idle = Exchange()
-        let answer2 = idle.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer2 = idle.respondLocally(refusal: true, draining: false)
         #expect(answer2 == .abort(.answerAfterResponseStarted))
+        // A local answer is a response too: a second one (a deferred answer racing an error) cuts.
+        var answered = connection(in: "dispatching")
+        #expect(!answered.responseStarted)
+        #expect(answered.respondLocally(refusal: false, draining: false) == .send(.keepAlive))
+        #expect(answered.responseStarted)
+        #expect(answered.respondLocally(refusal: true, draining: false) == .abort(.answerAfterResponseStarted))
     }
 
     // MARK: Client aborts, in every state
@@ -372,30 +382,30 @@ import Testing
     // MARK: Timeouts
 
     @Test(arguments: [
-        // (state, deadline, response started, what follows)
-        ("idle", Exchange.Deadline.keepAlive, false, Exchange.TimeoutAction.close),
-        ("idle", .header, false, .refuse(.headTimeout)),
-        ("collecting", .body, false, .failRequest(.bodyStalled)),
-        ("proxying", .body, false, .failRequest(.bodyStalled)),
-        ("proxying", .body, true, .abort(.clientBodyTimeout)),
-        ("discarding", .body, false, .close),
-        ("responding", .send, true, .abort(.clientSendTimeout)),
-        ("tunnel", .send, true, .abort(.clientSendTimeout)),
-        ("lingering", .linger, false, .close),
-        ("lingering", .send, false, .close),
-        ("deciding", .none, false, .none),
+        // (state, deadline, what follows)
+        ("idle", Exchange.Deadline.keepAlive, Exchange.TimeoutAction.close),
+        ("idle", .header, .refuse(.headTimeout)),
+        ("collecting", .body, .failRequest(.bodyStalled)),
+        ("proxying", .body, .failRequest(.bodyStalled)),
+        ("answered early", .body, .abort(.clientBodyTimeout)),
+        ("discarding", .body, .close),
+        ("responding", .send, .abort(.clientSendTimeout)),
+        ("tunnel", .send, .abort(.clientSendTimeout)),
+        ("lingering", .linger, .close),
+        ("lingering", .send, .close),
+        ("deciding", .none, .none),
     ])
-    func aPassedDeadlineMeans(state: String, kind: Exchange.Deadline, started: Bool, expected: Exchange.TimeoutAction) {
+    func aPassedDeadlineMeans(state: String, kind: Exchange.Deadline, expected: Exchange.TimeoutAction) {
         var x = connection(in: state)
-        let action = x.timedOut(kind, responseStarted: started)
+        let action = x.timedOut(kind)
         #expect(action == expected)
     }
 
     @Test func aHeadThatTimesOutIsAnsweredThenClosedWithoutLingering() {
         var x = Exchange()
-        let action = x.timedOut(.header, responseStarted: false)
+        let action = x.timedOut(.header)
         #expect(action == .refuse(.headTimeout))
-        let answer = x.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: false)
         #expect(next == .close)
@@ -404,11 +414,11 @@ import Testing
 
     @Test func aStalledBodyIsAnsweredWith408AndTheConnectionCloses() {
         var x = proxied(bodyDone: false)
-        guard case .failRequest(let error) = x.timedOut(.body, responseStarted: false) else {
+        guard case .failRequest(let error) = x.timedOut(.body) else {
             Issue.record("not a failure"); return
         }
         #expect(error.status == 408 && error.source == .client && error.retryable)
-        let answer = x.respondLocally(refusal: true, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
         let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
         #expect(next == .close)
@@ -448,7 +458,7 @@ import Testing
             let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
             #expect(field == .close)
         } else {
-            let answer = x.respondLocally(refusal: false, responseStarted: false, draining: false)
+            let answer = x.respondLocally(refusal: false, draining: false)
             #expect(answer == .send(.close))
         }
     }
@@ -472,7 +482,7 @@ import Testing
         var x = Exchange()
         x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: true)
         #expect(x.closeAfterResponse)
-        let answer = x.respondLocally(refusal: false, responseStarted: false, draining: false)
+        let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.close))
     }
 

@@ -130,8 +130,8 @@ extension BodyReader {
 
 /// Where the current response stands.
 struct ResponseState {
-    /// The response head has been written to the client.
-    var started = false
+    /// The upstream's final status (0: none yet). Whether a head went to the client is the
+    /// exchange's to say (`Exchange.responseStarted`).
     var status = 0
     var body = BodyReader()
     /// How the body is framed towards the client.

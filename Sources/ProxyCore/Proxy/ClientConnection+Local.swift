@@ -35,7 +35,7 @@ extension ClientConnection {
 
     func respondLocal(_ r: Response, refusal: Bool = false) {
         let connectionField: Exchange.ConnectionField
-        switch exchange.respondLocally(refusal: refusal, responseStarted: response.started, draining: listener.isDraining(loop)) {
+        switch exchange.respondLocally(refusal: refusal, draining: listener.isDraining(loop)) {
         case .send(let field):
             connectionField = field
         case .abort(let error):
@@ -58,7 +58,6 @@ extension ClientConnection {
             r.body.withUnsafeBytes { output.append($0) }
         }
         statusSent = r.status
-        response.started = true
         finishRequest()
     }
 

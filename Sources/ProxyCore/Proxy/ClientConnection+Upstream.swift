@@ -206,7 +206,9 @@ extension ClientConnection {
             if output.readable >= Exchange.highWater { up.pauseReading() }
             return
         }
-        while !response.started || response.status < 200 {
+        // Heads until the final one: `response.status` stays 0 until that is written (1xx
+        // heads are passed on without it; a 101 leaves for the tunnel).
+        while response.status < 200 {
             let result = listener.responseParser.parseHead(up.input.readableBytes, requestMethod: head.method, into: &response.head)
             switch result {
             case .incomplete:
@@ -342,7 +344,6 @@ extension ClientConnection {
         if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
         w.end(contentLength: sendLength, chunked: response.chunkedToClient, connection: connection)
         statusSent = r.status
-        response.started = true
     }
 
     /// A 1xx head from the upstream, passed on (less its hop-by-hop and framing fields).
@@ -401,7 +402,7 @@ extension ClientConnection {
             flush()
             return
         }
-        if !response.started {
+        if !exchange.responseStarted {
             if up.connectFailed && tryNextAddress(after: up, reason) { return }
             // A pooled connection the upstream had already closed: safe to try once more,
             // on a fresh connection, if the request is idempotent and nothing reached the app.
@@ -440,7 +441,7 @@ extension ClientConnection {
         if connecting {
             if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
             upstreamFailure(.upstreamConnectTimeout)
-        } else if response.started {
+        } else if exchange.responseStarted {
             logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
             abort(.upstreamStalled)
         } else {
@@ -477,7 +478,7 @@ extension ClientConnection {
         upstream?.abort()
         upstream = nil
         upstreamEnd = loop.now
-        if response.started {
+        if exchange.responseStarted {
             abort(error)
         } else {
             respondError(error)

@@ -246,9 +246,7 @@ final class ClientConnection: Channel {
     }
 
     override func onTimeout() {
-        // (A head timeout leaves `current` as it is; a request state may not exist yet.)
-        let started = current?.response.started ?? false
-        switch exchange.timedOut(deadlineKind, responseStarted: started) {
+        switch exchange.timedOut(deadlineKind) {
         case .none:
             break
         case .refuse(let error):
@@ -553,7 +551,8 @@ final class ClientConnection: Channel {
     /// system calls for 1 MiB at 16 KiB); the two buffers grow past the pool's size for this
     /// response only and are freed after it.
     var wantsLargeReads: Bool {
-        response.started && (response.body.remaining ?? 0) >= 64 * 1024
+        // (Before the response head, `response.body` is the empty reader: 0 remaining.)
+        (response.body.remaining ?? 0) >= 64 * 1024
     }
 
     /// Whether we want read readiness now (`Exchange.wantsInput`).

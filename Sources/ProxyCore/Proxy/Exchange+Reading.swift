@@ -77,6 +77,12 @@ extension Exchange {
     }
 
     /// The request in flight, where the state has one.
+    /// A response head went to the client for the request in flight (nothing can answer it
+    /// any more; a failure cuts the connection).
+    var responseStarted: Bool {
+        @inline(__always) get { request?.responseStarted ?? false }
+    }
+
     var request: Request? {
         switch state {
         case .dispatching(let r), .deciding(let r, _), .collecting(let r), .proxying(let r): return r

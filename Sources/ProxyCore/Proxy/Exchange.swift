@@ -60,6 +60,9 @@ struct Exchange {
         var awaitingContinue: Bool
         /// Close without lingering whatever else is true (a client that trickled its head).
         var skipLinger: Bool = false
+        /// A response head went to the client (`responseHead`, `respondLocally`): from now on
+        /// a failure can only cut the connection, not answer.
+        var responseStarted: Bool = false
     }
 
     struct Linger: Equatable {
@@ -184,7 +187,11 @@ extension Exchange {
             assertionFailure("responseHead() while \(state)")
             return .close
         }
-        if switching { return .upgrade }
+        r.responseStarted = true
+        if switching {
+            state = .proxying(r)
+            return .upgrade
+        }
         if bodyEndsWithClose { r.closeAfter = true }
         // The upstream answers before the request body is all in (a 413, a redirect, an app
         // that does not read it): the client hears `Connection: close` unless the body's rest
@@ -198,9 +205,10 @@ extension Exchange {
 
     /// The proxy answers itself: a phase's response, or an error (`refusal`: after a refused or
     /// failed request we cannot trust where the next one would start, so the connection closes).
-    /// - responseStarted: part of a response already went out.
-    mutating func respondLocally(refusal: Bool, responseStarted: Bool, draining listenerDraining: Bool) -> LocalAnswer {
-        guard !responseStarted, var r = request else { return .abort(.answerAfterResponseStarted) }
+    /// Too late once a response head went out: the connection is cut instead.
+    mutating func respondLocally(refusal: Bool, draining listenerDraining: Bool) -> LocalAnswer {
+        guard var r = request, !r.responseStarted else { return .abort(.answerAfterResponseStarted) }
+        r.responseStarted = true
         // A body we have not read would be taken for the next request.
         if refusal || !r.bodyDone { r.closeAfter = true }
         if listenerDraining { draining = true }
@@ -314,8 +322,7 @@ extension Exchange {
     }
 
     /// A deadline passed.
-    /// - responseStarted: part of the response went out (the client cannot be answered any more).
-    mutating func timedOut(_ kind: Deadline, responseStarted: Bool) -> TimeoutAction {
+    mutating func timedOut(_ kind: Deadline) -> TimeoutAction {
         switch kind {
         case .header:
             // A slow or stalled head (slowloris): tell the client, then close without the
@@ -324,7 +331,7 @@ extension Exchange {
             return .refuse(.headTimeout)
         case .body:
             if case .discarding = state { return .close }
-            return responseStarted ? .abort(.clientBodyTimeout) : .failRequest(.bodyStalled)
+            return self.responseStarted ? .abort(.clientBodyTimeout) : .failRequest(.bodyStalled)
         case .keepAlive, .linger, .send:
             return isProxying || isTunnel ? .abort(.clientSendTimeout) : .close
         case .none:
