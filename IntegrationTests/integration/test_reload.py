@@ -4,6 +4,7 @@ problem; what a running process cannot change (sockets, threads, log destination
 reload as a whole."""
 
 import json
+import os
 import signal
 import threading
 import time
@@ -235,3 +236,32 @@ def test_changed_config_reloads_under_keepalive_load_drop_no_client(proxy_factor
     assert sum(served for served, _, _ in results) > 1000
     assert len(a.record.requests()) > 0 and len(b.record.requests()) > 0, "both configurations served"
     assert value(samples(scrape(p)), "callback_proxy_config_reloads_total", result="success") == 20
+
+
+def test_a_burst_of_sighups_reloads_and_never_kills_the_proxy(proxy_factory, upstream, tmp_path):
+    """A SIGHUP that arrives while the main thread is busy (a reload under way) goes to any
+    thread that does not block it, where SIGHUP's default action ends the process. Threads
+    started before the signals were blocked did not block them: `systemctl reload` twice in a
+    row, or a config-management run that signals twice, killed the proxy about one time in three.
+    Every thread but the one waiting for signals must block them, and the proxy must survive."""
+    cfg = tmp_path / "proxy.yaml"
+    write_config(cfg, upstream, "store_max_memory: 64m\n")
+    p = proxy_factory(upstream_url=None, extra=["--config", str(cfg)])
+    process_signals = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    pid = p.proc.pid
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) == pid:
+            continue  # the main thread waits for them (sigwait)
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            blocked = int(next(l for l in f if l.startswith("SigBlk:")).split()[1], 16)
+        assert blocked & process_signals == process_signals, f"thread {tid} takes process signals: {blocked:#x}"
+    p.stopped_on_purpose = False
+    for _ in range(3):
+        for _ in range(30):
+            os.kill(pid, signal.SIGHUP)
+        time.sleep(0.3)
+        assert p.proc.poll() is None, f"killed by a SIGHUP burst (exit {p.proc.returncode})"
+    with p.conn() as c:
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+    assert p.stderr_text().count("configuration reloaded") >= 3

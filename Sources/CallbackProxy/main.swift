@@ -30,6 +30,11 @@ case .check:
 case .run:
     break
 }
+// Signals are blocked before anything can start a thread, so that only `Signals.wait` takes
+// them: a thread started earlier inherits an open mask, and a SIGHUP that arrives while the main
+// thread is not waiting (a reload under way) then goes to that thread — whose default action
+// for SIGHUP ends the process. (Until `Signals.wait`, SIGTERM/SIGINT stay pending, then stop us.)
+Signals.block()
 
 let started = EventLoop.monotonicNow()
 let config: AppConfig
@@ -72,8 +77,6 @@ do {
 }
 readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream: config.upstream, resolver: first.upstreamResolver)
 
-// Signals are blocked before any thread starts so that only `Signals.wait` receives them.
-Signals.block()
 let descriptors = ConnectionBudget.raiseDescriptorLimit()
 let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops, configured: config.maxConnections)
 if let asked = config.maxConnections, asked > maxConnections {
