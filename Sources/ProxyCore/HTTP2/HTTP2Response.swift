@@ -26,9 +26,7 @@ struct HTTP2HeadWriter: ResponseHeadWriter {
         self.status = status
         block.reserveCapacity(512)
         spans.reserveCapacity(16)
-        // The parser admits three-digit statuses only (RFC 9110 §15).
-        let digits = [UInt8(0x30 + status / 100 % 10), UInt8(0x30 + status / 10 % 10), UInt8(0x30 + status % 10)]
-        digits.withUnsafeBytes { add(UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7), $0) }
+        add(":status", decimal: UInt64(status))
     }
 
     mutating func field(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
@@ -41,15 +39,34 @@ struct HTTP2HeadWriter: ResponseHeadWriter {
 
     mutating func end(contentLength: UInt64?, chunked: Bool, connection: Exchange.ConnectionField) {
         guard let n = contentLength else { return }
-        var text = ByteBuffer()
-        text.append(decimal: n)
-        add(UnsafeRawBufferPointer(start: ("content-length" as StaticString).utf8Start, count: 14), text.readableBytes)
-        text.free()
+        add("content-length", decimal: n)
+    }
+
+    /// A field whose name is lowercase already and whose value is a number, formatted in place.
+    private mutating func add(_ name: StaticString, decimal value: UInt64) {
+        let nameAt = block.count
+        block.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        let valueAt = block.count
+        var digits = 0
+        var v = value
+        repeat { digits += 1; v /= 10 } while v > 0
+        block.append(contentsOf: repeatElement(0x30, count: digits))
+        v = value
+        for i in stride(from: valueAt + digits - 1, through: valueAt, by: -1) {
+            block[i] = UInt8(0x30 + v % 10)
+            v /= 10
+        }
+        spans.append(Span(name: nameAt, nameLength: name.utf8CodeUnitCount, value: valueAt, valueLength: digits))
     }
 
     private mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         let nameAt = block.count
-        block.append(contentsOf: name.lazy.map(asciiLower))
+        // Copied whole, then lowercased in place (a byte-by-byte mapped append costs several
+        // times more per byte).
+        block.append(contentsOf: name)
+        block.withUnsafeMutableBufferPointer { b in
+            for i in nameAt..<nameAt + name.count { b[i] = asciiLower(b[i]) }
+        }
         let valueAt = block.count
         block.append(contentsOf: value)
         spans.append(Span(name: nameAt, nameLength: name.count, value: valueAt, valueLength: value.count))
