@@ -123,7 +123,7 @@ import Testing
         guard case .error = last else { Issue.record("malformed chunk size accepted: \(last)"); return }
     }
 
-    // MARK: straight writes (ClientConnection.writeBodyStraight)
+    // MARK: straight writes (ClientExchange.writeBodyStraight)
 
     @Test func aSizedBodyOffersAtMostWhatIsLeftOfItAndEndsWhenThatIsWritten() {
         var r = BodyReader(contentLength: 10)

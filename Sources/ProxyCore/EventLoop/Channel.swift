@@ -28,8 +28,6 @@ class Channel {
     func onDrain() {}
     /// A reload replaced the listener contexts (see ProxyServer.reload).
     func onReload() {}
-    /// A channel without a socket (fd < 0, never registered) changed its interest set.
-    func interestChanged() {}
 
     /// Sets the interest set, touching epoll only when it changes.
     @inline(__always)

@@ -93,12 +93,6 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     func updateInterest(_ channel: Channel, _ events: UInt32) {
-        if _slowPath(channel.fd < 0) {
-            // A channel without a socket (an HTTP/2 stream): its interest is read by its owner.
-            channel.interest = events
-            channel.interestChanged()
-            return
-        }
         var ev = epoll_event(events: events, data: epoll_data_t(u64: UInt64(channel.fd)))
         // MOD only fails for an fd we do not know, which would be a bug in our bookkeeping.
         let r = epoll_ctl(epfd, EPOLL_CTL_MOD, channel.fd, &ev)

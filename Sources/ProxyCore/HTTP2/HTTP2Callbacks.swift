@@ -25,8 +25,8 @@ final class HTTP2Callbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_header_callback(pointer) { _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }  // trailers: dropped
             let c = connection(user)
-            guard let stream = c.streams[frame.pointee.hd.stream_id], let h2 = stream.h2 else { return 0 }
-            h2.request.field(name: UnsafeBufferPointer(start: name, count: nameLength),
+            guard let stream = c.streams[frame.pointee.hd.stream_id] else { return 0 }
+            stream.request.field(name: UnsafeBufferPointer(start: name, count: nameLength),
                              value: UnsafeBufferPointer(start: value, count: valueLength),
                              limit: HTTP2Stream.headerListLimit(c.listener.config.limits))
             return 0
@@ -36,14 +36,14 @@ final class HTTP2Callbacks: @unchecked Sendable {
             let type = frame.pointee.hd.type
             guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue) else { return 0 }
             let c = connection(user)
-            guard let stream = c.streams[frame.pointee.hd.stream_id], let h2 = stream.h2 else { return 0 }
+            guard let stream = c.streams[frame.pointee.hd.stream_id] else { return 0 }
             let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
             if type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-                stream.h2PrepareInput()
-                h2.request.deliverHead(into: &stream.input, endStream: endStream)
+                stream.prepareInput()
+                stream.request.deliverHead(into: &stream.exchange.input, endStream: endStream)
             } else if endStream {
-                stream.h2PrepareInput()
-                h2.request.deliverEnd(into: &stream.input)
+                stream.prepareInput()
+                stream.request.deliverEnd(into: &stream.exchange.input)
             } else {
                 return 0
             }
@@ -52,15 +52,15 @@ final class HTTP2Callbacks: @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { session, _, id, data, length, user in
             let c = connection(user)
-            guard let stream = c.streams[id], let h2 = stream.h2, !stream.exchange.isClosed else {
+            guard let stream = c.streams[id], !stream.exchange.isClosed else {
                 // A stream the exchange is done with: its bytes go back to the windows at once.
                 nghttp2_session_consume(session, id, length)
                 return 0
             }
-            stream.h2PrepareInput()
-            h2.request.deliverData(UnsafeRawBufferPointer(start: data, count: length), into: &stream.input)
-            h2.unconsumed += length
-            stream.bytesIn += UInt64(length)
+            stream.prepareInput()
+            stream.request.deliverData(UnsafeRawBufferPointer(start: data, count: length), into: &stream.exchange.input)
+            stream.unconsumed += length
+            stream.exchange.bytesIn += UInt64(length)
             c.markPending(stream)
             return 0
         }
@@ -87,21 +87,22 @@ final class HTTP2Callbacks: @unchecked Sendable {
     /// The response body source: the exchange's output, as far as the peer's windows allow.
     static let readBody: nghttp2_data_source_read_callback = { _, id, buffer, length, flags, _, user in
         let c = connection(user)
-        guard let stream = c.streams[id], let h2 = stream.h2, !stream.exchange.isClosed, let buffer, let flags else {
+        guard let stream = c.streams[id], !stream.exchange.isClosed, let buffer, let flags else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
-        let n = min(length, stream.output.readable)
+        let x = stream.exchange
+        let n = min(length, x.output.readable)
         if n > 0 {
             c.frameGuard.sentDataFrame()
-            memcpy(buffer, stream.output.base! + stream.output.reader, n)
-            stream.output.moveReader(n)
-            stream.bytesOut += UInt64(n)
+            memcpy(buffer, x.output.base! + x.output.reader, n)
+            x.output.moveReader(n)
+            x.bytesOut += UInt64(n)
         }
-        if stream.output.isEmpty {
-            stream.output.clear()
-            if h2.responseDone {
+        if x.output.isEmpty {
+            x.output.clear()
+            if stream.responseDone {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                if !stream.exchange.requestBodyDone { c.endedEarly.append(id) }
+                if !x.exchange.requestBodyDone { c.endedEarly.append(id) }
                 return n
             }
             c.drained.append(stream)

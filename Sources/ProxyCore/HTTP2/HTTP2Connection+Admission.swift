@@ -21,10 +21,9 @@ import CNghttp2
 extension HTTP2Connection {
     /// A stream opened: it starts now if a unit is free and none of its connection's streams
     /// waits before it, else it waits.
-    func admit(_ stream: ClientConnection) {
-        let h2 = stream.h2!
+    func admit(_ h2: HTTP2Stream) {
         h2.waitingSince = loop.now
-        waiting.append(stream)
+        waiting.append(h2)
         admitWaiting()
         guard h2.waitingSince != 0 else { return }
         listener.engineMetrics.http2.waitedForBudget.increment()
@@ -38,8 +37,7 @@ extension HTTP2Connection {
     /// Starts waiting streams, oldest first, while units are free.
     func admitWaiting() {
         let budget = listener.budget
-        while let first = waiting.first {
-            let h2 = first.h2!
+        while let h2 = waiting.first {
             if !connectionUnitInUse {
                 connectionUnitInUse = true
                 h2.holdsConnectionUnit = true
@@ -52,7 +50,7 @@ extension HTTP2Connection {
             waiting.removeFirst()
             h2.waitingSince = 0
             // Its head (and any DATA) arrived while it waited: it runs with the next batch.
-            if first.input.readable > 0 { markPending(first) }
+            if h2.exchange.input.readable > 0 { markPending(h2) }
         }
         if !waiting.isEmpty { scheduleAdmitRetry() }
     }
@@ -62,7 +60,7 @@ extension HTTP2Connection {
     func streamEnded(_ h2: HTTP2Stream) {
         if h2.waitingSince != 0 {
             h2.waitingSince = 0
-            waiting.removeAll { $0.h2 === h2 }
+            waiting.removeAll { $0 === h2 }
         }
         if h2.holdsConnectionUnit {
             h2.holdsConnectionUnit = false
@@ -93,8 +91,7 @@ extension HTTP2Connection {
     private func refuseLongWaiters() {
         let limit = listener.config.timeouts.clientHeader
         let now = loop.now
-        while let first = waiting.first, now - first.h2!.waitingSince >= limit {
-            let h2 = first.h2!
+        while let h2 = waiting.first, now - h2.waitingSince >= limit {
             waiting.removeFirst()
             h2.waitingSince = 0
             h2.refused = true

@@ -11,8 +11,9 @@ import Glibc
 /// RFC 9113 §8 message checks (pseudo-headers, lowercase names, no connection-specific fields,
 /// `TE` other than `trailers`, `content-length` against DATA) and its flood limits. This class
 /// moves bytes between nghttp2 and the socket, and runs **each stream as a request exchange of
-/// its own: a `ClientConnection` without a socket** (`HTTP2Stream` links the two). The stream's
-/// request reaches the exchange as the HTTP/1.1 head it is equivalent to (`HTTP2Stream.deliverHead`),
+/// its own: an `HTTP2Stream` owns a `ClientExchange`**, as an `HTTP1Connection` does. The
+/// stream's request reaches the exchange as the HTTP/1.1 head it is equivalent to
+/// (`HTTP2RequestHead.deliverHead`),
 /// parsed by the same `RequestParser`, so the canonical path, the header rules, the limits, the
 /// phases (the OAuth layer), the upstream request, the access log and the metrics are the ones
 /// HTTP/1.1 has — there is no second copy of any of them to drift. The exchange writes its
@@ -43,18 +44,18 @@ final class HTTP2Connection: Channel {
     var input = ByteBuffer()
     var output = ByteBuffer()
     /// Streams by id, from their HEADERS until nghttp2 closes them.
-    var streams: [Int32: ClientConnection] = [:]
+    var streams: [Int32: HTTP2Stream] = [:]
     /// Streams that received request bytes (or a head) since they last ran.
-    var pending: [ClientConnection] = []
+    var pending: [HTTP2Stream] = []
     /// Streams whose response output nghttp2 emptied: their upstream may be read again.
-    var drained: [ClientConnection] = []
+    var drained: [HTTP2Stream] = []
     /// Streams nghttp2 closed, with the error code (0 = a normal end).
-    var closedStreams: [(ClientConnection, UInt32)] = []
+    var closedStreams: [(HTTP2Stream, UInt32)] = []
     /// Streams whose response ended before their request body: `RST_STREAM NO_ERROR` after it
     /// (RFC 9113 §8.1), so the client stops sending.
     var endedEarly: [Int32] = []
     /// Streams waiting for a budget unit, oldest first (`HTTP2Connection+Admission`).
-    var waiting: [ClientConnection] = []
+    var waiting: [HTTP2Stream] = []
     /// A stream runs on the connection's own budget unit.
     var connectionUnitInUse = false
     /// The next look at the budget while streams wait.
@@ -103,7 +104,7 @@ final class HTTP2Connection: Channel {
 
     var settings: HTTP2Settings { listener.config.http2 }
 
-    /// Takes over a registered socket (from `TLSAccept`, or from a `ClientConnection` that saw
+    /// Takes over a registered socket (from `TLSAccept`, or from an `HTTP1Connection` that saw
     /// the h2c preface), with any bytes already read from it.
     func start(initialBytes: UnsafeRawBufferPointer?) {
         guard makeSession() else {
@@ -253,7 +254,7 @@ final class HTTP2Connection: Channel {
             let expired = streams.values.filter { $0.deadline != 0 && $0.deadline <= now }
             for stream in expired {
                 stream.deadline = 0
-                stream.onTimeout()
+                stream.exchange.timedOut()
             }
         } else if !goingAway && now >= idleSince + listener.config.timeouts.keepAlive {
             endReason = "idle"
@@ -282,15 +283,15 @@ final class HTTP2Connection: Channel {
             if !closedStreams.isEmpty {
                 let closing = closedStreams
                 closedStreams.removeAll(keepingCapacity: true)
-                for (stream, code) in closing { stream.h2StreamClosed(errorCode: code) }
+                for (stream, code) in closing { stream.closed(errorCode: code) }
             }
             if !pending.isEmpty {
                 let ready = pending
                 pending.removeAll(keepingCapacity: true)
                 for stream in ready where !stream.exchange.isClosed {
-                    stream.h2!.queued = false
-                    if stream.h2!.waitingSince != 0 { continue }  // runs once admitted
-                    stream.h2Received()
+                    stream.queued = false
+                    if stream.waitingSince != 0 { continue }  // runs once admitted
+                    stream.received()
                     creditStream(stream)
                 }
             }
@@ -299,11 +300,10 @@ final class HTTP2Connection: Channel {
     }
 
     /// Gives the peer back window for the DATA bytes a stream has passed on, if it wants more.
-    func creditStream(_ stream: ClientConnection) {
-        guard let h2 = stream.h2, h2.unconsumed > 0, stream.input.isEmpty, !stream.exchange.isClosed,
-              stream.interest & CProxyLinux_EPOLLIN != 0 else { return }
-        nghttp2_session_consume(session, h2.id, h2.unconsumed)
-        h2.unconsumed = 0
+    func creditStream(_ stream: HTTP2Stream) {
+        guard stream.unconsumed > 0, stream.exchange.input.isEmpty, !stream.exchange.isClosed, stream.wantsRead else { return }
+        nghttp2_session_consume(session, stream.id, stream.unconsumed)
+        stream.unconsumed = 0
         scheduleSend()
     }
 
@@ -315,16 +315,12 @@ final class HTTP2Connection: Channel {
             refuseOverLimit(id)
             return nil
         }
-        let stream = ClientConnection(fd: -1, loop: loop, listener: listener, peer: peer, transport: Transport(fd: -1))
-        let h2 = HTTP2Stream(connection: self, id: id)
-        stream.h2 = h2
-        stream.exchange.isStream = true
-        stream.peerText = peerTextCache
+        let stream = HTTP2Stream(connection: self, id: id)
         streams[id] = stream
         idleSince = 0
         listener.engineMetrics.http2.streams.increment()
         admit(stream)
-        return h2
+        return stream
     }
 
     /// The peer address as text, formatted once per connection and shared by its streams.
@@ -335,9 +331,9 @@ final class HTTP2Connection: Channel {
         return Array(b.readableBytes)
     }()
 
-    func markPending(_ stream: ClientConnection) {
-        guard let h2 = stream.h2, !h2.queued else { return }
-        h2.queued = true
+    func markPending(_ stream: HTTP2Stream) {
+        guard !stream.queued else { return }
+        stream.queued = true
         pending.append(stream)
     }
 
@@ -387,7 +383,7 @@ final class HTTP2Connection: Channel {
             if !drained.isEmpty {
                 let ready = drained
                 drained.removeAll(keepingCapacity: true)
-                for stream in ready where !stream.exchange.isClosed { stream.h2OutputDrained() }
+                for stream in ready where !stream.exchange.isClosed { stream.outputDrained() }
             }
             runStreams()
         } while rounds < 8 && output.readable < HTTP2Connection.highWater && nghttp2_session_want_write(session) != 0
@@ -521,7 +517,7 @@ final class HTTP2Connection: Channel {
         pending.removeAll()
         drained.removeAll()
         closedStreams.removeAll()
-        for stream in all { stream.h2StreamClosed(errorCode: NGHTTP2_CANCEL.rawValue) }
+        for stream in all { stream.closed(errorCode: NGHTTP2_CANCEL.rawValue) }
     }
 
     /// Output flushed, write side shut; read and discard (`LingeringClose`) so that unread input

@@ -90,8 +90,8 @@ enum HTTP2Response {
     /// Submits the heads the stream has written (1xx ones, then its final one) as HEADERS.
     /// With the response complete and no body left, END_STREAM goes on the final HEADERS. False
     /// if nghttp2 refused one.
-    static func submitHeads(_ stream: ClientConnection, _ c: HTTP2Connection) -> Bool {
-        let h2 = stream.h2!
+    static func submitHeads(_ h2: HTTP2Stream, _ c: HTTP2Connection) -> Bool {
+        let stream = h2.exchange
         let heads = h2.heads
         h2.heads.removeAll()
         for head in heads {

@@ -1,10 +1,19 @@
-/// What a `ClientConnection` running one HTTP/2 stream holds besides the exchange itself: the
-/// request as nghttp2 decodes it (`request`, until it is delivered as an HTTP/1.1 head), and the
-/// stream's flow-control and ending state.
+import CNghttp2
+
+/// One HTTP/2 stream of an `HTTP2Connection`, under the `ClientExchange` it owns: the request
+/// as nghttp2 decodes it (`request`, until it is delivered to the exchange as an HTTP/1.1
+/// head), the response heads until they go out as HEADERS, the stream's flow-control and
+/// ending state, and the exchange's timer and wish to read — swept and read by its connection,
+/// since a stream has no socket of its own.
 final class HTTP2Stream {
     unowned(unsafe) let connection: HTTP2Connection
     let id: Int32
+    let exchange: ClientExchange
     var request = HTTP2RequestHead()
+    /// When the exchange's timer passes (0: none); swept by the connection (`onTimeout`).
+    var deadline: UInt64 = 0
+    /// The exchange wants request bytes: DATA it passed on is credited back to the peer.
+    private(set) var wantsRead = false
     /// DATA bytes delivered to the exchange and not yet given back to the peer's window.
     var unconsumed = 0
     /// In the connection's `pending` list.
@@ -29,11 +38,133 @@ final class HTTP2Stream {
     init(connection: HTTP2Connection, id: Int32) {
         self.connection = connection
         self.id = id
+        exchange = ClientExchange(loop: connection.loop, listener: connection.listener, peer: connection.peer)
+        exchange.exchange.isStream = true
+        exchange.peerText = connection.peerTextCache
+        exchange.downstream = .stream(.init(self))
     }
 
     /// The largest header list accepted (and advertised in SETTINGS_MAX_HEADER_LIST_SIZE):
     /// the HTTP/1.1 head limit plus RFC 9113's 32 bytes of overhead per field.
     static func headerListLimit(_ limits: HTTPLimits) -> Int {
         limits.maxHeadBytes + 32 * limits.maxHeaderCount
+    }
+
+    /// Whether the exchange reads: while it does, the peer gets window back for what it has
+    /// passed on (`HTTP2Connection.creditStream`). Writing is nghttp2's to pace: the body waits
+    /// in the exchange's output until DATA takes it.
+    @inline(__always)
+    func want(read: Bool, write: Bool) {
+        wantsRead = read
+        if read && unconsumed > 0 { connection.creditStream(self) }
+    }
+
+    // MARK: Request bytes
+
+    /// Before nghttp2's callbacks write request bytes into the exchange's input.
+    @inline(__always)
+    func prepareInput() {
+        if exchange.input.base == nil { exchange.input = connection.loop.buffers.take() }
+    }
+
+    /// Request bytes (the head, DATA, the end) arrived from the connection.
+    func received() {
+        let x = exchange
+        if x.exchange.isLingering {
+            // The response is complete; what the client still sends has nowhere to go.
+            x.input.clear()
+            return
+        }
+        if x.exchange.isIdle, let refusal = request.refusal {
+            x.input.clear()
+            x.beginRequest(headLength: 0)
+            x.exchange.headRefused()
+            x.respondError(.invalidHead(status: refusal.status, refusal.reason))
+            return
+        }
+        x.inputArrived()
+    }
+
+    // MARK: Response
+
+    /// The response heads go to nghttp2 as HEADERS, the body waits in the exchange's output for
+    /// nghttp2 to pull it (`HTTP2Callbacks.readBody`) as the peer's windows allow.
+    func flush() {
+        let x = exchange
+        let c = connection
+        if !responseSubmitted {
+            guard !heads.isEmpty else { return }
+            guard HTTP2Response.submitHeads(self, c) else {
+                x.logProblem(.warn, "cannot send the response head over HTTP/2", key: "h2 head", [])
+                x.abort(.invalidStreamHead)
+                return
+            }
+            if !responseSubmitted { c.scheduleSend(); return }  // 1xx only so far
+        } else if !x.output.isEmpty || responseDone {
+            nghttp2_session_resume_data(c.session, id)
+        }
+        c.scheduleSend()
+        if x.output.isEmpty {
+            x.outputSent()
+        } else {
+            x.outputWaiting(readMore: x.wantsInput)
+        }
+    }
+
+    /// nghttp2 took everything in the output: read the upstream again (it may have been paused).
+    func outputDrained() {
+        guard exchange.output.isEmpty else { return }
+        exchange.outputSent()
+    }
+
+    /// The response is complete in the output; END_STREAM follows its last byte. A request body
+    /// not read to its end is cut by `RST_STREAM NO_ERROR` then.
+    func responseFinished() {
+        responseDone = true
+        exchange.input.clear()
+        flush()
+        if exchange.exchange.isLingering { exchange.setDeadline(.send, exchange.config.timeouts.clientSend) }
+    }
+
+    // MARK: Ending
+
+    /// nghttp2 closed the stream: normally after its END_STREAM both ways, or because the client
+    /// reset it, or with the connection. An exchange still in flight is aborted (its upstream
+    /// request with it).
+    func closed(errorCode: UInt32) {
+        let x = exchange
+        finished = true
+        connection.streamEnded(self)
+        connection.forget(id)
+        if refused {
+            // Refused while it waited for a budget unit: it never ran.
+            _ = x.exchange.closed()
+            deadline = 0
+            x.releaseBuffers()
+            return
+        }
+        if !x.exchange.isLingering && !x.isClosed {
+            connection.listener.engineMetrics.http2.resetsReceived.increment()
+            x.abort(.streamReset)
+            return
+        }
+        if !x.isClosed {
+            if !(responseDone && x.output.isEmpty) && errorCode != 0 {
+                // The client reset it while the last bytes were still going out.
+                connection.listener.engineMetrics.http2.resetsReceived.increment()
+            }
+            _ = x.exchange.closed()
+            deadline = 0
+            x.releaseBuffers()
+        }
+    }
+
+    /// The exchange is over before nghttp2 closed the stream (an abort: the upstream failed
+    /// mid-response, a timeout): the stream is reset.
+    func exchangeClosed() {
+        guard !finished else { return }
+        // NO_ERROR only for a response that is out in full; a cut one is an error the client
+        // must see as such.
+        connection.resetStream(id, code: responseDone && exchange.output.isEmpty ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR)
     }
 }

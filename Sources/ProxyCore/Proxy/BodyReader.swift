@@ -91,7 +91,7 @@ struct BodyReader {
 
 extension BodyReader {
     /// Consumes what is available of the body in `source` without keeping it: the rest of a
-    /// request body once its response is complete (see `ClientConnection.discardRequestBody`).
+    /// request body once its response is complete (see `ClientExchange.discardRequestBody`).
     /// The bytes pass through `scratch` (a rare path: the copy is cheaper than a second decoder loop).
     mutating func discard(from source: inout ByteBuffer, scratch: inout ByteBuffer) -> Step {
         let step = transfer(from: &source, to: &scratch, chunkedOut: false)

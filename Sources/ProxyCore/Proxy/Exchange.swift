@@ -1,7 +1,7 @@
 /// The lifecycle of the requests on one client connection, as a pure state machine.
 ///
-/// `ClientConnection` is the I/O shell: it reads and writes sockets, parses, pumps bodies and
-/// runs the phases; whenever something happens that moves the request on — a head parsed, a
+/// `ClientExchange` is the I/O shell (with its downstream, which owns the socket or the
+/// stream): it parses, pumps bodies and runs the phases; whenever something happens that moves the request on — a head parsed, a
 /// phase decided, the request body ended, the response began or ended, the client closed, a
 /// deadline passed, a drain or a reload — it reports it here and performs what comes back.
 /// No sockets, buffers or clocks in here, so every path of the lifecycle can be driven by a

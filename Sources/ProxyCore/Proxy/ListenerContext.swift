@@ -32,7 +32,7 @@ final class ListenerContext: @unchecked Sendable {
     /// The process's client-connection budget this listener draws on (its own for the
     /// internal listener).
     let budget: ConnectionBudget
-    /// Request-scoped problem lines, rate-limited per cause (`ClientConnection.logProblem`).
+    /// Request-scoped problem lines, rate-limited per cause (`ClientExchange.logProblem`).
     let throttle: LogThrottle
     private var perLoop: [PerLoop]
 
@@ -103,7 +103,7 @@ final class ListenerContext: @unchecked Sendable {
             TLSAccept.start(fd: fd, loop: loop, listener: self, peer: peer, credentials: credentials)
             return
         }
-        ClientConnection(fd: fd, loop: loop, listener: self, peer: peer).start()
+        HTTP1Connection(fd: fd, loop: loop, listener: self, peer: peer).start()
     }
 
     func isTrusted(_ peer: PeerAddress) -> Bool {

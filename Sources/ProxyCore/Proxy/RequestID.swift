@@ -55,7 +55,7 @@ final class RequestIDGenerator {
     }
 }
 
-extension ClientConnection {
+extension ClientExchange {
     /// Decides the current request's id (once per request).
     func resolveRequestID() {
         guard requestID.source == .unresolved else { return }

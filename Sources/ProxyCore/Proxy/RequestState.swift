@@ -1,4 +1,4 @@
-/// The state of the request a `ClientConnection` is serving — its parsed head, its body's
+/// The state of the request a `ClientExchange` is serving — its parsed head, its body's
 /// framing, the response's, the buffers and bookkeeping only a request needs — held apart from
 /// the connection so that an idle keep-alive connection does not carry it: about 570 bytes of
 /// the connection record, plus the field lists the parsers keep (room for 16 request fields,

@@ -5,9 +5,9 @@ import Glibc
 /// A read-only view of the request being handled, for phases. It reads straight from the
 /// connection's buffer: valid only during the phase call it is passed to — copy what you keep.
 public struct RequestView {
-    unowned(unsafe) let connection: ClientConnection
+    unowned(unsafe) let connection: ClientExchange
 
-    init(_ connection: ClientConnection) { self.connection = connection }
+    init(_ connection: ClientExchange) { self.connection = connection }
 
     @inline(__always) var head: RequestHead { connection.head }
 

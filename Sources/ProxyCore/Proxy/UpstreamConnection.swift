@@ -9,7 +9,7 @@ final class UpstreamConnection: Channel {
     enum State { case connecting, handshaking, active, idle, tunnel, closed }
 
     var state: State = .connecting
-    unowned(unsafe) var client: ClientConnection?
+    unowned(unsafe) var client: ClientExchange?
     unowned(unsafe) let pool: UpstreamPool
     var input = ByteBuffer()
     var output = ByteBuffer()
@@ -56,7 +56,7 @@ final class UpstreamConnection: Channel {
     }
 
     /// Called when handed to a client for a new request.
-    func attach(_ client: ClientConnection) {
+    func attach(_ client: ClientExchange) {
         self.client = client
         receivedAny = false
         paused = false

@@ -5,7 +5,7 @@ import Glibc
 
 /// An accepted connection on a TLS listener until its handshake is done. The handshake runs
 /// on the loop, driven by readiness (no thread per connection), under its own deadline; on
-/// success the socket and the session are handed to a `ClientConnection`, which takes over
+/// success the socket and the session are handed to an `HTTP1Connection`, which takes over
 /// the epoll registration in place. Keeping the handshake in its own channel leaves the
 /// request state machine unchanged.
 final class TLSAccept: Channel {
@@ -98,7 +98,7 @@ final class TLSAccept: Channel {
             connection.start(initialBytes: nil)
             return
         }
-        let connection = ClientConnection(fd: fd, loop: loop, listener: listener, peer: peer,
+        let connection = HTTP1Connection(fd: fd, loop: loop, listener: listener, peer: peer,
                                           transport: Transport(fd: fd, tls: session))
         loop.handOver(self, to: connection)
         connection.startAfterHandshake()

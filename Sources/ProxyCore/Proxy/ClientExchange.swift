@@ -1,26 +1,29 @@
-import CProxyLinux
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// One accepted client connection and the request it is currently serving: the I/O shell of
-/// an `Exchange`. It reads and writes the socket, parses, pumps bodies, runs the phases and
-/// the upstream; where the request's lifecycle moves on it reports the event to `exchange`
-/// and performs what comes back (which state the request is in, whether the connection
-/// closes, lingers or takes the next request, which answer a timeout gets).
+/// The exchange with one client — the requests of an HTTP/1.1 connection, or the one request
+/// of an HTTP/2 stream — and the I/O shell of its `Exchange`. It parses, pumps bodies, runs
+/// the phases and the upstream; where the request's lifecycle moves on it reports the event to
+/// `exchange` and performs what comes back (which state the request is in, whether the
+/// connection closes, lingers or takes the next request, which answer a timeout gets).
 ///
-/// Requests on a connection are handled one at a time: a pipelined request waits in `input`
-/// until the one before it has been answered. The current request's head is copied to `head`'s
-/// own small buffer (`headStore`) so that body bytes can stream through `input` while phases
-/// and the access log still read the head in place.
-final class ClientConnection: Channel {
+/// It owns no socket: its `downstream` does — an `HTTP1Connection` (a socket of its own) or an
+/// `HTTP2Stream` (frames on its connection's). The downstream puts the client's bytes into
+/// `input` and calls `inputArrived`; the exchange writes responses into `output` and heads
+/// through `ResponseHeadWriter`s, and asks its downstream to send them (`flush`), to watch for
+/// input (`want`), to run a timer (`setDeadline`) and to close. Everything else — phases,
+/// limits, the upstream, the access log — is one code path for both kinds (docs/architecture.md).
+///
+/// Requests are handled one at a time: a pipelined request waits in `input` until the one
+/// before it has been answered. The current request's head is copied to `head`'s own small
+/// buffer (`headStore`) so that body bytes can stream through `input` while phases and the
+/// access log still read the head in place.
+final class ClientExchange {
     typealias Deadline = Exchange.Deadline
 
+    unowned(unsafe) let loop: EventLoop
     /// Replaced at a request boundary after a reload (`followReload`), never during a request.
     var listener: ListenerContext
     let peer: PeerAddress
-    /// The socket, plain or with its TLS session.
-    let transport: Transport
+    /// Where the response goes (set by the downstream that owns this exchange, right after it).
+    var downstream: Downstream = .detached
     /// The peer as text (X-Forwarded-For, access log), formatted once per connection:
     /// inet_ntop formats through printf, too slow to repeat per request.
     /// (An HTTP/2 stream is given its connection's.)
@@ -33,8 +36,6 @@ final class ClientConnection: Channel {
     /// Where the request lifecycle stands (see `Exchange`).
     var exchange = Exchange()
     var deadlineKind: Deadline = .none
-    /// The lingering close's clock, once the exchange lingers (`startLinger`).
-    private var linger = LingeringClose()
 
     var input = ByteBuffer()
     var output = ByteBuffer()
@@ -111,15 +112,11 @@ final class ClientConnection: Channel {
         @inline(__always) set { current!.statusSent = newValue }
     }
     var requestID = RequestID()
-    /// Set when this exchange is one HTTP/2 stream (`HTTP2Connection`): no socket of its own.
-    var h2: HTTP2Stream? = nil
 
-    init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress, transport: Transport? = nil) {
+    init(loop: EventLoop, listener: ListenerContext, peer: PeerAddress) {
+        self.loop = loop
         self.listener = listener
         self.peer = peer
-        self.transport = transport ?? Transport(fd: fd)
-        super.init(fd: fd, loop: loop)
-        watchHangup = true
     }
 
     deinit {
@@ -134,86 +131,42 @@ final class ClientConnection: Channel {
         UnsafeRawBufferPointer(start: headStore.base, count: headLength)
     }
 
-    func start() {
-        setDeadline(.keepAlive, config.timeouts.clientHeader)
-        do {
-            try loop.register(self, EventLoop.readable)
-        } catch {
-            Glibc.close(fd)
-            _ = exchange.closed()
-            return
-        }
-        listener.connectionOpened(loop)
+    var isClosed: Bool { exchange.isClosed }
+
+    /// Calls the listener's phases in place. `listener.phases.f()` copies the existential and
+    /// retains the listener around each call (about 40 instructions, five calls a request);
+    /// borrowed, neither happens. Sound: the listener is replaced only between requests
+    /// (`followReload`), never while a phase runs, and this exchange holds it meanwhile.
+    @inline(__always)
+    func phases<R>(_ body: (any HTTPPhases) -> R) -> R {
+        Unmanaged.passUnretained(listener)._withUnsafeGuaranteedRef { body($0.phases) }
     }
 
-    /// Takes over from a finished TLS handshake (`TLSAccept`), which already holds the epoll
-    /// registration (handed over in place) and counts as an open connection.
-    func startAfterHandshake() {
-        // Its listener was replaced by a reload during the handshake: the session is made, the
-        // first request is served by the new configuration.
-        followReload()
-        if listener.isDraining(loop) { _ = exchange.drain(inputEmpty: false) }
-        setDeadline(.keepAlive, config.timeouts.clientHeader)
-        want(read: true, write: false)
-        // The request usually follows the client's Finished message at once.
-        readable()
-    }
+    // MARK: What the downstream does for the exchange
 
+    /// Runs the timer `kind` (one at a time): `timedOut` when it passes.
     @inline(__always)
     func setDeadline(_ kind: Deadline, _ after: UInt64) {
         deadlineKind = kind
-        deadline = kind == .none ? 0 : loop.now + after
+        downstream.deadline = kind == .none ? 0 : loop.now + after
     }
 
-    // MARK: Events
-
-    override func onEvent(_ events: UInt32) {
-        if events & (CProxyLinux_EPOLLERR) != 0 {
-            abort(.clientSocketError)
-            return
-        }
-        if events & EventLoop.writable != 0 {
-            flush()
-            if exchange.isClosed { return }
-        }
-        if events & CProxyLinux_EPOLLIN != 0 && interest & CProxyLinux_EPOLLIN != 0 {
-            readable()
-        } else if events & (CProxyLinux_EPOLLRDHUP | CProxyLinux_EPOLLHUP) != 0 && !exchange.isClosed {
-            // The client shut its side while we were not reading (waiting on the upstream,
-            // or stopped by backpressure): it is gone; abort whatever is in flight.
-            clientEnded(exchange.clientHungUp())
-        }
+    /// Whether the client is read, and whether output waits to be sent.
+    @inline(__always)
+    func want(read: Bool, write: Bool) {
+        downstream.want(read: read, write: write)
     }
 
-    private func readable() {
-        switch exchange.state {
-        case .lingering:
-            discardInput()
-            return
-        case .closed:
-            return
-        default:
-            break
-        }
-        if input.base == nil { input = loop.buffers.take() }
-        let result: IOResult
-        do {
-            result = try transport.read(into: &input, reserve: 8 * 1024)
-        } catch {
-            abort(.clientReadFailed)
-            return
-        }
-        guard case .done(let n) = result else { return }
-        if n == 0 {
-            clientEnded(exchange.clientEnded(inputEmpty: input.isEmpty))
-            return
-        }
-        input.writer += n
-        bytesIn += UInt64(n)
-        inputArrived()
+    /// Sends as much of `output` (and any response head) as the client takes now; the rest
+    /// follows as it reads (`outputSent`, `outputWaiting`).
+    @inline(__always)
+    func flush() {
+        downstream.flush()
     }
 
-    /// New bytes in `input` (from the socket, or from the stream's HTTP/2 connection).
+    // MARK: Events from the downstream
+
+    /// New bytes in `input`.
     @inline(__always)
     func inputArrived() {
         switch exchange.state {
@@ -236,7 +189,17 @@ final class ClientConnection: Channel {
         }
     }
 
-    /// The client's input ended, or it hung up.
+    /// The client's input ended.
+    func inputEnded() {
+        clientEnded(exchange.clientEnded(inputEmpty: input.isEmpty))
+    }
+
+    /// The client hung up while we were not reading (waiting on the upstream, or stopped by
+    /// backpressure): it is gone; whatever is in flight is aborted.
+    func clientHungUp() {
+        clientEnded(exchange.clientHungUp())
+    }
+
     private func clientEnded(_ end: Exchange.ClientEnd) {
         switch end {
         case .close: close()
@@ -245,7 +208,24 @@ final class ClientConnection: Channel {
         }
     }
 
-    override func onTimeout() {
+    /// All of `output` is out: read the client and the upstream again.
+    @inline(__always)
+    func outputSent() {
+        want(read: wantsInput, write: false)
+        if deadlineKind == .send { setDeadline(.none, 0) }
+        upstream?.resumeReading()
+    }
+
+    /// Part of `output` waits for a client that is not reading: the send timer runs.
+    /// `readMore`: the client may still be read (a stream's bytes are bounded by its window).
+    @inline(__always)
+    func outputWaiting(readMore: Bool) {
+        want(read: readMore, write: true)
+        if deadlineKind == .none || deadlineKind == .send { setDeadline(.send, config.timeouts.clientSend) }
+    }
+
+    /// The deadline set last (`setDeadline`) passed.
+    func timedOut() {
         switch exchange.timedOut(deadlineKind) {
         case .none:
             break
@@ -263,22 +243,16 @@ final class ClientConnection: Channel {
         }
     }
 
-    override func onDrain() {
-        // A listener that drains last (the internal one) is still serving: not this round.
-        guard listener.isDraining(loop) else { return }
+    /// The listener drains for shutdown.
+    func drain() {
         if exchange.drain(inputEmpty: input.isEmpty) { close() }
     }
 
     /// A reload replaced the listener's context: an idle connection moves now; one with a
     /// request in flight (or a head half read) finishes it on the configuration it began on
     /// and moves when it is over. Nothing is closed: a keep-alive client never sees a reload.
-    override func onReload() {
+    func reloaded() {
         if exchange.isIdle(inputEmpty: input.isEmpty) { followReload() }
-    }
-
-    /// An HTTP/2 stream's wish to read changed: the peer may get window back.
-    override func interestChanged() {
-        h2?.connection.creditStream(self)
     }
 
     /// At a request boundary: from a replaced context to the one serving the listener now
@@ -287,7 +261,7 @@ final class ClientConnection: Channel {
     func followReload() {
         guard listener.state(loop).retired else { return }
         // A stream stays on its connection's configuration (which sends GOAWAY on a reload).
-        if h2 != nil { return }
+        guard case .connection = downstream else { return }
         let next = listener.newest(loop)
         let old = listener
         listener = next
@@ -308,8 +282,8 @@ final class ClientConnection: Channel {
         case .incomplete:
             want(read: true, write: !output.isEmpty)
         case .error(let error):
-            if _slowPath(config.http2.cleartext) && h2 == nil && !exchange.servedAny && startsWithHTTP2Preface {
-                handOverToHTTP2()
+            if _slowPath(config.http2.cleartext) && !exchange.servedAny, let c = downstream.connection, c.startsWithHTTP2Preface {
+                c.handOverToHTTP2()
                 return
             }
             beginRequest(headLength: 0)
@@ -350,7 +324,7 @@ final class ClientConnection: Channel {
     }
 
     private func dispatch() {
-        current!.context = listener.phases.context(for: RequestView(self))
+        current!.context = phases { $0.context(for: RequestView(self)) }
         let bodyDone: Bool
         switch head.framing {
         case .none: requestBody = BodyReader(); bodyDone = true
@@ -374,7 +348,7 @@ final class ClientConnection: Channel {
             respondError(.connectNotSupported)
             return
         }
-        let decision = listener.phases.requestFilter(RequestView(self))
+        let decision = phases { $0.requestFilter(RequestView(self)) }
         switch decision {
         case .continue:
             proceedUpstream(rewrite: nil)
@@ -462,7 +436,7 @@ final class ClientConnection: Channel {
             flush()
             if case .discarding = exchange.state { discardRequestBody() }
         case .endStream:
-            h2Finished()
+            downstream.stream?.responseFinished()
         }
     }
 
@@ -507,45 +481,6 @@ final class ClientConnection: Channel {
 
     // MARK: Output
 
-    /// Writes as much of `output` as the socket takes; arranges for the rest.
-    func flush() {
-        if _slowPath(h2 != nil) { h2Flush(); return }
-        if transport.isPlain {
-            while !output.isEmpty {
-                let r: IOResult
-                do {
-                    r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
-                } catch {
-                    abort(.clientWriteFailed)
-                    return
-                }
-                guard case .done(let n) = r else { break }
-                output.moveReader(n)
-                bytesOut += UInt64(n)
-            }
-        } else {
-            guard let n = transport.drainTLS(&output) else {
-                abort(.clientWriteFailed)
-                return
-            }
-            bytesOut += UInt64(n)
-        }
-        if output.isEmpty {
-            output.clear()
-            switch exchange.outputWritten() {
-            case .none: break
-            case .linger: startLinger(); return
-            case .close: finishClose(); return
-            }
-            want(read: wantsInput, write: false)
-            if deadlineKind == .send { setDeadline(.none, 0) }
-            upstream?.resumeReading()
-        } else {
-            want(read: wantsInput && output.readable < Exchange.highWater, write: true)
-            if deadlineKind == .none || deadlineKind == .send { setDeadline(.send, config.timeouts.clientSend) }
-        }
-    }
-
     /// Whether the upstream is read 64 KiB at a time rather than 16: a response body with more
     /// than that still to come. A quarter of the reads and writes for a large body (about 150
     /// system calls for 1 MiB at 16 KiB); the two buffers grow past the pool's size for this
@@ -564,31 +499,20 @@ final class ClientConnection: Channel {
 
     // MARK: Closing
 
-    private func startLinger() {
-        transport.shutdownWrite()
-        deadlineKind = .linger
-        deadline = linger.begin(now: loop.now)
-        want(read: true, write: false)
-        discardInput()
-    }
-
-    private func discardInput() {
-        guard let next = linger.discard(fd, now: loop.now, deadline: deadline) else { return finishClose() }
-        deadline = next
-    }
-
-    private func finishClose() {
+    /// The exchange is over: the downstream lets its socket or stream go, the buffers go back.
+    func finishClose() {
         guard !exchange.isClosed else { return }
         // A request in flight, or a tunnel that ended, still owes its access-log line.
         if exchange.closed() { logAccess() }
-        deadline = 0
-        if _slowPath(h2 != nil) { h2Closed(); return }
-        transport.prepareClose()
-        loop.close(self)
+        downstream.deadline = 0
+        downstream.exchangeClosed()
+        releaseBuffers()
+    }
+
+    func releaseBuffers() {
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         loop.requestStates.recycle(&current, buffers: loop.buffers)
-        listener.connectionClosed(loop)
     }
 
     /// Closes now (nothing in flight, or nothing worth saving). Out of line: inlined into the
@@ -614,8 +538,8 @@ final class ClientConnection: Channel {
 /// A weak, Sendable route from a deferred decision back to its connection, via the loop.
 final class WeakConnection: @unchecked Sendable {
     // Only dereferenced on the connection's loop (ResponseSink hops there first).
-    weak var connection: ClientConnection?
-    init(_ connection: ClientConnection) { self.connection = connection }
+    weak var connection: ClientExchange?
+    init(_ connection: ClientExchange) { self.connection = connection }
     func deliver(token: UInt64, _ outcome: DeferredOutcome) {
         connection?.deferredOutcome(token: token, outcome)
     }

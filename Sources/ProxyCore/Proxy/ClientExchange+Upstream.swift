@@ -1,5 +1,5 @@
 /// The proxied path: building the upstream request, streaming the body, relaying the response.
-extension ClientConnection {
+extension ClientExchange {
     func proceedUpstream(rewrite: UpstreamRewrite?) {
         guard listener.hasUpstream else {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
@@ -46,7 +46,7 @@ extension ClientConnection {
 
     private func buildUpstreamHead(_ rewrite: UpstreamRewrite?) {
         var edits = rewrite?.edits ?? HeaderEdits()
-        listener.phases.upstreamRequestFilter(RequestView(self), &edits)
+        phases { $0.upstreamRequestFilter(RequestView(self), &edits) }
         let buffer = headBytes
         let bytes = buffer.baseAddress!
         let trusted = listener.isTrusted(peer)
@@ -239,8 +239,8 @@ extension ClientConnection {
                 up.input.reader += length
             }
         }
-        if output.isEmpty && transport.isPlain && h2 == nil {
-            writeBodyStraight(from: up)
+        if output.isEmpty, case .connection(let c) = downstream, c.with({ $0.transport.isPlain }) {
+            writeBodyStraight(from: up, to: c)
             if exchange.isClosed { return }  // the write failed
         }
         let step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
@@ -261,17 +261,9 @@ extension ClientConnection {
     /// copied to `output` as before): one copy less per byte of a large response, in the
     /// common case. Plain HTTP/1.1 only: TLS copies into its records anyway, and an HTTP/2
     /// stream's body goes out as DATA frames.
-    private func writeBodyStraight(from up: UpstreamConnection) {
+    private func writeBodyStraight(from up: UpstreamConnection, to c: Downstream.Link<HTTP1Connection>) {
         let n = response.body.straightBytes(available: up.input.readable, chunkedOut: response.chunkedToClient)
-        guard n > 0 else { return }
-        let r: IOResult
-        do {
-            r = try Socket.write(fd, from: up.input.base! + up.input.reader, count: n)
-        } catch {
-            abort(.clientWriteFailed)
-            return
-        }
-        guard case .done(let written) = r else { return }
+        guard n > 0, let written = c.with({ $0.writeStraight(up.input.base! + up.input.reader, count: n) }) else { return }
         up.input.moveReader(written)
         response.body.consumedStraight(written)
         bytesOut += UInt64(written)
@@ -279,10 +271,10 @@ extension ClientConnection {
 
     /// The response head for the client's kind of connection (`ResponseHeadWriter`).
     private func writeResponseHead(_ up: UpstreamConnection) {
-        if _slowPath(h2 != nil) {
+        if case .stream(let s) = downstream {
             var writer = HTTP2HeadWriter()
             writeResponseHead(up, into: &writer)
-            h2!.heads.append(writer)
+            s.with { $0.heads.append(writer) }
         } else {
             var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
             writeResponseHead(up, into: &writer)
@@ -311,16 +303,16 @@ extension ClientConnection {
         case .chunked:
             response.body = BodyReader(chunked: ())
             // (An HTTP/2 stream's body ends with END_STREAM: never re-framed.)
-            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { bodyEndsWithClose = true }
+            if head.version == .http11 && !exchange.isStream { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         case .untilClose:
             // Re-framed as chunked for an HTTP/1.1 client, so its connection outlives the
             // upstream's; an HTTP/1.0 client gets the bytes and the close, as sent.
             response.body = BodyReader(untilClose: ())
-            if head.version == .http11 && h2 == nil { response.chunkedToClient = true } else { bodyEndsWithClose = true }
+            if head.version == .http11 && !exchange.isStream { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         var edits = HeaderEdits()
-        listener.phases.responseFilter(RequestView(self), status: r.status, &edits)
+        phases { $0.responseFilter(RequestView(self), status: r.status, &edits) }
         let connection = exchange.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
                                                bodyLeft: requestBody.remaining, draining: listener.isDraining(loop))
         let bytes = buffer.baseAddress!
@@ -351,10 +343,10 @@ extension ClientConnection {
         let r = response.head
         if r.status == 100 { exchange.continueSent() }
         let buffer = up.input.readableBytes
-        if _slowPath(h2 != nil) {
+        if case .stream(let s) = downstream {
             var writer = HTTP2HeadWriter()
             composeInterim(into: &writer, r, buffer)
-            h2!.heads.append(writer)
+            s.with { $0.heads.append(writer) }
         } else {
             var writer = HTTP1HeadWriter(into: output, http10: false)
             composeInterim(into: &writer, r, buffer)
@@ -508,7 +500,7 @@ extension ClientConnection {
     func tunnelClientClosed() {
         guard let up = upstream else { close(); return }
         // The client's half-close is expected here; stop watching for it.
-        watchHangup = false
+        downstream.connection?.watchHangup = false
         // Pass the client's end-of-stream on once its last bytes are out.
         up.shutdownAfterFlush()
         want(read: false, write: !output.isEmpty)

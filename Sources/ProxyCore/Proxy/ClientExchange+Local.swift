@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// Responses the proxy writes itself: phase answers and errors.
-extension ClientConnection {
+extension ClientExchange {
     /// A line about this request, with its `request_id`, through the listener's per-cause
     /// rate limit (`LogThrottle`).
     func logProblem(_ level: Logger.Level, _ message: String, key: String, _ fields: [(String, String)],
@@ -44,11 +44,11 @@ extension ClientConnection {
             return
         }
         var edits = HeaderEdits()
-        if headLength > 0 { listener.phases.responseFilter(RequestView(self), status: r.status, &edits) }
-        if _slowPath(h2 != nil) {
+        if headLength > 0 { phases { $0.responseFilter(RequestView(self), status: r.status, &edits) } }
+        if case .stream(let s) = downstream {
             var writer = HTTP2HeadWriter()
             composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
-            h2!.heads.append(writer)
+            s.with { $0.heads.append(writer) }
         } else {
             var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
             composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
@@ -84,7 +84,7 @@ extension ClientConnection {
             upstreamNanos: upstreamStart == 0 ? 0 : (upstreamEnd == 0 ? now : upstreamEnd) - upstreamStart,
             error: current!.error)
         if headLength > 0 {
-            listener.phases.logging(record)
+            phases { $0.logging(record) }
             let route = current!.context.route ?? (upstreamStart != 0 ? .proxied : .local)
             listener.engineMetrics.request(route, status: statusSent)
         } else {
