@@ -2,23 +2,19 @@
 """Instruction counts under valgrind's callgrind, for bench/callbacks and bench/instructions
 (Python stdlib only): deterministic where the wall clock on a shared machine is not.
 
-  callgrind.py drive --port P --internal-port P --prefix X [--kind callback|plain --n N]
-      one keep-alive connection: a warm-up callback and plain request, then N of KIND
-  callgrind.py record --records F --bench B --variant V [--n N --base CG] CG
-      per-object instruction totals of a callgrind file as records (instr.total, instr.obj.OBJECT);
-      with --base, also the selected functions' inclusive instructions per request (instr.fn rows)
+  drive(...)   one keep-alive connection to a proxy under callgrind: a warm-up callback and plain
+               request, then N of a kind
+  record(...)  per-object instruction totals of a callgrind file as records (instr.total,
+               instr.obj.OBJECT); with a base file, also the selected functions' inclusive
+               instructions per request (instr-functions rows)
 """
-import argparse
-import json
 import os
 import re
 import socket
 import subprocess
-import sys
 import time
-import urllib.parse
 
-from measure import write
+from measure import callback_path, write
 
 # Functions worth naming in a callback's instruction count: (label, exact C name after "=", or a
 # substring of the mangled Swift name). Inclusive counts, so rows overlap.
@@ -37,42 +33,36 @@ FUNCTIONS = [
     ("… RS256 signature (`EVP_DigestVerify`)", "=EVP_DigestVerify"),
     ("… per-verify set-up (`EVP_DigestVerifyInit`: algorithm fetch, context)", "=EVP_DigestVerifyInit"),
     ("… claims (`JWTVerifier.checkClaims`)", "11JWTVerifierV11checkClaims"),
-    ("the answer page (`ClientConnection.respondLocal`)", "16ClientConnectionC12respondLocal"),
+    ("the answer page (`ClientExchange.respondLocal`)", "14ClientExchangeC12respondLocal"),
 ]
-VERIFIER = "bench-verifier-0123456789abcdefghijklmnopqrstuvwxyz_ABCDEFGHIJ.~"
-
-
-def callback_path(code, client_id, redirect_uri):
-    return "/_oauth_callback?" + urllib.parse.urlencode([
-        ("provider", "google"), ("platform", "ios"), ("client_id", client_id), ("redirect_uri", redirect_uri),
-        ("state", "s"), ("code_verifier", VERIFIER), ("code", code)], safe="")
-
-
-def cmd_drive(a):
+def drive(port, internal_port, prefix, kind=None, n=0, warm=True):
+    """`warm`: one callback and one plain request first (JWKS fetch, curl multi, pools), then n requests
+    of `kind` (callback or plain), all on one keep-alive connection. Raises RuntimeError unless every
+    answer is a 200."""
     for _ in range(600):  # the proxy starts slowly under valgrind
         try:
-            socket.create_connection(("127.0.0.1", a.internal_port)).close()
+            socket.create_connection(("127.0.0.1", internal_port)).close()
             break
         except OSError:
             time.sleep(0.05)
-    s, buf, statuses = socket.create_connection(("127.0.0.1", a.port)), b"", {}
-    plan = [("callback", f"{a.prefix}-warm"), ("plain", None)] if a.warm else []  # JWKS fetch, curl multi, pools
-    plan += [(a.kind, f"{a.prefix}-{i}") for i in range(a.n)] if a.kind else []
+    s, buf, statuses = socket.create_connection(("127.0.0.1", port)), b"", {}
+    plan = [("callback", f"{prefix}-warm"), ("plain", None)] if warm else []
+    plan += [(kind, f"{prefix}-{i}") for i in range(n)] if kind else []
     for kind, code in plan:
-        path = callback_path(code, a.client_id, a.redirect_uri) if kind == "callback" else "/"
+        path = callback_path(code) if kind == "callback" else "/"
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n".encode())
         while (i := buf.find(b"\r\n\r\n")) < 0 or len(buf) < i + 4 + (cl := _length(buf[:i])):
             data = s.recv(65536)
             if not data:
-                sys.exit("drive: connection closed by the proxy")
+                raise RuntimeError("drive: connection closed by the proxy")
             buf += data
         status = int(buf.split(None, 2)[1])
         statuses[status] = statuses.get(status, 0) + 1
         buf = buf[i + 4 + cl:]
     s.close()
-    print(json.dumps(statuses))
     if statuses and set(statuses) != {200}:
-        sys.exit(f"drive: unexpected statuses {statuses}")
+        raise RuntimeError(f"drive: unexpected statuses {statuses}")
+    return statuses
 
 
 def _length(head):
@@ -110,45 +100,16 @@ def inclusive(path):
     return fns
 
 
-def cmd_record(a):
-    total, objs = objects(a.file)
-    key = {"bench": a.bench, "scenario": "instructions", "variant": a.variant, "round": None}
-    write(a.records, **key, metric="instr.total", value=total, unit="instructions")
+def record(records, bench, variant, path, n=1, base=None):
+    total, objs = objects(path)
+    key = {"bench": bench, "scenario": "instructions", "variant": variant, "round": None}
+    write(records, **key, metric="instr.total", value=total, unit="instructions")
     for obj, v in objs.items():
-        write(a.records, **key, metric=f"instr.obj.{obj}", value=v, unit="instructions")
-    if a.base:
-        base, meas = inclusive(a.base), inclusive(a.file)
+        write(records, **key, metric=f"instr.obj.{obj}", value=v, unit="instructions")
+    if base:
+        base, meas = inclusive(base), inclusive(path)
         for label, pat in FUNCTIONS:
             names = ([pat[1:]] if pat[1:] in meas else []) if pat.startswith("=") else [k for k in meas if pat in k]
             if names:
                 name = max(names, key=lambda k: meas[k])
-                write(a.records, bench=a.bench, table="instr-functions",
-                      row=[label, (meas[name] - base.get(name, 0)) / a.n])
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("drive")
-    p.set_defaults(fn=cmd_drive)
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--internal-port", type=int, required=True)
-    p.add_argument("--kind", choices=["callback", "plain"])
-    p.add_argument("--n", type=int, default=0)
-    p.add_argument("--prefix", default="cg")
-    p.add_argument("--no-warm-up", dest="warm", action="store_false", help="no warm-up requests (plain proxying only)")
-    p.add_argument("--client-id", default="123-ios.apps.googleusercontent.com")
-    p.add_argument("--redirect-uri", default="com.googleusercontent.apps.123-ios:/oauth2redirect")
-    p = sub.add_parser("record")
-    p.set_defaults(fn=cmd_record)
-    for flag in ("--records", "--bench", "--variant"):
-        p.add_argument(flag, required=True)
-    p.add_argument("--base")
-    p.add_argument("--n", type=int, default=1)
-    p.add_argument("file")
-    a = ap.parse_args()
-    a.fn(a)
-
-
-if __name__ == "__main__":
-    main()
+                write(records, bench=bench, table="instr-functions", row=[label, (meas[name] - base.get(name, 0)) / n])

@@ -119,6 +119,12 @@ def table(header, rows, align=None):
     return out + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows] + [""]
 
 
+def others_line(rec):
+    """How busy the rest of the machine was over all runs, as a line (none without measurements)."""
+    busy = [r.get("other_cores") for r in rec.values.values() if r.get("other_cores") is not None]
+    return [f"Other processes on the machine during the runs: median {med(busy):.2f}, max {max(busy):.2f} cores."] if busy else []
+
+
 def ratio_cell(rec, x, y, metric, scenario=None):
     """**ratio of the medians** [per-round ratios]"""
     rm, per = rec.ratios(x, y, metric, scenario)
@@ -151,22 +157,28 @@ def rounds_table(rec, first, variants, metric, kind, scenario=None, with_spread=
     return table(header, rows)
 
 
+def report(bench, records, out=None):
+    """Renders bench's report from a records file to stdout (and `out`); whether the run passed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    rec = Records(records)
+    rec.out_dir = os.path.dirname(os.path.abspath(out)) if out else None  # for a report's figures
+    lines, ok = importlib.import_module(f"reports.{bench}").render(rec)
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench")
     ap.add_argument("records")
     ap.add_argument("--out")
     a = ap.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    rec = Records(a.records)
-    rec.out_dir = os.path.dirname(os.path.abspath(a.out)) if a.out else None  # for a report's figures
-    lines, ok = importlib.import_module(f"reports.{a.bench}").render(rec)
-    text = "\n".join(lines).rstrip("\n") + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    sys.stdout.write(text)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if report(a.bench, a.records, a.out) else 1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """bench/http2's report: per shape, each server's medians and their ratios to nginx."""
-from render import fmt, med, ratio, spread, table
+from render import fmt, others_line, ratio, spread, table
 
 SERVERS = [("cp", "callback-proxy"), ("nginx", "nginx"), ("haproxy", "HAProxy"), ("caddy", "Caddy")]
 SHAPES = [("1x100", "1 conn × 100 streams"), ("50x10", "50 conns × 10 streams")]
@@ -13,9 +13,7 @@ def render(rec):
            "alternating; medians. Each server has two threads/workers, the same ECDSA P-256 certificate and the "
            "same HTTP/1.1 upstream (nginx `return 200`, 1 KiB). CPU per request: the server's process tree. "
            f"Versions: {f.get('versions')}."]
-    busy = [r.get("other_cores") for r in rec.values.values() if r.get("other_cores") is not None]
-    if busy:
-        out.append(f"Other processes on the machine during the runs: median {med(busy):.2f}, max {max(busy):.2f} cores.")
+    out += others_line(rec)
     out.append("")
     for shape, title in SHAPES:
         rows = []

@@ -3,7 +3,7 @@ callback-proxy ÷ the nginx with as many workers as it has loops."""
 import os
 import subprocess
 
-from render import fmt, med, ratio, spread, table
+from render import fmt, others_line, ratio, spread, table
 
 PROXIES = [("cp1", "callback-proxy, 1 loop"), ("cp2", "callback-proxy, 2 loops"),
            ("nginx1", "nginx, 1 worker"), ("nginx2", "nginx, 2 workers")]
@@ -20,9 +20,7 @@ def render(rec):
            "socket errors. Keep-alive `GET /` through each proxy to nginx `return 200` (1 KiB); CPU per request is "
            f"the proxy's process tree. wrk has one thread and shares the {f.get('nproc')} cores with the proxy and the "
            f"upstream. Versions: {f.get('versions')}."]
-    busy = [r.get("other_cores") for r in rec.values.values() if r.get("other_cores") is not None]
-    if busy:
-        out.append(f"Other processes on the machine during the runs: median {med(busy):.2f}, max {max(busy):.2f} cores.")
+    out += others_line(rec)
     out += ["", "![requests/s, p99 and CPU per request against connections](sweep.png)", ""]
     rows = [[f"{int(c):,}", label] + [fmt(rec.median(k, m, c), kind) for m, kind in METRICS]
             + [fmt(spread(rec.per_round(k, "rps", c, clean=False)), "x"),
