@@ -30,7 +30,7 @@ let package = Package(
         // libyaml (libyaml-dev): the configuration file (YAML, and JSON as its subset).
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
                        providers: [.apt(["libyaml-dev"])]),
-        // zlib (zlib1g-dev): raw deflate for large session cookies.
+        // zlib (zlib1g-dev): gzip response compression; raw deflate for large session cookies.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
         // hiredis (libhiredis-dev): the Redis store's reply parser (the connection itself is ours).
@@ -40,11 +40,14 @@ let package = Package(
         // nghttp2 (libnghttp2-dev): HTTP/2 to clients — framing, HPACK, flow control, flood limits.
         .systemLibrary(name: "CNghttp2", path: "Sources/CNghttp2", pkgConfig: "libnghttp2",
                        providers: [.apt(["libnghttp2-dev"])]),
+        // Brotli (libbrotli-dev): response compression (`br`); its decoder for the tests.
+        // No pkgConfig: the libraries are on the default paths, and one module names both.
+        .systemLibrary(name: "CBrotli", path: "Sources/CBrotli", providers: [.apt(["libbrotli-dev"])]),
         // The engine: event loops, HTTP/1.1 codec, HTTP/2 (nghttp2), TLS (OpenSSL), proxying. Knows nothing of OAuth.
         // Dynamic exclusivity checks cost ~30% of the instructions per proxied request
         // (measured with bench/instructions); the engine's state is confined to one loop
         // thread and the compile-time checks still apply.
-        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2"],
+        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2", "CZlib", "CBrotli"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib", "CHiredis"]),
@@ -59,7 +62,7 @@ let package = Package(
         .executableTarget(name: "NativeSignInSim", dependencies: ["NativeSignIn"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux",
                                                                "CBuildInfo"]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "CZlib", "CBrotli"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
         .testTarget(name: "NativeSignInTests", dependencies: ["NativeSignIn"]),

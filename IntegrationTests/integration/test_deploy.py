@@ -388,12 +388,26 @@ def test_the_container_is_multi_stage_and_runs_on_bookworm_slim():
     assert any(w == "COPY" and a.startswith("--from=build ") for w, a in stage)
 
 
+def test_the_build_stage_installs_every_c_library_the_package_names():
+    """Package.swift's system libraries name their Debian -dev packages (`providers: [.apt([...])]`):
+    each must be installed where the image is built, or `swift build` fails there."""
+    with open(os.path.join(REPO_ROOT, "Package.swift")) as f:
+        needed = re.findall(r'\.apt\(\["([^"]+)"', f.read())
+    assert "libssl-dev" in needed and len(needed) >= 6, needed
+    ins = dockerfile_instructions()
+    build = ins[:[i for i, (w, _) in enumerate(ins) if w == "FROM"][-1]]
+    install = " ".join(a for w, a in build if w == "RUN" and "apt-get install" in a).split()
+    missing = [p for p in needed if p not in install]
+    assert missing == [], f"the build stage does not install {missing}"
+
+
 def test_the_runtime_packages_exist_in_debian():
     if not os.access("/usr/bin/apt-cache", os.X_OK):
         pytest.skip("apt-cache is not installed")
     install = next(a for w, a in runtime_stage() if w == "RUN" and "apt-get install" in a)
     packages = [t for t in install.split("apt-get install", 1)[1].split("&&")[0].split() if not t.startswith("-")]
-    for needed in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "ca-certificates"):
+    for needed in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1",
+                   "ca-certificates"):
         assert needed in packages, f"{needed} not installed in the runtime image: {packages}"
     for p in packages:
         r = subprocess.run(["apt-cache", "policy", p], capture_output=True, timeout=60)
@@ -416,7 +430,8 @@ def test_the_runtime_packages_cover_what_the_binary_links(proxy_bin):
         if r.returncode != 0:
             r = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True, timeout=30)
         pkg = r.stdout.split(":")[0]
-        if pkg in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14"):
+        # The libraries the binary links itself (others come with these, as their dependencies).
+        if pkg in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1"):
             assert pkg in install, f"{lib} comes from {pkg}, which the runtime image does not install"
 
 

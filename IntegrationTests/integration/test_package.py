@@ -72,7 +72,7 @@ def test_the_package_says_what_it_is(deb):
     # Depends computed by dpkg-shlibdeps from what the binary links: Debian's C libraries, and
     # no Swift runtime (linked in).
     depends = fields["Depends"]
-    for library in ("libssl3", "libcurl4", "libyaml-0-2", "libhiredis0.14", "libnghttp2-14", "zlib1g"):
+    for library in ("libssl3", "libcurl4", "libyaml-0-2", "libhiredis0.14", "libnghttp2-14", "zlib1g", "libbrotli1"):
         assert library in depends, depends
     assert "swift" not in depends.lower()
     contents = run("dpkg-deb", "-c", deb).stdout

@@ -45,6 +45,20 @@ PATTERN_BUF = _PATTERN_BLOCK * 3          # any slice of up to 2 * PERIOD is con
 PATTERN_MAX_SLICE = 2 * PATTERN_PERIOD
 
 
+def page_text(seed, n):
+    """n bytes of text that compresses about as HTML does (seed 0), or only about twice
+    (seed 1: hex digits of random bytes, for tests where the compressed size must stay large)."""
+    if seed == 1:
+        return os.urandom((n + 1) // 2).hex().encode()[:n]
+    line = b'<li class="entry"><a href="/items/%d">Item number %d</a> <span>in stock</span></li>\n'
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += line % (i, i * 7)
+        i += 1
+    return bytes(out[:n])
+
+
 def pattern_slice(offset, n):
     """Bytes [offset, offset+n) of the infinite pattern stream, n <= PATTERN_MAX_SLICE."""
     assert n <= PATTERN_MAX_SLICE
@@ -549,6 +563,8 @@ class Conn(threading.Thread):
             return False
         if p == "/ws":
             return self.websocket(req)
+        if p == "/page" or p.startswith("/page/"):
+            return self.page(req)
         if p.startswith("/status/"):
             self.discard_body(req)
             code = int(p[len("/status/"):])
@@ -607,6 +623,40 @@ class Conn(threading.Thread):
         self.discard_body(req)
         self.respond(req, 404, [("Content-Type", "text/plain")], b"no such route\n")
         return True
+
+    def page(self, req):
+        """A compressible text body (test_compression): `n` bytes of page_text(seed) as `mode`
+        (length, chunked or close) in `pieces` sends `delay_ms` apart, `type`, `status`, and
+        extra fields `h`, `h2` (`Name:value`)."""
+        self.discard_body(req)
+        q = req.query
+        n, pieces, delay = req.qint("n", 20000), req.qint("pieces", 1), req.qint("delay_ms", 0)
+        body = page_text(req.qint("seed", 0), n)
+        mode = q.get("mode", "length")
+        status = req.qint("status", 200)
+        hdrs = [("Content-Type", q.get("type", "text/html; charset=utf-8"))]
+        for key in ("h", "h2"):
+            if key in q:
+                name, _, value = q[key].partition(":")
+                hdrs.append((name, value))
+        if mode == "chunked":
+            hdrs.append(("Transfer-Encoding", "chunked"))
+        elif mode == "length":
+            hdrs.append(("Content-Length", str(n)))
+        self.rec("response", index=req.index, status=status)
+        head = f"HTTP/1.1 {status} X\r\n" + "".join(f"{a}: {b}\r\n" for a, b in hdrs) + "\r\n"
+        self.sendall(head.encode("latin-1"))
+        if req.method == "HEAD":
+            return mode != "close"
+        step = max(1, -(-n // pieces))
+        for off in range(0, n, step):
+            if delay and off:
+                time.sleep(delay / 1000.0)
+            piece = body[off:off + step]
+            self.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n" if mode == "chunked" else piece)
+        if mode == "chunked":
+            self.sendall(b"0\r\n\r\n")
+        return mode != "close"
 
     def wait_watching_peer(self, ms):
         """Sleep ms, but notice (and raise Closed) if the peer goes away meanwhile."""

@@ -203,6 +203,52 @@ public struct ConfigLoader {
         if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
+        if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
+    }
+
+    /// `compression: { enabled, codings, gzip_level, brotli_quality, min_length, types,
+    /// exclude_paths }`: the section turns compression on (`enabled: false` keeps it off).
+    private func readCompression(_ m: MappingReader, into z: inout CompressionSettings) {
+        z.codings = [.brotli, .gzip]
+        if let list = m.strings("codings") {
+            var codings: [ContentCoding] = []
+            for text in list {
+                guard let coding = ContentCoding(rawValue: text.lowercased()) else {
+                    m.problems.add(m.child("codings"), m.node("codings")?.line, "'\(text)' is not a coding the proxy applies (br, gzip)")
+                    continue
+                }
+                if !codings.contains(coding) { codings.append(coding) }
+            }
+            z.codings = codings
+        }
+        if m.bool("enabled") == false { z.codings = [] }
+        if let n = m.int("gzip_level", in: 1...9) { z.gzipLevel = Int32(n) }
+        if let n = m.int("brotli_quality", in: 0...11) { z.brotliQuality = UInt32(n) }
+        if let n = m.parsed("min_length", "a size like 512 or 1k", Units.size) { z.minLength = n }
+        if let list = m.strings("types") {
+            var types: [String] = []
+            for text in list {
+                let t = text.lowercased()
+                let parts = t.split(separator: "/", omittingEmptySubsequences: false)
+                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, parts[0] != "*",
+                      !t.contains(";"), !t.contains(" ") else {
+                    m.problems.add(m.child("types"), m.node("types")?.line, "'\(text)' is not a media type like text/html or text/*")
+                    continue
+                }
+                types.append(t)
+            }
+            z.types = types
+        }
+        if let list = m.strings("exclude_paths") {
+            for text in list {
+                switch PathPrefix.parse(text) {
+                case .success(let p): z.excludePaths.append(p)
+                case .failure(let r):
+                    m.problems.add(m.child("exclude_paths"), m.node("exclude_paths")?.line, "'\(text)' \(r.text)")
+                }
+            }
+        }
+        m.finish()
     }
 
     /// `http2: { cleartext, max_concurrent_streams, stream_window, connection_window,

@@ -35,6 +35,8 @@ import Testing
     redirect_http: 0.0.0.0:8080
     http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200,
              glitch_burst: 500, max_glitches_per_second: 50 }
+    compression: { enabled: true, codings: [gzip, br], gzip_level: 6, brotli_quality: 5, min_length: 1k, types: [text/*, application/json],
+                   exclude_paths: [/account] }
     upstream_tls: { ca: /tls/ca.pem, client_cert: /tls/client.pem, client_key: /tls/client.key, server_name: app.internal }
     oauth:
       callback_path: /_oauth_callback

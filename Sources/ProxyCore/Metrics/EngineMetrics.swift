@@ -34,6 +34,7 @@ public final class EngineMetrics: Sendable {
     private let tlsFailures: MetricFamily<Counter>
     private let acceptPauses: MetricFamily<Counter>
     let http2: HTTP2Metrics
+    let compression: CompressionMetrics
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -54,6 +55,7 @@ public final class EngineMetrics: Sendable {
                                         "Times a listener stopped accepting for a moment: out of file descriptors or memory.",
                                         labels: ["listener"])
         http2 = HTTP2Metrics(registry: registry)
+        compression = CompressionMetrics(registry: registry)
     }
 
     func listener(_ name: String) -> ListenerMetrics {

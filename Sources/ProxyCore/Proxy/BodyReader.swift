@@ -139,4 +139,6 @@ struct ResponseState {
     /// The upstream connection can be reused once the response ends.
     var upstreamKeepAlive = false
     var head = ResponseHead()
+    /// The body is compressed on its way (`ClientExchange+Compression`).
+    var encoder: BodyEncoder? = nil
 }

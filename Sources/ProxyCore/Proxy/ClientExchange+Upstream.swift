@@ -239,11 +239,21 @@ extension ClientExchange {
                 up.input.reader += length
             }
         }
-        if output.isEmpty, case .connection(let c) = downstream, c.with({ $0.transport.isPlain }) {
-            writeBodyStraight(from: up, to: c)
-            if exchange.isClosed { return }  // the write failed
+        let step: BodyReader.Step
+        if _slowPath(response.encoder != nil) {
+            guard let s = encodeBody(from: up) else {
+                logProblem(.error, "response compression failed", key: "compression", [("status", "\(response.status)")])
+                abort(.compressionFailed)
+                return
+            }
+            step = s
+        } else {
+            if output.isEmpty, case .connection(let c) = downstream, c.with({ $0.transport.isPlain }) {
+                writeBodyStraight(from: up, to: c)
+                if exchange.isClosed { return }  // the write failed
+            }
+            step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
         }
-        let step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
         switch step {
         case .more:
             flush()
@@ -286,6 +296,9 @@ extension ClientExchange {
     /// its `Connection` names), less what the phases remove and the operator's HSTS replaces,
     /// plus what the phases add; framing as the exchange decides here. Specialised per writer.
     private func writeResponseHead<W: ResponseHeadWriter>(_ up: UpstreamConnection, into w: inout W) {
+        // Decided before `r` is bound: an opaque call while it lives would make `r` a real
+        // copy of the head (its field list retained and released, ~80 instructions).
+        var compression = _slowPath(listener.compresses) ? compressionDecision(up.input.readableBytes) : .none
         let r = response.head
         let buffer = up.input.readableBytes
         response.status = r.status
@@ -311,6 +324,21 @@ extension ClientExchange {
             if head.version == .http11 && !exchange.isStream { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
+        // Compression (off unless configured): the body is re-framed as chunks (HTTP/1.1) or
+        // DATA (HTTP/2), so its length goes.
+        var varyNamed = false
+        if _slowPath(compression != .none) {
+            if case .compress(let coding) = compression {
+                if let encoder = BodyEncoder(coding, settings: config.compression, sizeHint: sendLength) {
+                    response.encoder = encoder
+                    listener.engineMetrics.compression.started(coding)
+                    sendLength = nil
+                    if !exchange.isStream { response.chunkedToClient = true }
+                } else {
+                    compression = .varyOnly
+                }
+            }
+        }
         var edits = HeaderEdits()
         phases { $0.responseFilter(RequestView(self), status: r.status, &edits) }
         let connection = exchange.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
@@ -322,18 +350,24 @@ extension ClientExchange {
             switch HeaderKind.of(buffer, field.name) {
             case .hopByHop, .transferEncoding: continue
             case .upgrade: if !switching { continue }
-            case .contentLength: if sendLength != nil { continue }
+            case .contentLength: if sendLength != nil || response.encoder != nil { continue }
             default:
                 if !r.connectionTokens.isEmpty && isNamedIn(r.connectionTokens, bytes, field.name, tokenBytes: bytes) { continue }
             }
             if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
             // The operator's HSTS policy, set where TLS ends, replaces whatever the app says.
             if listener.hsts != nil && nameMatches("Strict-Transport-Security", bytes, field.name) { continue }
+            if _slowPath(compression != .none)
+                && Self.compressionEdits(field, bytes, encoding: response.encoder != nil, varyNamed: &varyNamed, into: &w) { continue }
             w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
                     UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count))
         }
         for (name, value) in edits.add { w.field(name, value) }
         if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
+        if _slowPath(compression != .none) {
+            if let encoder = response.encoder { w.field("Content-Encoding", encoder.coding.token) }
+            if !varyNamed { w.field("Vary", "Accept-Encoding") }
+        }
         w.end(contentLength: sendLength, chunked: response.chunkedToClient, connection: connection)
         statusSent = r.status
     }
@@ -417,6 +451,10 @@ extension ClientExchange {
                 // tell the body is cut, which the clean end below would hide.
                 logProblem(.warn, "upstream failed mid-response", key: reason, [("status", "\(response.status)"), ("reason", reason)])
                 abort(.upstreamFailedMidResponse(reason))
+                return
+            }
+            if response.encoder != nil && !finishEncoding() {
+                abort(.compressionFailed)
                 return
             }
             if response.chunkedToClient { output.append("0\r\n\r\n") }

@@ -27,7 +27,7 @@ public struct EngineError: Error, Sendable, Equatable {
              upstreamClosedEarly, upstreamInvalidResponse, upstreamUnexpectedSwitch, upstreamInvalidBody,
              upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled
         // The proxy: an answer it cannot send any more (part of a response is already out).
-        case answerAfterResponseStarted, invalidStreamHead
+        case answerAfterResponseStarted, invalidStreamHead, compressionFailed
     }
 
     let code: Code
@@ -52,7 +52,7 @@ public struct EngineError: Error, Sendable, Equatable {
              .upstreamClosedEarly, .upstreamInvalidResponse, .upstreamUnexpectedSwitch, .upstreamInvalidBody,
              .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled:
             return .upstream
-        case .answerAfterResponseStarted, .invalidStreamHead:
+        case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed:
             return .proxy
         }
     }
@@ -100,6 +100,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .upstreamStalled: return "upstream_stalled"
         case .answerAfterResponseStarted: return "answer_after_response_started"
         case .invalidStreamHead: return "invalid_stream_head"
+        case .compressionFailed: return "compression_failed"
         }
     }
 }
@@ -164,4 +165,5 @@ extension EngineError {
         EngineError(.answerAfterResponseStarted, "an answer came after the response had started")
     }
     static var invalidStreamHead: EngineError { EngineError(.invalidStreamHead, "response head cannot be sent over HTTP/2") }
+    static var compressionFailed: EngineError { EngineError(.compressionFailed, "the response body could not be compressed") }
 }

@@ -24,6 +24,9 @@ final class ListenerContext: @unchecked Sendable {
     let tls: Bool
     /// The `Strict-Transport-Security` value for every response (`tls.hsts`; TLS listeners only).
     let hsts: [UInt8]?
+    /// Whether responses may be compressed (`compression:`): read once per response, where
+    /// reaching into `config` would copy the settings' lists.
+    let compresses: Bool
     /// `config.upstream != nil`, kept apart: testing the optional struct costs a copy of it
     /// (and its strings) on every request.
     let hasUpstream: Bool
@@ -65,6 +68,7 @@ final class ListenerContext: @unchecked Sendable {
         credentials = spec.tls
         tls = spec.tls != nil
         hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
+        compresses = spec.config.compression.isEnabled
         hasUpstream = spec.config.upstream != nil
         switch spec.config.upstream?.endpoint {
         case .address(.unix)?, nil: upstreamHost = "localhost"

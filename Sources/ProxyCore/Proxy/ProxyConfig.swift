@@ -40,6 +40,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var allowUnderscoresInHeaders = false
     /// HTTP/2 to clients (ALPN `h2` on TLS listeners; `h2c` on plain ones if asked for).
     public var http2 = HTTP2Settings()
+    /// Response compression (`compression:`); off by default.
+    public var compression = CompressionSettings()
 
     public init() {}
 }

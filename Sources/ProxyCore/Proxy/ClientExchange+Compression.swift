@@ -1,0 +1,142 @@
+/// Response compression in the exchange (`CompressionSettings`): the decision when the
+/// upstream's head arrives, the head's edits, and the body through a `BodyEncoder` into the
+/// output — chunked for an HTTP/1.1 client, DATA for an HTTP/2 stream. Back-pressure is the
+/// body path's own: the encoder writes into `output`, and the upstream stops being read while
+/// that is full, so a slow reader holds at most one read's worth of uncompressed bytes.
+extension ClientExchange {
+    /// Whether and how to compress the response whose head has just been parsed (its fields
+    /// in `buffer`).
+    func compressionDecision(_ buffer: UnsafeRawBufferPointer) -> CompressionDecision {
+        let settings = config.compression
+        let r = response.head
+        let bytes = buffer.baseAddress!
+        var f = CompressionDecision.Facts()
+        f.isHead = head.method == .head
+        f.http10 = head.version == .http10
+        f.status = r.status
+        switch r.framing {
+        case .none: f.hasBody = false
+        case .contentLength(let n): f.length = n; f.hasBody = n > 0
+        case .chunked, .untilClose: break
+        }
+        for field in r.headers {
+            let name = field.name
+            if nameMatches("Content-Type", bytes, name) {
+                f.contentType = UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count)
+            } else if nameMatches("Content-Encoding", bytes, name) {
+                f.hasContentEncoding = true
+            } else if nameMatches("Cache-Control", bytes, name) {
+                if Self.containsToken(UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count), "no-transform") {
+                    f.noTransform = true
+                }
+            }
+        }
+        if !settings.excludePaths.isEmpty {
+            f.pathExcluded = RequestView(self).withPath { path in settings.excludePaths.contains { $0.matches(path) } }
+        }
+        return withAcceptEncoding { accept in
+            f.acceptEncoding = accept
+            return CompressionDecision.decide(settings, f)
+        }
+    }
+
+    /// A response field under compression (`encoding`: the body is being compressed, not only
+    /// varied on): a strong ETag goes out weak (the compressed bytes are
+    /// not the ones it names; nginx does the same), and a Vary that already names
+    /// Accept-Encoding (or is `*`) is noted so that no second one is added. True if the field
+    /// was written here.
+    static func compressionEdits<W: ResponseHeadWriter>(_ field: HeaderField, _ bytes: UnsafeRawPointer, encoding: Bool,
+                                                        varyNamed: inout Bool, into w: inout W) -> Bool {
+        let value = UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count)
+        if nameMatches("Vary", bytes, field.name) {
+            if Self.containsToken(value, "accept-encoding") || Self.containsToken(value, "*") { varyNamed = true }
+            return false
+        }
+        if encoding && nameMatches("ETag", bytes, field.name) && value.first == UInt8(ascii: "\"") {
+            var weak = Array("W/".utf8)
+            weak.append(contentsOf: value)
+            weak.withUnsafeBytes { w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count), $0) }
+            return true
+        }
+        return false
+    }
+
+    /// The request's Accept-Encoding fields as one value (joined with commas when there are
+    /// several, the rare case that allocates), or nil.
+    private func withAcceptEncoding<R>(_ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        let bytes = headBytes
+        var found: [ByteRange] = []
+        for field in head.headers where field.name.count == 15 && ByteMatching.equalsLowercase(bytes, field.name, "accept-encoding") {
+            found.append(field.value)
+        }
+        switch found.count {
+        case 0:
+            return body(nil)
+        case 1:
+            return body(UnsafeRawBufferPointer(rebasing: bytes[found[0].start..<found[0].end]))
+        default:
+            var joined: [UInt8] = []
+            for v in found {
+                if !joined.isEmpty { joined.append(UInt8(ascii: ",")) }
+                joined.append(contentsOf: bytes[v.start..<v.end])
+            }
+            return joined.withUnsafeBytes { body($0) }
+        }
+    }
+
+    /// Whether a comma-separated field value lists `token` (case-insensitive; parameters ignored).
+    static func containsToken(_ value: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
+        var found = false
+        AcceptEncoding.forEachEntry(value) { entry, _ in
+            if entry.count == token.utf8CodeUnitCount {
+                var same = true
+                for i in 0..<entry.count where entry[i] | 0x20 != token.utf8Start[i] | 0x20 { same = false; break }
+                if same { found = true }
+            }
+        }
+        return found
+    }
+
+    /// Moves the body bytes available in `up.input` through the encoder into `output`; nil if
+    /// the encoder failed.
+    func encodeBody(from up: UpstreamConnection) -> BodyReader.Step? {
+        var raw = loop.buffers.take()
+        defer { loop.buffers.recycle(&raw) }
+        let step = response.body.transfer(from: &up.input, to: &raw, chunkedOut: false)
+        switch step {
+        case .done:
+            if !appendEncoded(raw.readableBytes, .finish) { return nil }
+            if response.chunkedToClient { output.append("0\r\n\r\n") }
+        case .more:
+            // A flush point after every read: what the upstream has sent, the client can read,
+            // however slowly the rest follows (a few bytes per read on a large body).
+            if !raw.isEmpty && !appendEncoded(raw.readableBytes, .flush) { return nil }
+        case .error:
+            break
+        }
+        return step
+    }
+
+    /// Ends the compressed stream of a body that ended with the upstream's close.
+    func finishEncoding() -> Bool {
+        appendEncoded(UnsafeRawBufferPointer(start: nil, count: 0), .finish)
+    }
+
+    private func appendEncoded(_ bytes: UnsafeRawBufferPointer, _ operation: BodyEncoder.Operation) -> Bool {
+        var packed = loop.buffers.take()
+        defer { loop.buffers.recycle(&packed) }
+        let encoder = response.encoder!
+        guard encoder.encode(bytes, into: &packed, operation) else { return false }
+        listener.engineMetrics.compression.encoded(encoder.coding, in: bytes.count, out: packed.readable)
+        guard !packed.isEmpty else { return true }
+        if response.chunkedToClient {
+            output.append(hex: UInt64(packed.readable))
+            output.append("\r\n")
+            output.append(packed.readableBytes)
+            output.append("\r\n")
+        } else {
+            output.append(packed.readableBytes)
+        }
+        return true
+    }
+}
