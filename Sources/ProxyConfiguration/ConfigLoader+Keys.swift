@@ -75,6 +75,8 @@ extension ConfigLoader {
         ConfigKey("compression.min_length"),
         ConfigKey("compression.types", .list),
         ConfigKey("compression.exclude_paths", .list),
+        ConfigKey("error_pages", .section),
+        ConfigKey("error_pages.<status>"),
         ConfigKey("upstream_tls", .section),
         ConfigKey("upstream_tls.ca"),
         ConfigKey("upstream_tls.client_cert"),

@@ -204,6 +204,30 @@ public struct ConfigLoader {
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
+        if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
+    }
+
+    /// `error_pages: { "502": FILE, "5xx": FILE, "4xx": FILE }`: HTML files read now (and on
+    /// every reload), at most 64 KiB each.
+    private func readErrorPages(_ m: MappingReader, into e: inout ErrorPageSettings) {
+        for key in m.keys {
+            guard ErrorPageSettings.isKey(key) else {
+                m.problems.add(m.child(key), m.line, "is not a status from 400 to 599, 4xx or 5xx")
+                _ = m.node(key)
+                continue
+            }
+            guard let path = m.string(key) else { continue }
+            guard let text = readFile(path) else {
+                m.problems.add(m.child(key), m.node(key)?.line, "cannot read '\(path)'")
+                continue
+            }
+            guard text.utf8.count <= 64 * 1024 else {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(path)' is larger than 64 KiB: an error page should be small")
+                continue
+            }
+            e.templates[key] = text
+        }
+        m.finish()
     }
 
     /// `compression: { enabled, codings, gzip_level, brotli_quality, min_length, types,

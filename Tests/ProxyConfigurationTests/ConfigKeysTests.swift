@@ -37,6 +37,7 @@ import Testing
              glitch_burst: 500, max_glitches_per_second: 50 }
     compression: { enabled: true, codings: [gzip, br], gzip_level: 6, brotli_quality: 5, min_length: 1k, types: [text/*, application/json],
                    exclude_paths: [/account] }
+    error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }
     upstream_tls: { ca: /tls/ca.pem, client_cert: /tls/client.pem, client_key: /tls/client.key, server_name: app.internal }
     oauth:
       callback_path: /_oauth_callback
@@ -121,7 +122,8 @@ import Testing
         /ZjsZgJ/eQgo0VHIa9JEAzcmVqxm/3LKPJmxoEw7SsMwgrWDcFssF1Jy
         -----END PRIVATE KEY-----
         """
-    static let files = ["/tls/ca.pem": "-----BEGIN CERTIFICATE-----\n", "/keys/old-session": String(repeating: "o", count: 40),
+    static let files = ["/tls/ca.pem": "-----BEGIN CERTIFICATE-----\n", "/pages/502.html": "<p>{{title}}</p>",
+                        "/pages/5xx.html": "<p>{{status}}</p>", "/keys/old-session": String(repeating: "o", count: 40),
                         "/keys/web": "web", "/keys/assertion.pem": p256, "/keys/apple.p8": "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----\n"]
 
     @Test func theLoaderReadsExactlyTheListedKeys() throws {

@@ -34,7 +34,7 @@ extension ClientExchange {
         if !settings.excludePaths.isEmpty {
             f.pathExcluded = RequestView(self).withPath { path in settings.excludePaths.contains { $0.matches(path) } }
         }
-        return withAcceptEncoding { accept in
+        return withRequestField("accept-encoding") { accept in
             f.acceptEncoding = accept
             return CompressionDecision.decide(settings, f)
         }
@@ -61,38 +61,11 @@ extension ClientExchange {
         return false
     }
 
-    /// The request's Accept-Encoding fields as one value (joined with commas when there are
-    /// several, the rare case that allocates), or nil.
-    private func withAcceptEncoding<R>(_ body: (UnsafeRawBufferPointer?) -> R) -> R {
-        let bytes = headBytes
-        var found: [ByteRange] = []
-        for field in head.headers where field.name.count == 15 && ByteMatching.equalsLowercase(bytes, field.name, "accept-encoding") {
-            found.append(field.value)
-        }
-        switch found.count {
-        case 0:
-            return body(nil)
-        case 1:
-            return body(UnsafeRawBufferPointer(rebasing: bytes[found[0].start..<found[0].end]))
-        default:
-            var joined: [UInt8] = []
-            for v in found {
-                if !joined.isEmpty { joined.append(UInt8(ascii: ",")) }
-                joined.append(contentsOf: bytes[v.start..<v.end])
-            }
-            return joined.withUnsafeBytes { body($0) }
-        }
-    }
-
     /// Whether a comma-separated field value lists `token` (case-insensitive; parameters ignored).
     static func containsToken(_ value: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
         var found = false
-        AcceptEncoding.forEachEntry(value) { entry, _ in
-            if entry.count == token.utf8CodeUnitCount {
-                var same = true
-                for i in 0..<entry.count where entry[i] | 0x20 != token.utf8Start[i] | 0x20 { same = false; break }
-                if same { found = true }
-            }
+        WeightedList.forEach(value) { entry, _ in
+            if WeightedList.equalsLowercase(entry, token) { found = true }
         }
         return found
     }

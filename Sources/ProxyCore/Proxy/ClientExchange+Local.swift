@@ -12,9 +12,9 @@ extension ClientExchange {
         listener.throttle.log(level, message, key: key, fields: fields + [("request_id", requestID ?? requestIDString)], on: loop)
     }
 
-    /// An error the proxy produced: short text body, always `Connection: close` — after a refused
-    /// or failed request we cannot trust where the next request would start. The error goes to
-    /// the request's access-log line.
+    /// An error the proxy produced, as HTML, JSON or text as the client asks (`ErrorPage`);
+    /// always `Connection: close` — after a refused or failed request we cannot trust where the
+    /// next request would start. The error goes to the request's access-log line.
     func respondError(_ error: EngineError) {
         let status = error.status, reason = error.reason
         if current!.error == nil { current!.error = error }
@@ -27,10 +27,21 @@ extension ClientExchange {
         // A 4xx tells the client what was wrong with its request. A 5xx reason is about the
         // inside (upstream addresses, names, errno texts): it goes to the log only, and the
         // client gets the request id that finds the line.
-        let text = status >= 500 ? "\(status) \(HTTPStatus.reason(status)) (request id \(id))\n"
-                                 : "\(status) \(HTTPStatus.reason(status)): \(reason)\n"
+        let form = headLength > 0 ? withRequestField("accept") { ErrorPage.form(accept: $0) } : .text
+        let method = headLength > 0 ? head.method : .get
+        let (type, body) = ErrorPage.body(status: status, reason: reason, requestID: id, form: form, method: method,
+                                          settings: config.errorPages)
         // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
-        respondLocal(Response(status: status, text: text, headers: [("Cache-Control", "no-store")]), refusal: true)
+        var headers: [(name: String, value: String)] = [("Content-Type", type), ("Cache-Control", "no-store")]
+        if ErrorPage.retries(status) { headers.append(("Retry-After", String(ErrorPage.retrySeconds))) }
+        if form == .html {
+            headers.append(("X-Content-Type-Options", "nosniff"))
+            // Our own page loads nothing; an operator's may (its images, its stylesheet).
+            if config.errorPages.template(for: status) == nil {
+                headers.append(("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"))
+            }
+        }
+        respondLocal(Response(status: status, headers: headers, body: Array(body.utf8)), refusal: true)
     }
 
     func respondLocal(_ r: Response, refusal: Bool = false) {

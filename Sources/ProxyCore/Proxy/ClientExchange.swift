@@ -133,6 +133,26 @@ final class ClientExchange {
 
     var isClosed: Bool { exchange.isClosed }
 
+    /// The request's `name` fields (`name` lowercase) as one value — joined with commas when
+    /// there are several, the rare case that allocates — or nil if it has none.
+    func withRequestField<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        let bytes = headBytes
+        func named(_ field: HeaderField) -> Bool {
+            field.name.count == name.utf8CodeUnitCount && ByteMatching.equalsLowercase(bytes, field.name, name)
+        }
+        guard let first = head.headers.firstIndex(where: named) else { return body(nil) }
+        let value = head.headers[first].value
+        guard head.headers[(first + 1)...].contains(where: named) else {
+            return body(UnsafeRawBufferPointer(rebasing: bytes[value.start..<value.end]))
+        }
+        var joined: [UInt8] = []
+        for field in head.headers where named(field) {
+            if !joined.isEmpty { joined.append(UInt8(ascii: ",")) }
+            joined.append(contentsOf: bytes[field.value.start..<field.value.end])
+        }
+        return joined.withUnsafeBytes { body($0) }
+    }
+
     /// Calls the listener's phases in place. `listener.phases.f()` copies the existential and
     /// retains the listener around each call (about 40 instructions, five calls a request);
     /// borrowed, neither happens. Sound: the listener is replaced only between requests

@@ -42,6 +42,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var http2 = HTTP2Settings()
     /// Response compression (`compression:`); off by default.
     public var compression = CompressionSettings()
+    /// The operator's HTML for the proxy's own error answers (`error_pages:`).
+    public var errorPages = ErrorPageSettings()
 
     public init() {}
 }
