@@ -57,6 +57,14 @@ public struct ConfigLoader {
             problems.add("oauth.session", nil,
                          "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
         }
+        if let session = config.oauth.session {
+            let identity = Set(session.headers.all.map { $0.lowercased() })
+            let rules = config.proxy.headerRules
+            for name in (rules.request.set + rules.request.add).map(\.name) + rules.request.remove
+            where identity.contains(name.lowercased()) {
+                problems.add("headers.request", nil, "'\(name)' is an identity header session mode sets (oauth.session.headers): a rule cannot change it")
+            }
+        }
         if let session = config.oauth.session, session.idleTimeoutSeconds != nil,
            !(session.serverSide ?? (config.store.redis != nil)) {
             problems.add("oauth.session.idle_timeout", nil,
@@ -205,6 +213,48 @@ public struct ConfigLoader {
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
+        if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
+    }
+
+    /// `headers: { request | response: { set: {NAME: VALUE}, add: {NAME: VALUE}, remove: [NAME] } }`.
+    /// Names the proxy owns are refused here; the identity names session mode uses, once the
+    /// session settings are read (`checkHeaderRules`).
+    private func readHeaderRules(_ m: MappingReader, into rules: inout HeaderRules) {
+        for (key, towardsUpstream) in [("request", true), ("response", false)] {
+            guard let d = m.mapping(key) else { continue }
+            var direction = HeaderRules.Direction()
+            func usable(_ name: String, _ path: String, _ line: Int?) -> Bool {
+                if !HeaderRules.isName(name) {
+                    d.problems.add(path, line, "'\(name)' is not a header field name")
+                    return false
+                }
+                if HeaderRules.isProtected(name, request: towardsUpstream) || IdentityHeaders.isIdentityHeader(name) {
+                    d.problems.add(path, line, "'\(name)' is set by the proxy itself (forwarding, identity or framing) and cannot be changed by a rule")
+                    return false
+                }
+                return true
+            }
+            for verb in ["set", "add"] {
+                guard let fields = d.mapping(verb, keysAre: "<name>") else { continue }
+                for name in fields.keys {
+                    guard let value = fields.string(name) else { continue }
+                    guard usable(name, fields.child(name), fields.node(name)?.line) else { continue }
+                    guard HeaderRules.isValue(value) else {
+                        fields.problems.add(fields.child(name), fields.node(name)?.line, "the value has a line break or a control character")
+                        continue
+                    }
+                    let field = HeaderRules.Field(name: name, value: value)
+                    if verb == "set" { direction.set.append(field) } else { direction.add.append(field) }
+                }
+                fields.finish()
+            }
+            if let names = d.strings("remove") {
+                direction.remove = names.filter { usable($0, d.child("remove"), d.node("remove")?.line) }
+            }
+            d.finish()
+            if towardsUpstream { rules.request = direction } else { rules.response = direction }
+        }
+        m.finish()
     }
 
     /// `error_pages: { "502": FILE, "5xx": FILE, "4xx": FILE }`: HTML files read now (and on

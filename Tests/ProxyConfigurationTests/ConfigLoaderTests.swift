@@ -451,6 +451,18 @@ import Testing
         #expect(s.requiresSession("/ADMIN/x"), "a path rule's path needs a session")
     }
 
+    @Test func aHeaderRuleCannotChangeTheIdentityHeadersSessionModeSets() {
+        let found = problems("""
+        headers: { request: { set: { X-WEBAUTH-USER: admin, X-Env: prod } } }
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            headers: { user: X-WEBAUTH-USER }
+        """ + "\n" + Self.sessionProvider)
+        #expect(found == ["headers.request: 'X-WEBAUTH-USER' is an identity header session mode sets (oauth.session.headers): a rule cannot change it"])
+    }
+
     @Test func headerNamesAndTheUserClaimLoad() throws {
         let c = try loader().load(text: """
         oauth:

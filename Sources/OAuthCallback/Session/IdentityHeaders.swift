@@ -32,7 +32,7 @@ public struct IdentityHeaderNames: Sendable, Equatable {
     public init() {}
 
     /// Every name these set, for stripping what clients send under them.
-    var all: [String] { [user, email, preferredUsername, groups, accessToken, jwtAssertion] }
+    public var all: [String] { [user, email, preferredUsername, groups, accessToken, jwtAssertion] }
 }
 
 public enum IdentityHeaders {

@@ -55,6 +55,7 @@ extension ClientExchange {
             return
         }
         var edits = HeaderEdits()
+        if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
         if headLength > 0 { phases { $0.responseFilter(RequestView(self), status: r.status, &edits) } }
         if case .stream(let s) = downstream {
             var writer = HTTP2HeadWriter()
@@ -84,6 +85,12 @@ extension ClientExchange {
             loop.httpDate.current().withUnsafeBytes { w.field("Date", $0) }
         }
         w.end(contentLength: UInt64(r.body.count), chunked: false, connection: connection)
+    }
+
+    /// A header rule's value with `{request_id}` and `{client_address}` filled in.
+    func expandRuleValue(_ value: String) -> String {
+        HeaderRules.expand(value, requestID: { requestIDString },
+                           clientAddress: { headLength > 0 ? RequestView(self).clientAddress : peer.text })
     }
 
     func logAccess() {

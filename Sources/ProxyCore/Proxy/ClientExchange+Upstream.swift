@@ -46,6 +46,7 @@ extension ClientExchange {
 
     private func buildUpstreamHead(_ rewrite: UpstreamRewrite?) {
         var edits = rewrite?.edits ?? HeaderEdits()
+        if _slowPath(listener.rewritesHeaders) { config.headerRules.request.apply(to: &edits, expand: expandRuleValue) }
         phases { $0.upstreamRequestFilter(RequestView(self), &edits) }
         let buffer = headBytes
         let bytes = buffer.baseAddress!
@@ -340,6 +341,7 @@ extension ClientExchange {
             }
         }
         var edits = HeaderEdits()
+        if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
         phases { $0.responseFilter(RequestView(self), status: r.status, &edits) }
         let connection = exchange.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
                                                bodyLeft: requestBody.remaining, draining: listener.isDraining(loop))

@@ -27,6 +27,8 @@ final class ListenerContext: @unchecked Sendable {
     /// Whether responses may be compressed (`compression:`): read once per response, where
     /// reaching into `config` would copy the settings' lists.
     let compresses: Bool
+    /// Whether the operator has header rules (`headers:`), read per request for the same reason.
+    let rewritesHeaders: Bool
     /// `config.upstream != nil`, kept apart: testing the optional struct costs a copy of it
     /// (and its strings) on every request.
     let hasUpstream: Bool
@@ -69,6 +71,7 @@ final class ListenerContext: @unchecked Sendable {
         tls = spec.tls != nil
         hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
         compresses = spec.config.compression.isEnabled
+        rewritesHeaders = !spec.config.headerRules.isEmpty
         hasUpstream = spec.config.upstream != nil
         switch spec.config.upstream?.endpoint {
         case .address(.unix)?, nil: upstreamHost = "localhost"

@@ -44,6 +44,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var compression = CompressionSettings()
     /// The operator's HTML for the proxy's own error answers (`error_pages:`).
     public var errorPages = ErrorPageSettings()
+    /// Fields set, added or removed both ways (`headers:`).
+    public var headerRules = HeaderRules()
 
     public init() {}
 }
