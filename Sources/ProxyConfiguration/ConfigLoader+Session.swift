@@ -231,7 +231,7 @@ extension ConfigLoader {
     /// engine or HTTP itself gives a meaning to.
     static func identityHeaderNameProblem(_ name: String) -> String? {
         let lower = name.lowercased()
-        if name.isEmpty || !name.utf8.allSatisfy(isTokenByte) { return "'\(name)' is not a header name" }
+        if !HeaderRules.isName(name) { return "'\(name)' is not a header name" }
         if reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
             return "'\(name)' is a header the proxy or HTTP itself uses: pick another name"
         }
@@ -243,11 +243,6 @@ extension ConfigLoader {
         "cookie", "set-cookie", "authorization", "expect", "forwarded", "via", "x-forwarded-for", "x-forwarded-proto",
         "x-forwarded-host", "x-forwarded-port", "x-real-ip", "x-request-id",
     ]
-
-    /// RFC 9110 §5.6.2 token characters.
-    static func isTokenByte(_ b: UInt8) -> Bool {
-        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || "!#$%&'*+-.^_`|~".utf8.contains(b)
-    }
 
     /// `allowed_email_domains`, `allowed_emails`, `allowed_groups`, `allowed_hosted_domains`
     /// (and, globally, `allowed_emails_file` and `allow_any_authenticated_user`). Domains and

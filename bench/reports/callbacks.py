@@ -33,7 +33,7 @@ PERF_FRAMES = [
     ("JSON parsing (`JSONParser.parse`)", "specialized static JSONParser.parse(_:maximumDepth:)"),
     ("token request form (`FormEncoding.encode`)", "specialized static FormEncoding.encode(_:)"),
     ("callback query (`QueryDecoding.decode`)", "specialized static QueryDecoding.decode(_:)"),
-    ("the answer page (`ClientExchange.respondLocal`)", "ClientExchange.respondLocal(_:)"),
+    ("the answer page (`ClientExchange.respondLocal`)", "ClientExchange.respondLocal(_:refusal:)"),
     ("malloc + free (libc, self)", ["malloc", "_int_malloc", "cfree@GLIBC_2.2.5", "_int_free", "malloc_consolidate",
                                     "unlink_chunk.constprop.0", "__libc_calloc", "realloc", "_int_realloc"]),
     ("Swift retain/release (self)", ["swift_retain", "swift_release", "swift_bridgeObjectRelease",

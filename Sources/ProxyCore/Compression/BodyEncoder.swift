@@ -7,7 +7,8 @@ import CZlib
 /// response the upstream sends slowly reaches the client as slowly, not at the end.
 ///
 /// Memory: the window is sized to the body when its length is known (nginx does the same), at
-/// most 32 KiB for gzip (about 256 KiB of zlib state in all) and 256 KiB for Brotli. The state
+/// most 32 KiB for gzip (about 260 KiB of zlib state in all) and 256 KiB for Brotli (whose
+/// state at quality 4 is 1.7–2.5 MiB in all, measured with a counting allocator). The state
 /// lives as long as the response and goes with it.
 final class BodyEncoder {
     enum Operation {

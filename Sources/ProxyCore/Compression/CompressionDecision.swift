@@ -1,6 +1,6 @@
 /// Whether one response is compressed (`CompressionSettings` says which ones are), decided
 /// from facts the exchange reads off the request and the response head. Pure: the rules are
-/// tested one by one without sockets (CompressionDecisionTests).
+/// tested one by one without sockets (CompressionTests).
 enum CompressionDecision: Equatable {
     /// Compress with this coding.
     case compress(ContentCoding)
@@ -53,10 +53,7 @@ enum CompressionDecision: Equatable {
     static func typeMatches(_ value: UnsafeRawBufferPointer, _ types: [String]) -> Bool {
         var end = 0
         while end < value.count && value[end] != UInt8(ascii: ";") { end += 1 }
-        var start = 0
-        while start < end && (value[start] == 0x20 || value[start] == 0x09) { start += 1 }
-        while end > start && (value[end - 1] == 0x20 || value[end - 1] == 0x09) { end -= 1 }
-        let media = UnsafeRawBufferPointer(rebasing: value[start..<end])
+        let media = WeightedList.trimmed(value, 0, end)
         for t in types {
             var pattern = t
             if t.hasSuffix("/*") {
@@ -75,14 +72,9 @@ enum CompressionDecision: Equatable {
     private static func equalsIgnoringCase(_ b: UnsafeRawBufferPointer, _ s: String) -> Bool {
         var i = 0
         for c in s.utf8 {
-            guard i < b.count, lower(b[i]) == lower(c) else { return false }
+            guard i < b.count, WeightedList.lower(b[i]) == WeightedList.lower(c) else { return false }
             i += 1
         }
         return i == b.count
-    }
-
-    @inline(__always)
-    private static func lower(_ c: UInt8) -> UInt8 {
-        c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") ? c | 0x20 : c
     }
 }

@@ -17,7 +17,14 @@ struct CompressionMetrics: Sendable {
         bytesOut = ContentCoding.allCases.map { b.labels($0.token, "out") }
     }
 
-    private static func index(_ coding: ContentCoding) -> Int { ContentCoding.allCases.firstIndex(of: coding)! }
+    /// The coding's place in `ContentCoding.allCases` (a switch: `allCases` builds an array each
+    /// time it is read, and this runs once per upstream read of a compressed body).
+    private static func index(_ coding: ContentCoding) -> Int {
+        switch coding {
+        case .brotli: return 0
+        case .gzip: return 1
+        }
+    }
 
     func started(_ coding: ContentCoding) { responses[Self.index(coding)].increment() }
 

@@ -53,7 +53,18 @@ enum WeightedList {
         c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") ? c | 0x20 : c
     }
 
-    private static func trimmed(_ b: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> UnsafeRawBufferPointer {
+    /// Whether a comma-separated value lists `token` (`token` lowercase; parameters and weights
+    /// ignored): `no-transform` in Cache-Control, `accept-encoding` in Vary.
+    static func contains(_ value: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
+        var found = false
+        forEach(value) { entry, _ in
+            if equalsLowercase(entry, token) { found = true }
+        }
+        return found
+    }
+
+    /// `b[start..<end]` without the spaces and tabs around it.
+    static func trimmed(_ b: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> UnsafeRawBufferPointer {
         var s = start, e = end
         while s < e && (b[s] == 0x20 || b[s] == 0x09) { s += 1 }
         while e > s && (b[e - 1] == 0x20 || b[e - 1] == 0x09) { e -= 1 }

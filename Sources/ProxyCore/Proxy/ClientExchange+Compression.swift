@@ -26,7 +26,7 @@ extension ClientExchange {
             } else if nameMatches("Content-Encoding", bytes, name) {
                 f.hasContentEncoding = true
             } else if nameMatches("Cache-Control", bytes, name) {
-                if Self.containsToken(UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count), "no-transform") {
+                if WeightedList.contains(UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count), "no-transform") {
                     f.noTransform = true
                 }
             }
@@ -49,7 +49,7 @@ extension ClientExchange {
                                                         varyNamed: inout Bool, into w: inout W) -> Bool {
         let value = UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count)
         if nameMatches("Vary", bytes, field.name) {
-            if Self.containsToken(value, "accept-encoding") || Self.containsToken(value, "*") { varyNamed = true }
+            if WeightedList.contains(value, "accept-encoding") || WeightedList.contains(value, "*") { varyNamed = true }
             return false
         }
         if encoding && nameMatches("ETag", bytes, field.name) && value.first == UInt8(ascii: "\"") {
@@ -59,15 +59,6 @@ extension ClientExchange {
             return true
         }
         return false
-    }
-
-    /// Whether a comma-separated field value lists `token` (case-insensitive; parameters ignored).
-    static func containsToken(_ value: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
-        var found = false
-        WeightedList.forEach(value) { entry, _ in
-            if WeightedList.equalsLowercase(entry, token) { found = true }
-        }
-        return found
     }
 
     /// Moves the body bytes available in `up.input` through the encoder into `output`; nil if

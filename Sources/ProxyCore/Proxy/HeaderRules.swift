@@ -54,14 +54,12 @@ public struct HeaderRules: Sendable, Equatable {
 
     /// A field name is an RFC 9110 token.
     public static func isName(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || Array("!#$%&'*+-.^_`|~".utf8).contains(c)
-        }
+        !s.isEmpty && s.utf8.allSatisfy(ByteMatching.isTokenChar)
     }
 
-    /// A value has visible characters, spaces and tabs only (no line breaks).
+    /// A value has field-value characters only (no line breaks, no control bytes).
     public static func isValue(_ s: String) -> Bool {
-        s.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+        s.utf8.allSatisfy(ByteMatching.isFieldValueChar)
     }
 
     /// `{request_id}` and `{client_address}` replaced.
