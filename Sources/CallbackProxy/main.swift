@@ -107,6 +107,8 @@ log.info("ready", [
     "redirect_http": config.redirectHTTP?.description ?? "off",
     "loops": "\(loops)",
     "max_connections": "\(maxConnections)",
+    "max_connections_per_client": config.proxy.clientLimits.connectionCap(budget: maxConnections).map { "\($0)" } ?? "off",
+    "rate_limits": "\(config.proxy.clientLimits.rules.count)",
     "providers": config.oauth.providers.keys.sorted().joined(separator: ","),
     "startup_ms": "\(readyMillis)",
 ])

@@ -186,6 +186,7 @@ public struct ConfigLoader {
             }) {
                 c.proxy.upstreamIdleConnections = n
             }
+            readClientLimits(limits, into: &c.proxy.clientLimits)
             limits.finish()
         }
         if let t = m.mapping("timeouts") {
@@ -214,6 +215,7 @@ public struct ConfigLoader {
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
+        if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
     }
 
     /// `headers: { request | response: { set: {NAME: VALUE}, add: {NAME: VALUE}, remove: [NAME] } }`.

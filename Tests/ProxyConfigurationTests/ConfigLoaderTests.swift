@@ -451,6 +451,43 @@ import Testing
         #expect(s.requiresSession("/ADMIN/x"), "a path rule's path needs a session")
     }
 
+    @Test func perClientLimitsLoad() throws {
+        let c = try loader().load(text: """
+        limits: { max_connections_per_client: 64, exempt_clients: [192.0.2.0/24, "2001:db8::/32"], dry_run: true }
+        rate_limits:
+          - { name: site, rate: 50/s, burst: 200 }
+          - { name: login, paths: [/users/sign_in, /users/password], rate: 10/m, dry_run: true }
+          - { rate: 5/s }
+        """).get()
+        let l = c.proxy.clientLimits
+        #expect(l.maxConnectionsPerClient == 64)
+        #expect(l.exempt == [CIDR.parse("192.0.2.0/24")!, CIDR.parse("2001:db8::/32")!])
+        #expect(l.dryRun)
+        #expect(l.rules.map(\.name) == ["site", "login", "rate_limits[2]"])
+        #expect(l.rules[0].rate == RateLimit(count: 50, periodSeconds: 1) && l.rules[0].burst == 200 && l.rules[0].paths.isEmpty)
+        #expect(l.rules[1].paths.map(\.description) == ["/users/sign_in", "/users/password"] && l.rules[1].burst == nil && l.rules[1].dryRun)
+        // None configured: no rules, and the connection cap derived from the budget.
+        let plain = try loader().load(text: "").get().proxy.clientLimits
+        #expect(plain.rules.isEmpty && plain.maxConnectionsPerClient == nil && !plain.dryRun)
+    }
+
+    @Test(arguments: [
+        ("rate_limits: [{ name: a }]", "rate_limits[0].rate: is required (like 20/s)"),
+        ("rate_limits: [{ rate: 10/d }]", "rate_limits[0].rate: '10/d' is not a rate like 20/s, 600/m or 10000/h"),
+        ("rate_limits: [{ rate: 10/s, burst: 0 }]", "rate_limits[0].burst:"),
+        ("rate_limits: [{ rate: 10/s, paths: [/a/../b] }]", "rate_limits[0].paths: '/a/../b'"),
+        ("rate_limits: [{ rate: 10/s, per: ip }]", "rate_limits[0].per: unknown key"),
+        ("rate_limits: [{ name: a, rate: 1/s }, { name: a, rate: 2/s }]", "rate_limits[1].name: 'a' names another rule too"),
+        ("rate_limits: [{ name: \"a\\\"b\", rate: 1/s }]", "rate_limits[0].name: must be 1 to 64 printable ASCII"),
+        ("rate_limits: { rate: 1/s }", "rate_limits: must be a list of { name, paths, rate, burst }"),
+        ("limits: { max_connections_per_client: -1 }", "limits.max_connections_per_client: '-1' is not a number of connections"),
+        ("limits: { exempt_clients: [example.com] }", "limits.exempt_clients: 'example.com' is not an address or CIDR range"),
+    ])
+    func perClientLimitMistakesAreNamed(line: String, problem: String) {
+        let found = problems(line)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+    }
+
     @Test func aHeaderRuleCannotChangeTheIdentityHeadersSessionModeSets() {
         let found = problems("""
         headers: { request: { set: { X-WEBAUTH-USER: admin, X-Env: prod } } }

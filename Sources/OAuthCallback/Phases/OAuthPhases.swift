@@ -13,8 +13,17 @@ public struct OAuthPhases: HTTPPhases {
     private let metrics: OAuthMetrics
     /// `/_oauth` and below, never `/_oauthx`.
     private let oauthPrefix = try! PathPrefix.parse("/_oauth").get()
-    /// `oauth.rate_limit`, on the native and the web callback (nil: no limit).
-    private let limiter: CallbackRateLimiter?
+    /// `oauth.rate_limit`, on the native and the web callback (nil: no limit): the engine's
+    /// per-client buckets (`RateBuckets`, as `rate_limits:` uses), answered with the sign-in
+    /// page's own message and counted in the callback metrics.
+    ///
+    /// Why: every callback with a fresh code costs a store entry for the replay window and a
+    /// call to the IdP, and the contract's other parameters are public. Without a limit one
+    /// machine can fill the in-memory store (every sign-in then gets 503) or get the proxy's IP
+    /// throttled by the IdP. A wrapper app's user needs one callback per sign-in. Off by
+    /// default: behind a load balancer that is not in `trusted_proxies`, every client has the
+    /// balancer's address, and a per-address limit would throttle every sign-in at once.
+    private let limiter: RateBuckets?
     private let configFailures = ConfigFailureLog()
     /// `oauth.app_links`, serialized once; nil when none are configured (no cost per request).
     private let appLinks: AppLinkFiles?
@@ -27,7 +36,7 @@ public struct OAuthPhases: HTTPPhases {
         self.session = session
         self.callbackPath = Array(pipeline.settings.callbackPath.utf8)
         self.log = log
-        limiter = pipeline.settings.rateLimit.map { CallbackRateLimiter(limit: $0) }
+        limiter = pipeline.settings.rateLimit.map { RateBuckets(limit: $0) }
         appLinks = AppLinkFiles(pipeline.settings.appLinks)
     }
 
@@ -101,10 +110,11 @@ public struct OAuthPhases: HTTPPhases {
     }
 
     /// 429 once the client address has used up its callbacks; nil while it may go on.
-    private func rateLimited(_ request: borrowing RequestView, by limiter: CallbackRateLimiter,
+    private func rateLimited(_ request: borrowing RequestView, by limiter: RateBuckets,
                              nativeCallback: Bool) -> RequestDecision? {
         let client = request.clientAddress
-        guard case .refused(let wait, let firstRefusal) = limiter.admit(client, now: request.eventLoop.nowNanoseconds) else {
+        let verdict = limiter.admit(ClientKey(text: client), now: request.eventLoop.nowNanoseconds)
+        guard case .refused(let wait, let firstRefusal) = verdict else {
             return nil
         }
         let query = nativeCallback ? request.query ?? "" : ""

@@ -1,3 +1,5 @@
+import ProxyCore
+
 /// The OAuth layer's configuration, as loaded and validated from the configuration file.
 /// Plain values with documented defaults; secrets are already resolved (from env or files).
 public struct OAuthSettings: Sendable, Equatable {
@@ -30,25 +32,6 @@ public struct OAuthSettings: Sendable, Equatable {
     public var appLinks: AppLinks? = nil
 
     public init() {}
-}
-
-/// `N/s`, `N/m` or `N/h`: a token bucket of N that refills at N per period.
-public struct RateLimit: Sendable, Equatable {
-    public var count: Int
-    public var periodSeconds: Int
-
-    public init(count: Int, periodSeconds: Int) {
-        self.count = count
-        self.periodSeconds = periodSeconds
-    }
-
-    /// `30/m` → 30 per 60 s. Nil for anything else (a count from 1 to 1,000,000).
-    public static func parse(_ text: String) -> RateLimit? {
-        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, let n = Int(parts[0]), (1...1_000_000).contains(n),
-              let period = ["s": 1, "m": 60, "h": 3_600][String(parts[1])] else { return nil }
-        return RateLimit(count: n, periodSeconds: period)
-    }
 }
 
 public enum ProviderKind: String, Sendable, CaseIterable {

@@ -32,6 +32,7 @@ final class HTTP1Connection: Channel {
         } catch {
             Glibc.close(fd)
             _ = exchange.exchange.closed()
+            listener.clientGone(exchange.peer)
             return
         }
         listener.connectionOpened(loop)
@@ -183,6 +184,7 @@ final class HTTP1Connection: Channel {
         transport.prepareClose()
         loop.close(self)
         listener.connectionClosed(loop)
+        listener.clientGone(exchange.peer)
     }
 
     // MARK: h2c with prior knowledge

@@ -556,5 +556,6 @@ final class HTTP2Connection: Channel {
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         listener.connectionClosed(loop)
+        listener.clientGone(peer)
     }
 }

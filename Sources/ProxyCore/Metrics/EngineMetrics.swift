@@ -35,6 +35,7 @@ public final class EngineMetrics: Sendable {
     private let acceptPauses: MetricFamily<Counter>
     let http2: HTTP2Metrics
     let compression: CompressionMetrics
+    let clientLimits: ClientLimitMetrics
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -56,6 +57,7 @@ public final class EngineMetrics: Sendable {
                                         labels: ["listener"])
         http2 = HTTP2Metrics(registry: registry)
         compression = CompressionMetrics(registry: registry)
+        clientLimits = ClientLimitMetrics(registry: registry)
     }
 
     func listener(_ name: String) -> ListenerMetrics {

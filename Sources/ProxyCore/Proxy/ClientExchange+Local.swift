@@ -33,7 +33,11 @@ extension ClientExchange {
                                           settings: config.errorPages)
         // Errors describe this one request: never cached (a 414 or 404 is cacheable by default).
         var headers: [(name: String, value: String)] = [("Content-Type", type), ("Cache-Control", "no-store")]
-        if ErrorPage.retries(status) { headers.append(("Retry-After", String(ErrorPage.retrySeconds))) }
+        if let wait = error.retryAfterSeconds {
+            headers.append(("Retry-After", String(wait)))
+        } else if ErrorPage.retries(status) {
+            headers.append(("Retry-After", String(ErrorPage.retrySeconds)))
+        }
         if form == .html {
             headers.append(("X-Content-Type-Options", "nosniff"))
             // Our own page loads nothing; an operator's may (its images, its stylesheet).

@@ -18,7 +18,8 @@ public struct EngineError: Error, Sendable, Equatable {
 
     enum Code: Sendable, Equatable {
         // A request refused before anything went upstream (4xx).
-        case invalidHead, headTimeout, bodyTooLarge, bodyWithoutLength, methodNotSupported, invalidBody, bodyStalled
+        case invalidHead, headTimeout, bodyTooLarge, bodyWithoutLength, methodNotSupported, invalidBody, bodyStalled,
+             rateLimited
         // The client left or failed mid-request (the connection is cut; nothing is sent).
         case clientClosed, clientSocketError, clientReadFailed, clientWriteFailed, clientBodyTimeout,
              clientSendTimeout, streamReset
@@ -35,6 +36,8 @@ public struct EngineError: Error, Sendable, Equatable {
     public let status: Int
     /// For the logs (and a 4xx's body): what exactly happened.
     public let reason: String
+    /// `Retry-After` for a refusal that says when to come back (429).
+    public var retryAfterSeconds: Int? = nil
 
     init(_ code: Code, status: Int = 0, _ reason: String) {
         self.code = code
@@ -45,7 +48,7 @@ public struct EngineError: Error, Sendable, Equatable {
     public var source: Source {
         switch code {
         case .invalidHead, .headTimeout, .bodyTooLarge, .bodyWithoutLength, .methodNotSupported, .invalidBody,
-             .bodyStalled, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
+             .bodyStalled, .rateLimited, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
              .clientBodyTimeout, .clientSendTimeout, .streamReset:
             return .client
         case .upstreamUnreachable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
@@ -78,6 +81,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .bodyTooLarge: return "body_too_large"
         case .bodyWithoutLength: return "body_without_length"
         case .methodNotSupported: return "method_not_supported"
+        case .rateLimited: return "rate_limited"
         case .invalidBody: return "invalid_body"
         case .bodyStalled: return "body_stalled"
         case .clientClosed: return "client_closed"
@@ -127,6 +131,11 @@ extension EngineError {
     }
     static var bodyWithoutLength: EngineError { EngineError(.bodyWithoutLength, status: 400, "request body without length") }
     static var connectNotSupported: EngineError { EngineError(.methodNotSupported, status: 501, "CONNECT is not supported") }
+    static func rateLimited(_ reason: String, retryAfterSeconds: Int) -> EngineError {
+        var e = EngineError(.rateLimited, status: 429, reason)
+        e.retryAfterSeconds = retryAfterSeconds
+        return e
+    }
     static func invalidBody(_ e: HTTPParseError) -> EngineError { EngineError(.invalidBody, status: e.status, e.reason) }
     static var bodyStalled: EngineError { EngineError(.bodyStalled, status: 408, "request body stalled") }
 

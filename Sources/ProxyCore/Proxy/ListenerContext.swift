@@ -39,6 +39,10 @@ final class ListenerContext: @unchecked Sendable {
     let budget: ConnectionBudget
     /// Request-scoped problem lines, rate-limited per cause (`ClientExchange.logProblem`).
     let throttle: LogThrottle
+    /// The process's per-client counts (nil for the internal listener and in tests that run
+    /// a context alone), and what this configuration enforces with them (nil: nothing).
+    let clients: ClientLimits?
+    let clientLimits: ClientLimitPolicy?
     private var perLoop: [PerLoop]
 
     final class PerLoop {
@@ -56,9 +60,11 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
-         budget: ConnectionBudget = ConnectionBudget(limit: .max)) {
+         budget: ConnectionBudget = ConnectionBudget(limit: .max), clients: ClientLimits? = nil) {
         self.spec = spec
         self.budget = budget
+        self.clients = clients
+        clientLimits = clients.flatMap { ClientLimitPolicy(spec.config.clientLimits, budget: budget.limit, state: $0) }
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)
@@ -106,11 +112,43 @@ final class ListenerContext: @unchecked Sendable {
     /// A new connection (its PROXY header already read, if the listener wants one) starts:
     /// a TLS handshake on a TLS listener, else HTTP.
     func accepted(fd: Int32, peer: PeerAddress, on loop: EventLoop) {
+        var peer = peer
+        if let clientLimits, !admitConnection(fd: fd, peer: &peer, clientLimits, on: loop) { return }
         if let credentials {
             TLSAccept.start(fd: fd, loop: loop, listener: self, peer: peer, credentials: credentials)
             return
         }
         HTTP1Connection(fd: fd, loop: loop, listener: self, peer: peer).start()
+    }
+
+    /// `limits.max_connections_per_client`: a client past it is refused at once, before any
+    /// TLS handshake or request is read (as HAProxy's `tcp-request connection reject`): a 429
+    /// would need both, and the point is that this client gets nothing more from us.
+    private func admitConnection(fd: Int32, peer: inout PeerAddress, _ policy: ClientLimitPolicy, on loop: EventLoop) -> Bool {
+        switch policy.connectionOpened(&peer, trusted: isTrusted(peer)) {
+        case .allowed:
+            return true
+        case .wouldRefuse(let open):
+            logConnectionLimit("client connection limit reached (dry run: allowed)", peer: peer, open: open, policy, on: loop)
+            return true
+        case .refused(let open):
+            logConnectionLimit("client connection refused: limit reached", peer: peer, open: open, policy, on: loop)
+            Glibc.close(fd)
+            return false
+        }
+    }
+
+    private func logConnectionLimit(_ message: String, peer: PeerAddress, open: Int, _ policy: ClientLimitPolicy, on loop: EventLoop) {
+        guard log.level <= .warn else { return }
+        throttle.log(.warn, message, key: message, fields: [
+            ("listener", spec.name), ("client", peer.text), ("open", "\(open)"), ("limit", "\(policy.connectionCap ?? 0)"),
+            ("setting", "limits.max_connections_per_client (limits.exempt_clients for addresses it must not apply to)"),
+        ], on: loop)
+    }
+
+    /// A connection from `peer` is gone (closed, or never started): uncount it if it was counted.
+    func clientGone(_ peer: PeerAddress) {
+        if peer.countedPerClient { clients?.connections.closed(ClientKey(peer)) }
     }
 
     func isTrusted(_ peer: PeerAddress) -> Bool {

@@ -46,6 +46,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var errorPages = ErrorPageSettings()
     /// Fields set, added or removed both ways (`headers:`).
     public var headerRules = HeaderRules()
+    /// Request rates and connections per client address (`rate_limits:`, `limits.*_client*`).
+    public var clientLimits = ClientLimitSettings()
 
     public init() {}
 }

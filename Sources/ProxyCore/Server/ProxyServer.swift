@@ -23,6 +23,8 @@ public final class ProxyServer: Sendable {
     /// Client connections: the public listeners' budget and the internal listener's own.
     public let clientBudget: ConnectionBudget
     private let internalBudget = ConnectionBudget(limit: ConnectionBudget.internalConnections)
+    /// Per-client counts and buckets, across reloads (public listeners only).
+    private let clients: ClientLimits
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
@@ -38,9 +40,11 @@ public final class ProxyServer: Sendable {
         self.accessLog = accessLog
         self.metrics = metrics
         clientBudget = ConnectionBudget(limit: maxConnections ?? Int.max)
-        let contexts = listeners.map { [clientBudget, internalBudget] in
+        // Room for every client of a full budget to be a different address (up to a million).
+        clients = ClientLimits(clients: min(maxConnections ?? 1 << 16, 1 << 20), metrics: metrics.clientLimits)
+        let contexts = listeners.map { [clientBudget, internalBudget, clients] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
-                            budget: $0.ownBudget ? internalBudget : clientBudget)
+                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients)
         }
         self.contexts = contexts
         live = LiveContexts(loops: loops.count, contexts: contexts)
@@ -177,9 +181,9 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
-        let fresh = specs.map { [clientBudget, internalBudget] in
+        let fresh = specs.map { [clientBudget, internalBudget, clients] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
-                            budget: $0.ownBudget ? internalBudget : clientBudget)
+                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients)
         }
         for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
         for loop in loops {

@@ -103,6 +103,10 @@ public struct PeerAddress: Sendable {
     public var bytes: (UInt64, UInt64) = (0, 0)
     public var isV4: Bool = true
     public var isUnix: Bool = false
+    /// The connection from this peer was counted by `limits.max_connections_per_client`
+    /// (`ClientLimitPolicy.connectionOpened`): its close uncounts it. Travels with the peer
+    /// through every hand-over (TLS handshake, HTTP/1.1, HTTP/2).
+    var countedPerClient = false
 
     init() {}
 

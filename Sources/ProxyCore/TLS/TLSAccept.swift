@@ -33,6 +33,7 @@ final class TLSAccept: Channel {
         guard let session = server.makeSession(fd: fd) else {
             listener.log.error("cannot allocate a TLS session", [:])
             Glibc.close(fd)
+            listener.clientGone(peer)
             return
         }
         let accept = TLSAccept(fd: fd, loop: loop, listener: listener, peer: peer, session: session, server: server)
@@ -40,6 +41,7 @@ final class TLSAccept: Channel {
             try loop.register(accept, EventLoop.readable)
         } catch {
             Glibc.close(fd)
+            listener.clientGone(peer)
             return
         }
         listener.connectionOpened(loop)
@@ -128,5 +130,6 @@ final class TLSAccept: Channel {
         deadline = 0
         loop.close(self)
         listener.connectionClosed(loop)
+        listener.clientGone(peer)
     }
 }
