@@ -213,6 +213,7 @@ public struct ConfigLoader {
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
+        if let b = m.mapping("buffering") { readBuffering(b, into: &c.proxy.buffering) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
@@ -323,6 +324,22 @@ public struct ConfigLoader {
                     m.problems.add(m.child("exclude_paths"), m.node("exclude_paths")?.line, "'\(text)' \(r.text)")
                 }
             }
+        }
+        m.finish()
+    }
+
+    /// `buffering: { responses, max_memory }`.
+    private func readBuffering(_ m: MappingReader, into b: inout BufferingSettings) {
+        let size = "a size from 0 (off) to 1g, like 8m"
+        if let n = m.parsed("responses", size, { Units.size($0).flatMap { $0 <= 1 << 30 ? Int($0) : nil } }) { b.responses = n }
+        if let n = m.parsed("max_memory", "a size from 1m to 64g, like 256m", {
+            Units.size($0).flatMap { (1 << 20...64 << 30).contains($0) ? Int($0) : nil }
+        }) {
+            b.maxMemory = n
+        }
+        if b.responses > b.maxMemory {
+            m.problems.add(m.child("responses"), m.node("responses")?.line,
+                           "is more than buffering.max_memory (\(b.maxMemory) bytes): not one response could be read ahead")
         }
         m.finish()
     }

@@ -488,6 +488,15 @@ import Testing
         #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
     }
 
+    @Test func bufferingLoadsAndItsBoundsAreNamed() throws {
+        let b = try loader().load(text: "buffering: { responses: 8m, max_memory: 128m }").get().proxy.buffering
+        #expect(b.responses == 8 << 20 && b.maxMemory == 128 << 20 && b.isEnabled)
+        #expect(!(try loader().load(text: "").get().proxy.buffering.isEnabled))
+        #expect(problems("buffering: { responses: 100m }") == [
+            "buffering.responses: is more than buffering.max_memory (67108864 bytes): not one response could be read ahead"])
+        #expect(problems("buffering: { max_memory: 10k }").first?.hasPrefix("buffering.max_memory: '10k' is not a size from 1m") == true)
+    }
+
     @Test func aHeaderRuleCannotChangeTheIdentityHeadersSessionModeSets() {
         let found = problems("""
         headers: { request: { set: { X-WEBAUTH-USER: admin, X-Env: prod } } }

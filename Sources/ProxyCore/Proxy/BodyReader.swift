@@ -141,4 +141,7 @@ struct ResponseState {
     var head = ResponseHead()
     /// The body is compressed on its way (`ClientExchange+Compression`).
     var encoder: BodyEncoder? = nil
+    /// Bytes in `output` at which the upstream waits for the client: the usual window, or more
+    /// for a response read ahead (`ClientExchange+Buffering`).
+    var window = Exchange.highWater
 }

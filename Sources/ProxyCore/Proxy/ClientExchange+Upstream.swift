@@ -258,7 +258,7 @@ extension ClientExchange {
         switch step {
         case .more:
             flush()
-            if exchange.isProxying && output.readable >= Exchange.highWater { up.pauseReading() }
+            if exchange.isProxying && output.readable >= response.window { up.pauseReading() }
         case .done:
             responseComplete()
         case .error(let e):
@@ -300,6 +300,7 @@ extension ClientExchange {
         // Decided before `r` is bound: an opaque call while it lives would make `r` a real
         // copy of the head (its field list retained and released, ~80 instructions).
         var compression = _slowPath(listener.compresses) ? compressionDecision(up.input.readableBytes) : .none
+        if _slowPath(listener.buffersResponses) { decideBuffering(up.input.readableBytes) }
         let r = response.head
         let buffer = up.input.readableBytes
         response.status = r.status

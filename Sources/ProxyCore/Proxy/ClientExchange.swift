@@ -107,6 +107,9 @@ final class ClientExchange {
     /// Counted as bytes move, also before a request's state is taken: kept here.
     var bytesIn: UInt64 = 0
     var bytesOut: UInt64 = 0
+    /// Bytes this exchange holds of the process's read-ahead budget (`ClientExchange+Buffering`):
+    /// until its client has taken all output, which may be after the request's state is gone.
+    var bufferingReserved = 0
     var statusSent: Int {
         @inline(__always) get { current!.statusSent }
         @inline(__always) set { current!.statusSent = newValue }
@@ -233,6 +236,10 @@ final class ClientExchange {
     func outputSent() {
         want(read: wantsInput, write: false)
         if deadlineKind == .send { setDeadline(.none, 0) }
+        // A response read ahead keeps its reservation while its upstream still sends (the
+        // client's socket buffer empties `output` now and then); once all is read and sent, it
+        // goes back.
+        if _slowPath(bufferingReserved != 0) && upstream == nil { releaseBuffering() }
         upstream?.resumeReading()
     }
 
@@ -531,6 +538,7 @@ final class ClientExchange {
     }
 
     func releaseBuffers() {
+        if _slowPath(bufferingReserved != 0) { releaseBuffering() }
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         loop.requestStates.recycle(&current, buffers: loop.buffers)

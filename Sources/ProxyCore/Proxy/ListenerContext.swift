@@ -43,6 +43,11 @@ final class ListenerContext: @unchecked Sendable {
     /// a context alone), and what this configuration enforces with them (nil: nothing).
     let clients: ClientLimits?
     let clientLimits: ClientLimitPolicy?
+    /// The process's budget for responses read ahead (nil in tests that run a context alone;
+    /// kept when buffering is off, so that a reservation made before a reload goes back), and
+    /// whether this configuration reads responses ahead (`buffering:`).
+    let bufferingBudget: BufferingBudget?
+    let buffersResponses: Bool
     private var perLoop: [PerLoop]
 
     final class PerLoop {
@@ -60,11 +65,15 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
-         budget: ConnectionBudget = ConnectionBudget(limit: .max), clients: ClientLimits? = nil) {
+         budget: ConnectionBudget = ConnectionBudget(limit: .max), clients: ClientLimits? = nil,
+         buffering: BufferingBudget? = nil) {
         self.spec = spec
         self.budget = budget
         self.clients = clients
         clientLimits = clients.flatMap { ClientLimitPolicy(spec.config.clientLimits, budget: budget.limit, state: $0) }
+        bufferingBudget = buffering
+        buffersResponses = buffering != nil && spec.config.buffering.isEnabled
+        if buffersResponses { buffering?.setLimit(spec.config.buffering.maxMemory) }
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)

@@ -48,6 +48,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var headerRules = HeaderRules()
     /// Request rates and connections per client address (`rate_limits:`, `limits.*_client*`).
     public var clientLimits = ClientLimitSettings()
+    /// Responses read ahead of slow clients (`buffering:`); off by default.
+    public var buffering = BufferingSettings()
 
     public init() {}
 }

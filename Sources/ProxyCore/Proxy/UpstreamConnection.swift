@@ -185,14 +185,21 @@ final class UpstreamConnection: Channel {
         }
     }
 
+    /// Stops reading while the client has not taken what we hold. The upstream is not stalled
+    /// meanwhile — the client is — so its timer stops too (as nginx arms its read timeout only
+    /// while it waits for upstream bytes): a phone downloading for longer than
+    /// `timeouts.upstream` must not have its response cut as "upstream stalled". The timer
+    /// keeps running while request bytes wait to go up (the upstream must take them).
     func pauseReading() {
         paused = true
+        if output.isEmpty { deadline = 0 }
         want(read: false, write: !output.isEmpty)
     }
 
     func resumeReading() {
         guard paused, state == .active || state == .tunnel else { return }
         paused = false
+        if state != .tunnel { deadline = loop.now + timeouts.upstreamResponse }
         want(read: true, write: !output.isEmpty)
         // Bytes may already wait in our buffer from before the pause.
         if !input.isEmpty { client?.upstreamReadable() }

@@ -25,6 +25,8 @@ public final class ProxyServer: Sendable {
     private let internalBudget = ConnectionBudget(limit: ConnectionBudget.internalConnections)
     /// Per-client counts and buckets, across reloads (public listeners only).
     private let clients: ClientLimits
+    /// The memory responses read ahead may take, across reloads.
+    private let buffering: BufferingBudget
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
@@ -42,9 +44,11 @@ public final class ProxyServer: Sendable {
         clientBudget = ConnectionBudget(limit: maxConnections ?? Int.max)
         // Room for every client of a full budget to be a different address (up to a million).
         clients = ClientLimits(clients: min(maxConnections ?? 1 << 16, 1 << 20), metrics: metrics.clientLimits)
-        let contexts = listeners.map { [clientBudget, internalBudget, clients] in
+        buffering = BufferingBudget(metrics: metrics.registry)
+        let contexts = listeners.map { [clientBudget, internalBudget, clients, buffering] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
-                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients)
+                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
+                            buffering: buffering)
         }
         self.contexts = contexts
         live = LiveContexts(loops: loops.count, contexts: contexts)
@@ -181,9 +185,10 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
-        let fresh = specs.map { [clientBudget, internalBudget, clients] in
+        let fresh = specs.map { [clientBudget, internalBudget, clients, buffering] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
-                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients)
+                            budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
+                            buffering: buffering)
         }
         for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
         for loop in loops {

@@ -1,0 +1,46 @@
+import Synchronization
+
+/// The memory responses read ahead may hold, for the whole process (`buffering.max_memory`):
+/// a response reserves what it may read ahead before it starts, and gives it back when its
+/// client has taken everything (or left). Reservations are atomic: no loop waits for another.
+final class BufferingBudget: Sendable {
+    private let reserved = Atomic<Int>(0)
+    /// Replaced on reload (a reservation made under the old limit is released as usual).
+    private let limit = Atomic<Int>(0)
+    private let buffered: Counter
+    private let overBudget: Counter
+
+    init(metrics: MetricsRegistry) {
+        let family = metrics.counter("callback_proxy_buffered_responses_total",
+                                     "Responses read ahead of their client (buffering.responses), and those that streamed because buffering.max_memory was taken.",
+                                     labels: ["outcome"])
+        buffered = family.labels("buffered")
+        overBudget = family.labels("over_budget")
+        metrics.gauge("callback_proxy_buffering_bytes", "Bytes reserved by responses being read ahead of their clients.") { [weak self] in
+            Double(self?.current ?? 0)
+        }
+    }
+
+    func setLimit(_ bytes: Int) { limit.store(bytes, ordering: .relaxed) }
+
+    /// Reserves `bytes` if they fit under the limit.
+    func reserve(_ bytes: Int) -> Bool {
+        var current = reserved.load(ordering: .relaxed)
+        while true {
+            guard current + bytes <= limit.load(ordering: .relaxed) else {
+                overBudget.increment()
+                return false
+            }
+            let r = reserved.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
+            if r.exchanged {
+                buffered.increment()
+                return true
+            }
+            current = r.original
+        }
+    }
+
+    func release(_ bytes: Int) { reserved.wrappingSubtract(bytes, ordering: .relaxed) }
+
+    var current: Int { reserved.load(ordering: .relaxed) }
+}
