@@ -114,3 +114,39 @@ def test_a_504_page_shows_and_its_link_tries_again(browser, down_app_and_proxy):
     app.hanging = False
     browser.find_element(By.CLASS_NAME, "retry").click()
     wait_title(browser, "Welcome back", 5)
+
+
+def test_a_503_page_shows_while_every_server_is_out_and_comes_back_by_itself(browser, proxy_bin, tmp_path):
+    """Two servers, both down: their health checks take them out, so the engine answers its own
+    503; once one is up again, its next check brings it back and the page returns to the site."""
+    apps = [App(free_port()), App(free_port())]
+    port = free_port([a.port for a in apps])
+    internal = free_port([a.port for a in apps] + [port])
+    cfg = tmp_path / "upstreams.yaml"
+    cfg.write_text(f"""upstreams: [{{ url: "http://127.0.0.1:{apps[0].port}" }}, {{ url: "http://127.0.0.1:{apps[1].port}" }}]
+upstream_health: {{ fail_timeout: 60s, check_path: /up, check_interval: 1s, check_timeout: 1s }}
+""")
+    log = open(tmp_path / "proxy.log", "wb")
+    proc = subprocess.Popen([proxy_bin, "--listen", f"127.0.0.1:{port}", "--internal-listen", f"127.0.0.1:{internal}",
+                             "--config", str(cfg)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{internal}/readyz", timeout=1)
+            except urllib.error.HTTPError as e:
+                if b"no server available" in e.read():
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        browser.get(f"http://127.0.0.1:{port}/welcome")
+        assert browser.title == "503 Service Unavailable"
+        assert "Try again" in browser.find_element(By.CLASS_NAME, "retry").text
+        apps[1].start()
+        wait_title(browser, "Welcome back", 12)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for a in apps:
+            a.stop()

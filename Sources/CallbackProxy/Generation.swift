@@ -11,7 +11,11 @@ struct Generation {
     let oauth: OAuthWiring
     let tls: TLSWiring
     /// Set when the upstream is a host name; kept across reloads that leave it unchanged.
+    /// (With `upstreams:`, the first server's; `upstreamResolvers` has one per server.)
     let upstreamResolver: HostResolver?
+    let upstreamResolvers: [HostResolver?]
+    /// The servers and their health, shared by the public listeners.
+    let upstreams: UpstreamGroup?
     let listeners: [ListenerSpec]
 
     init(_ config: AppConfig, log: Logger, metrics: MetricsRegistry, readiness: Readiness,
@@ -22,11 +26,19 @@ struct Generation {
         let oauth = try OAuthWiring(config, storeTLS: tls.store, log: log, metrics: metrics, reusing: previous?.oauth)
         self.oauth = oauth
         self.tls = tls
-        let resolver = Self.resolver(config, log: log, previous: previous?.upstreamResolver)
+        let servers = config.proxy.servers
+        let resolvers = servers.map { Self.resolver($0.target, config, log: log, previous: previous?.upstreamResolvers ?? []) }
+        upstreamResolvers = resolvers
+        let resolver = resolvers.first ?? nil
         upstreamResolver = resolver
+        let group = servers.isEmpty ? nil : UpstreamGroup(servers: servers, resolvers: resolvers, tls: tls.upstreamPerServer,
+                                                          health: config.proxy.upstreamHealth, log: log, metrics: metrics)
+        upstreams = group
         var listeners = config.listen.map {
-            ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases,
-                         tls: tls.credentials, upstreamTLS: tls.upstream, upstreamResolver: resolver)
+            var spec = ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases,
+                                    tls: tls.credentials, upstreamTLS: tls.upstream, upstreamResolver: resolver)
+            spec.upstreamGroup = group
+            return spec
         }
         if let redirectAddress = config.redirectHTTP {
             var redirectConfig = config.proxy
@@ -53,26 +65,41 @@ struct Generation {
     /// A named upstream's resolver: the previous one when name, port and interval are the
     /// same (looked up again now: a reload is when an operator expects DNS to be re-read),
     /// else a new one, resolved before the listeners switch to it.
-    private static func resolver(_ config: AppConfig, log: Logger, previous: HostResolver?) -> HostResolver? {
-        guard case .name(let name, let port)? = config.upstream?.endpoint else { return nil }
-        if let previous, previous.name == name, previous.port == port, previous.interval == config.upstreamResolveInterval {
+    private static func resolver(_ target: UpstreamTarget, _ config: AppConfig, log: Logger, previous: [HostResolver?]) -> HostResolver? {
+        guard case .name(let name, let port) = target.endpoint else { return nil }
+        if let previous = previous.lazy.compactMap({ $0 }).first(where: {
+            $0.name == name && $0.port == port && $0.interval == config.upstreamResolveInterval
+        }) {
             previous.refresh()
             return previous
         }
         return HostResolver(name: name, port: port, interval: config.upstreamResolveInterval, log: log)
     }
 
+    /// What /readyz asks about the upstream: the group's health when there are several
+    /// servers or health checks; else (nil) a connection to the one server is tried.
+    var readinessGroup: UpstreamGroup? {
+        guard let upstreams, upstreams.count > 1 || config.proxy.upstreamHealth.checkPath != nil else { return nil }
+        return upstreams
+    }
+
     /// Called once this generation serves: its resolver starts refreshing, the one it
     /// replaced (if not the same) stops; the store gauges follow its store.
     func activate(replacing old: Generation?, log: Logger, storeGauges: StoreGauges) {
         storeGauges.watch(oauth.memoryStore, sentinel: oauth.sentinel, cluster: oauth.cluster?.cluster)
-        if let old = old?.upstreamResolver, old !== upstreamResolver { old.stop() }
-        do {
-            try upstreamResolver?.start()
-        } catch {
-            log.error("cannot start the upstream resolver thread; the name is looked up on reloads only",
-                      ["error": error.description])
+        for o in old?.upstreamResolvers ?? [] {
+            if let o, !upstreamResolvers.contains(where: { $0 === o }) { o.stop() }
         }
+        for r in upstreamResolvers {
+            do {
+                try r?.start()
+            } catch {
+                log.error("cannot start the upstream resolver thread; the name is looked up on reloads only",
+                          ["error": error.description, "name": r?.name ?? ""])
+            }
+        }
+        old?.upstreams?.stopChecks()
+        upstreams?.activate()
     }
 
     /// The settings a running process cannot change: sockets, threads, log destinations.

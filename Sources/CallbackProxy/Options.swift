@@ -121,7 +121,7 @@ struct Options {
                 guard let t = UpstreamTarget.parse(v) else {
                     throw OptionError("--upstream: '\(v)' is not http://HOST:PORT, https://HOST:PORT or unix:/path (HOST is an IP address)")
                 }
-                o.edits.append { $0.upstream = t }
+                o.edits.append { $0.upstream = t; $0.proxy.upstreamServers = [] }
             case "--loops":
                 let v = try value()
                 guard let n = Int(v), (1...256).contains(n) else { throw OptionError("--loops: '\(v)' is not a number from 1 to 256") }

@@ -17,6 +17,8 @@ final class Readiness: Sendable {
         var cluster: RedisStore?
         var upstream: UpstreamTarget?
         var resolver: HostResolver?
+        /// Several servers, or health checks: their health decides, and each is listed.
+        var group: UpstreamGroup?
     }
     private let timeout: UInt64
     /// Named in the body, never in the status (see ProviderHealth).
@@ -27,8 +29,9 @@ final class Readiness: Sendable {
         self.providers = providers
     }
 
-    func check(store: (any Store)?, cluster: RedisStore? = nil, upstream: UpstreamTarget?, resolver: HostResolver?) {
-        targets.withLock { $0 = Targets(store: store, cluster: cluster, upstream: upstream, resolver: resolver) }
+    func check(store: (any Store)?, cluster: RedisStore? = nil, upstream: UpstreamTarget?, resolver: HostResolver?,
+               group: UpstreamGroup? = nil) {
+        targets.withLock { $0 = Targets(store: store, cluster: cluster, upstream: upstream, resolver: resolver, group: group) }
     }
 
     /// Called once every listener is bound and the loops run.
@@ -53,6 +56,14 @@ final class Readiness: Sendable {
         }
         checkStore(t.store, cluster: t.cluster, on: loop) { storeProblem in
             if let storeProblem { problems["store"] = storeProblem }
+            if let group = t.group {
+                // Ready while one server may get requests; each listed with why it is out.
+                let states = group.states(now: loop.nowNanoseconds)
+                if !states.contains(where: { $0.problem == nil }) { problems["upstream"] = "no server available" }
+                let servers = Dictionary(uniqueKeysWithValues: states.map { ($0.server, $0.problem ?? "up") })
+                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:], servers: servers))
+                return
+            }
             self.checkUpstream(t.upstream, t.resolver, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
                 sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:]))
@@ -84,8 +95,10 @@ final class Readiness: Sendable {
 
     /// `unusableProviders`: providers whose last probe failed, with the setting to fix. They are
     /// reported but leave the status alone: plain proxying works without any of them.
-    static func answer(_ problems: [String: String], unusableProviders: [String: String] = [:]) -> Response {
+    static func answer(_ problems: [String: String], unusableProviders: [String: String] = [:],
+                       servers: [String: String]? = nil) -> Response {
         var fields: [String: JSONValue] = ["ready": .bool(problems.isEmpty)]
+        if let servers { fields["upstreams"] = .object(servers.mapValues { .string($0) }) }
         if !problems.isEmpty { fields["failed"] = .object(problems.mapValues { .string($0) }) }
         if !unusableProviders.isEmpty { fields["providers_unusable"] = .object(unusableProviders.mapValues { .string($0) }) }
         return Response(status: problems.isEmpty ? 200 : 503, headers: [

@@ -84,14 +84,14 @@ final class Reloader {
         }
         log.setLevel(fresh.logLevel)
         readiness.check(store: next.oauth.store, cluster: next.oauth.cluster, upstream: fresh.upstream,
-                        resolver: next.upstreamResolver)
+                        resolver: next.upstreamResolver, group: next.readinessGroup)
         next.activate(replacing: current, log: log, storeGauges: storeGauges)
         providerHealth.watch(fresh.oauth)
         ocsp.watch(next.tls.credentials)
         current = next
         reloads.labels("success").increment()
         log.info("configuration reloaded", [
-            "upstream": (fresh.upstream!.tls ? "https://" : "") + fresh.upstream!.description,
+            "upstream": next.upstreams?.summary ?? "",
             "providers": fresh.oauth.providers.keys.sorted().joined(separator: ","),
             "tls": next.tls.credentials.map { "subject \($0.summary.subject), expires \($0.summary.notAfter)" } ?? "off",
         ])

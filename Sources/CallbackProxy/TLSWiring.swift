@@ -8,6 +8,8 @@ import ProxyCore
 struct TLSWiring {
     let credentials: TLSCredentials?
     let upstream: UpstreamTLSClient?
+    /// Per upstream server (same order as `config.proxy.servers`), nil for plain ones.
+    let upstreamPerServer: [UpstreamTLSClient?]
     /// For a `rediss://` store (`store_tls_*`).
     let store: UpstreamTLSClient?
 
@@ -20,12 +22,17 @@ struct TLSWiring {
                 problems.append(ConfigProblem(path: path, line: nil, message: error.description))
             }
         }
-        var upstream: UpstreamTLSClient? = nil
-        if let target = config.upstream, target.tls {
-            do { upstream = try UpstreamTLSClient(config.upstreamTLS, host: target.host) } catch {
+        // One client per https:// server: each verifies its own server's name (the same trust
+        // and client certificate, `upstream_tls`).
+        var perServer: [UpstreamTLSClient?] = []
+        for server in config.proxy.servers {
+            guard server.target.tls else { perServer.append(nil); continue }
+            do { perServer.append(try UpstreamTLSClient(config.upstreamTLS, host: server.target.host)) } catch {
                 problems.append(ConfigProblem(path: "upstream_tls", line: nil, message: error.description))
+                break
             }
         }
+        let upstream = perServer.lazy.compactMap { $0 }.first
         var store: UpstreamTLSClient? = nil
         if let redis = config.store.redis {
             do { store = try RedisStore.tlsClient(for: redis) } catch {
@@ -40,6 +47,7 @@ struct TLSWiring {
         if !problems.isEmpty { throw ConfigProblems(problems) }
         self.credentials = credentials
         self.upstream = upstream
+        upstreamPerServer = perServer
         self.store = store
     }
 

@@ -75,7 +75,8 @@ do {
     for p in error.items { _ = "callback-proxy: \(p)\n".withCString { write(2, $0, strlen($0)) } }
     exit(2)
 }
-readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream: config.upstream, resolver: first.upstreamResolver)
+readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream: config.upstream, resolver: first.upstreamResolver,
+                group: first.readinessGroup)
 
 let descriptors = ConnectionBudget.raiseDescriptorLimit()
 let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops, configured: config.maxConnections)
@@ -102,7 +103,7 @@ let readyMillis = Double((EventLoop.monotonicNow() - started) / 1000) / 1000
 log.info("ready", [
     "listen": config.listen.map(\.description).joined(separator: ","),
     "internal": config.internalListen?.description ?? "off",
-    "upstream": (config.upstream!.tls ? "https://" : "") + config.upstream!.description,
+    "upstream": first.upstreams?.summary ?? "",
     "tls": first.tls.credentials.map { "on (subject \($0.summary.subject), expires \($0.summary.notAfter))" } ?? "off",
     "redirect_http": config.redirectHTTP?.description ?? "off",
     "loops": "\(loops)",

@@ -8,7 +8,8 @@ import Testing
     static let everything = """
     listen: 127.0.0.1:9000
     internal_listen: 127.0.0.1:9001
-    upstream: https://10.0.0.5:443
+    upstreams: [{ url: https://10.0.0.5:443, weight: 2 }, { url: https://10.0.0.6:443, backup: true }]
+    upstream_health: { max_fails: 3, fail_timeout: 20s, fail_statuses: [503], check_path: /up, check_interval: 2s, check_timeout: 1s, check_status: 200-299 }
     loops: 2
     store: rediss://10.0.0.7:6379/0
     store_password_env: REDIS_PW

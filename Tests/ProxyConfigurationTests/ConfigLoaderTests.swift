@@ -497,6 +497,40 @@ import Testing
         #expect(problems("buffering: { max_memory: 10k }").first?.hasPrefix("buffering.max_memory: '10k' is not a size from 1m") == true)
     }
 
+    @Test func severalUpstreamServersAndTheirHealthLoad() throws {
+        let c = try loader().load(text: """
+        upstreams: [{ url: http://10.0.0.5:3000, weight: 3 }, { url: "http://app-2:3000" }, { url: "unix:/run/app.sock", backup: true }]
+        upstream_health: { max_fails: 2, fail_timeout: 30s, fail_statuses: [500, 503], check_path: /up, check_interval: 10s, check_timeout: 500ms, check_status: 200 }
+        """).get()
+        let s = c.proxy.upstreamServers
+        #expect(s.map(\.weight) == [3, 1, 1] && s.map(\.backup) == [false, false, true])
+        #expect(c.upstream == s[0].target && c.proxy.servers == s)
+        let h = c.proxy.upstreamHealth
+        #expect(h.maxFails == 2 && h.failTimeout == 30_000_000_000 && h.failStatuses == [500, 503])
+        #expect(h.checkPath == "/up" && h.checkInterval == 10_000_000_000 && h.checkTimeout == 500_000_000 && h.checkStatuses == 200...200)
+        // One `upstream`: one server, weight 1, default health (no checks).
+        let one = try loader().load(text: "upstream: http://127.0.0.1:3000").get()
+        #expect(one.proxy.upstreamServers.isEmpty && one.upstream != nil)
+        #expect(one.proxy.upstreamHealth == UpstreamHealthSettings())
+    }
+
+    @Test(arguments: [
+        ("upstream: http://a:1\nupstreams: [{ url: http://b:1 }]", "upstreams: give either upstream (one server) or upstreams (several), not both"),
+        ("upstreams: []", "upstreams: must be a list of { url, weight, backup } with at least one server"),
+        ("upstreams: [{ weight: 2 }]", "upstreams[0].url: is required"),
+        ("upstreams: [{ url: ftp://x }]", "upstreams[0].url: 'ftp://x' is not"),
+        ("upstreams: [{ url: http://a:1, weight: 101 }]", "upstreams[0].weight:"),
+        ("upstreams: [{ url: http://a:1, backup: true }]", "upstreams: every server is a backup"),
+        ("upstream_health: { check_status: 200-100 }", "upstream_health.check_status: '200-100' is not a status or a range"),
+        ("upstream_health: { fail_statuses: [200] }", "upstream_health.fail_statuses: '200' is not a status from 400 to 599"),
+        ("upstream_health: { check_path: up }", "upstream_health.check_path: 'up' must start with /"),
+        ("upstream_health: { check_interval: 10ms }", "upstream_health.check_interval: '10ms' is not a duration from 1s to 1h"),
+    ])
+    func upstreamMistakesAreNamed(line: String, problem: String) {
+        let found = problems(line)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+    }
+
     @Test func aHeaderRuleCannotChangeTheIdentityHeadersSessionModeSets() {
         let found = problems("""
         headers: { request: { set: { X-WEBAUTH-USER: admin, X-Env: prod } } }

@@ -49,6 +49,19 @@ public final class MetricsRegistry: Sendable {
         }
     }
 
+    /// Gauges with one label whose series are read at scrape time, for a set that a reload may
+    /// change (the upstream servers): registering the name again replaces the reader.
+    public func gauges(_ name: String, _ help: String, label: String,
+                       values: @escaping @Sendable () -> [(String, Double)]) {
+        let family = AnyFamily(name: name, family: nil) { out in
+            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            for (v, x) in values() { out += name + Self.labelText([(label, v)]) + " " + Self.number(x) + "\n" }
+        }
+        families.withLock { list in
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i] = family } else { list.append(family) }
+        }
+    }
+
     private func scraped(_ name: String, _ help: String, type: String, labels: @escaping @Sendable () -> [String: String],
                          value: @escaping @Sendable () -> Double) {
         families.withLock { list in

@@ -14,13 +14,24 @@ extension ClientExchange {
 
     /// `after`: the address whose connection just failed, to try the next one of a name's.
     private func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
-        let pool = listener.pool(loop)
+        let balancer = listener.balancer(loop)
+        if current!.server < 0 {
+            guard let server = balancer.pick(now: loop.now, excluding: current!.triedServers) else {
+                respondError(.noUpstreamAvailable)
+                return
+            }
+            current!.server = server
+            current!.triedServers |= 1 << UInt64(server)
+        }
+        let pool = balancer.pools[current!.server]
         let up: UpstreamConnection
         if !fresh, let pooled = pool.take() {
             up = pooled
         } else {
             guard let address = pool.address(after: failed, now: loop.now) else {
-                respondError(.upstreamUnreachable(pool.resolver?.problem?.description ?? "no address"))
+                let reason = pool.resolver?.problem?.description ?? "no address"
+                if tryAnotherServer(.connect, reason) { return }
+                respondError(.upstreamUnreachable(reason))
                 return
             }
             connectAttempts += 1
@@ -32,6 +43,7 @@ extension ClientExchange {
                     connectUpstream(fresh: true, after: address)
                     return
                 }
+                if tryAnotherServer(.connect, error.description) { return }
                 respondError(.upstreamUnreachable("\(error)"))
                 return
             }
@@ -229,6 +241,9 @@ extension ClientExchange {
                     enterTunnel(up)
                     return
                 }
+                if _slowPath(listener.upstreams!.countsStatus(status)) {
+                    _ = upstreamServerFailed(.status, "answered \(status)", retry: false)
+                }
                 if status < 200 {
                     // Interim responses go to HTTP/1.1 clients (RFC 9110 §15.2); HTTP/1.0 ones
                     // cannot take them.
@@ -413,7 +428,7 @@ extension ClientExchange {
             // A context replaced by a reload pools nothing more: its pool is closed, and the new
             // configuration may name another upstream.
             if response.upstreamKeepAlive && exchange.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
-                listener.pool(loop).put(up)
+                up.pool.put(up)
             } else {
                 up.abort()
             }
@@ -442,6 +457,12 @@ extension ClientExchange {
                 listener.log.debug("retrying on a fresh upstream connection", [:])
                 connectUpstream(fresh: true)
                 return
+            }
+            if !up.connectFailed {
+                // Counted against the server; an idempotent request without a body that the
+                // server did not answer at all may go to another.
+                let mayMove = !up.receivedAny && head.method.isIdempotent && requestBodyBytes == 0
+                if upstreamServerFailed(.closed, reason, retry: mayMove) { return }
             }
             // A connection that never opened is an unreachable upstream, not one that failed.
             upstreamFailure(up.connectFailed ? .upstreamUnreachable(reason)
@@ -478,8 +499,37 @@ extension ClientExchange {
             logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
             abort(.upstreamStalled)
         } else {
+            _ = upstreamServerFailed(.timeout, "no response in time", retry: false)
             upstreamFailure(.upstreamResponseTimeout)
         }
+    }
+
+    /// The current server could not be reached (nothing was sent to it): it is counted against
+    /// its health, and the request goes to another server if one is left. False when none is.
+    private func tryAnotherServer(_ kind: UpstreamGroup.Failure, _ reason: String) -> Bool {
+        upstreamServerFailed(kind, reason, retry: true)
+    }
+
+    /// Counts a failure against the current server; with `retry`, sends the request to another
+    /// server if one is left (true then).
+    private func upstreamServerFailed(_ kind: UpstreamGroup.Failure, _ reason: String, retry: Bool) -> Bool {
+        let server = current!.server
+        guard server >= 0, let group = listener.upstreams else { return false }
+        group.failed(server, kind, reason, now: loop.now)
+        guard retry, group.count > 1,
+              let next = listener.balancer(loop).pick(now: loop.now, excluding: current!.triedServers) else { return false }
+        if let up = upstream {
+            upstream = nil
+            up.abort()
+        }
+        current!.server = next
+        current!.triedServers |= 1 << UInt64(next)
+        connectAttempts = 0
+        logProblem(.info, "upstream request moved to another server", key: "moved \(kind.rawValue)", [
+            ("from", group.servers[server].label), ("to", group.servers[next].label), ("reason", reason),
+        ])
+        connectUpstream(fresh: true)
+        return true
     }
 
     /// A connection that never opened (refused, timed out): nothing was sent, so a name's next
@@ -487,7 +537,11 @@ extension ClientExchange {
     /// False when none is left to try (a fixed address has none).
     private func tryNextAddress(after up: UpstreamConnection, _ reason: String) -> Bool {
         addressFailed(up.address, reason)
-        guard Int(connectAttempts) < listener.pool(loop).maxAttempts && requestBodyBytes == 0 else { return false }
+        guard requestBodyBytes == 0 else { return false }
+        guard Int(connectAttempts) < up.pool.maxAttempts else {
+            // The server's addresses are all tried: another server, if there is one.
+            return tryAnotherServer(.connect, reason)
+        }
         upstream = nil
         up.abort()
         connectUpstream(fresh: true, after: up.address)
@@ -497,7 +551,7 @@ extension ClientExchange {
     /// A connection to one of a name's addresses failed: it is passed over for a while
     /// (`HostResolver.failTimeout`), and that is logged once per period, not per request.
     private func addressFailed(_ address: SocketAddress, _ reason: String) {
-        guard let resolver = listener.pool(loop).resolver else { return }
+        guard let resolver = listener.balancer(loop).pools[max(0, current!.server)].resolver else { return }
         if resolver.markFailed(address, now: loop.now) {
             listener.log.warn("upstream address failed; passed over for 10 s", [
                 "name": resolver.name, "address": "\(address)", "reason": reason,

@@ -339,6 +339,8 @@ final class ClientExchange {
         requestID = RequestID()
         retried = false
         connectAttempts = 0
+        current!.server = -1
+        current!.triedServers = 0
         // The previous response's field list is reused, not reallocated.
         let fields = response.head.headers
         response.head.headers = []

@@ -24,7 +24,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case clientClosed, clientSocketError, clientReadFailed, clientWriteFailed, clientBodyTimeout,
              clientSendTimeout, streamReset
         // The upstream (502/504 before the response began, a cut connection after).
-        case upstreamUnreachable, upstreamConnectTimeout, upstreamResponseTimeout, upstreamFailed,
+        case upstreamUnreachable, upstreamUnavailable, upstreamConnectTimeout, upstreamResponseTimeout, upstreamFailed,
              upstreamClosedEarly, upstreamInvalidResponse, upstreamUnexpectedSwitch, upstreamInvalidBody,
              upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled
         // The proxy: an answer it cannot send any more (part of a response is already out).
@@ -51,7 +51,7 @@ public struct EngineError: Error, Sendable, Equatable {
              .bodyStalled, .rateLimited, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
              .clientBodyTimeout, .clientSendTimeout, .streamReset:
             return .client
-        case .upstreamUnreachable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
+        case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
              .upstreamClosedEarly, .upstreamInvalidResponse, .upstreamUnexpectedSwitch, .upstreamInvalidBody,
              .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled:
             return .upstream
@@ -65,7 +65,7 @@ public struct EngineError: Error, Sendable, Equatable {
     /// slow. Never for a refused request or for a response cut halfway (the app has seen it).
     public var retryable: Bool {
         switch code {
-        case .upstreamUnreachable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
+        case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
              .upstreamClosedEarly, .headTimeout, .bodyStalled:
             return true
         default:
@@ -92,6 +92,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .clientSendTimeout: return "client_send_timeout"
         case .streamReset: return "stream_reset"
         case .upstreamUnreachable: return "upstream_unreachable"
+        case .upstreamUnavailable: return "upstream_unavailable"
         case .upstreamConnectTimeout: return "upstream_connect_timeout"
         case .upstreamResponseTimeout: return "upstream_response_timeout"
         case .upstreamFailed: return "upstream_failed"
@@ -149,6 +150,10 @@ extension EngineError {
     static var streamReset: EngineError { EngineError(.streamReset, "stream reset by the client") }
 
     // The upstream.
+    /// Every upstream server is out (`upstream_health`): the engine's own 503.
+    static var noUpstreamAvailable: EngineError {
+        EngineError(.upstreamUnavailable, status: 503, "no upstream server available: every one is out (upstream_health; /readyz lists why)")
+    }
     static func upstreamUnreachable(_ detail: String) -> EngineError {
         EngineError(.upstreamUnreachable, status: 502, "upstream unreachable (\(detail))")
     }

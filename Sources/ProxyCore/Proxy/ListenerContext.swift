@@ -48,10 +48,12 @@ final class ListenerContext: @unchecked Sendable {
     /// whether this configuration reads responses ahead (`buffering:`).
     let bufferingBudget: BufferingBudget?
     let buffersResponses: Bool
+    /// The servers requests go to and their health (nil: a listener that answers locally).
+    let upstreams: UpstreamGroup?
     private var perLoop: [PerLoop]
 
     final class PerLoop {
-        var pool: UpstreamPool?
+        var balancer: UpstreamBalancer?
         /// No new requests: connections close after the one in flight (shutdown or reload).
         var draining = false
         /// Replaced by a reload: its acceptors serve `successor` now, and its connections move
@@ -94,20 +96,27 @@ final class ListenerContext: @unchecked Sendable {
         }
         self.accessLog = spec.accessLogged ? accessLog : nil
         perLoop = (0..<loops).map { _ in PerLoop() }
-        if let target = spec.config.upstream {
-            precondition(!target.tls || spec.upstreamTLS != nil, "an https:// upstream needs ListenerSpec.upstreamTLS")
-            precondition(target.address != nil || spec.upstreamResolver != nil, "a named upstream needs ListenerSpec.upstreamResolver")
-            let client = target.tls ? spec.upstreamTLS : nil
-            for p in perLoop {
-                p.pool = UpstreamPool(target: target, resolver: spec.upstreamResolver,
-                                      capacity: spec.config.upstreamPoolCapacity(loops: loops), tls: client)
+        if spec.config.upstream != nil {
+            let servers = spec.config.servers
+            let group = spec.upstreamGroup ?? UpstreamGroup(
+                servers: servers, resolvers: servers.count == 1 ? [spec.upstreamResolver] : servers.map { _ in nil },
+                health: spec.config.upstreamHealth, log: log, metrics: metrics.registry)
+            for (s, resolver) in zip(group.servers, group.resolvers) {
+                precondition(!s.server.target.tls || spec.upstreamTLS != nil, "an https:// upstream needs ListenerSpec.upstreamTLS")
+                precondition(s.server.target.address != nil || resolver != nil, "a named upstream needs its HostResolver")
             }
+            upstreams = group
+            for p in perLoop {
+                p.balancer = UpstreamBalancer(group: group, capacity: spec.config.upstreamPoolCapacity(loops: loops), tls: spec.upstreamTLS)
+            }
+        } else {
+            upstreams = nil
         }
     }
 
     @inline(__always) func state(_ loop: EventLoop) -> PerLoop { perLoop[loop.index] }
 
-    @inline(__always) func pool(_ loop: EventLoop) -> UpstreamPool { perLoop[loop.index].pool! }
+    @inline(__always) func balancer(_ loop: EventLoop) -> UpstreamBalancer { perLoop[loop.index].balancer! }
 
     func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
 
@@ -199,6 +208,10 @@ public struct ListenerSpec: Sendable {
     public var upstreamTLS: UpstreamTLSClient?
     /// Required when `config.upstream` is a host name: where its addresses come from.
     public var upstreamResolver: HostResolver?
+    /// The servers and their health, shared by the listeners of one configuration (the binary
+    /// builds it, with a resolver per named server); nil: built here from `config` (one
+    /// server: `upstreamResolver` is its resolver).
+    public var upstreamGroup: UpstreamGroup?
     /// Keeps accepting during a graceful shutdown until every other listener has drained: the
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
     /// sign-in, and whose /readyz tells the load balancer to stop sending work.

@@ -6,7 +6,18 @@ import Glibc
 /// Durations are nanoseconds; sizes are bytes.
 public struct ProxyConfig: Sendable, Equatable {
     /// Where requests that pass the phases go. `nil` for listeners that only answer locally.
+    /// With `upstreams:`, the first of them (its `Host` for HTTP/1.0 clients, its TLS name).
     public var upstream: UpstreamTarget? = nil
+    /// `upstreams:` — several servers (empty: the one `upstream`).
+    public var upstreamServers: [UpstreamServer] = []
+    /// How servers are taken out and come back (`upstream_health:`).
+    public var upstreamHealth = UpstreamHealthSettings()
+
+    /// Every server requests may go to: `upstreams`, or the one `upstream`.
+    public var servers: [UpstreamServer] {
+        if !upstreamServers.isEmpty { return upstreamServers }
+        return upstream.map { [UpstreamServer(target: $0)] } ?? []
+    }
     public var limits = HTTPLimits()
     /// Largest request body accepted (413 beyond). 0 = no limit.
     public var maxBodySize: UInt64 = 100 * 1024 * 1024

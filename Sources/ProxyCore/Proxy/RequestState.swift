@@ -33,6 +33,10 @@ final class RequestState {
     var retried = false
     /// New upstream connections tried for this request (a name's addresses, one each).
     var connectAttempts: UInt8 = 0
+    /// The upstream server this request's current attempt goes to (`UpstreamBalancer`), and
+    /// the ones it tried (a bit each): a request that could not reach one moves to another.
+    var server = -1
+    var triedServers: UInt64 = 0
 
     deinit {
         headStore.free()

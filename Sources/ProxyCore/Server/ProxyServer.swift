@@ -101,7 +101,7 @@ public final class ProxyServer: Sendable {
                 }
                 if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
             }, teardown: { [self] loop in
-                for context in live.contexts(loop) { context.state(loop).pool?.closeAll() }
+                for context in live.contexts(loop) { context.state(loop).balancer?.closeAll() }
                 accessLog?.flush(loopIndex: loop.index)
                 self.running.subtract(1, ordering: .sequentiallyConsistent)
             })
@@ -148,7 +148,7 @@ public final class ProxyServer: Sendable {
                 loop.close(a)
             }
             s.acceptors.removeAll()
-            s.pool?.closeAll()
+            s.balancer?.closeAll()
         }
         // Connections of listeners not in `group` ignore this (they check their listener).
         loop.forEachChannel { $0.onDrain() }
@@ -202,7 +202,7 @@ extension ProxyServer {
                     s.acceptors.removeAll()
                     s.retired = true
                     s.successor = new
-                    s.pool?.closeAll()
+                    s.balancer?.closeAll()
                 }
                 live.replace(current, with: fresh, on: loop)
                 loop.forEachChannel { $0.onReload() }
@@ -242,7 +242,7 @@ final class LiveContexts: @unchecked Sendable {
         retired[loop.index].removeAll { context in
             let s = context.state(loop)
             guard s.connections == 0 else { return false }
-            s.pool?.closeAll()
+            s.balancer?.closeAll()
             return true
         }
     }

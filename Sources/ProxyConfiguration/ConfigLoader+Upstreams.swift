@@ -1,0 +1,77 @@
+import ProxyCore
+
+/// `upstreams:` (several servers) and `upstream_health:`.
+extension ConfigLoader {
+    /// `upstreams: [{ url, weight, backup }]`; the first server is also `upstream` (the `Host`
+    /// an HTTP/1.0 request without one gets, the name in the `ready` line).
+    func readUpstreams(_ node: ConfigNode, _ m: MappingReader, into c: inout AppConfig) {
+        guard case .sequence(let items, _) = node, !items.isEmpty else {
+            m.problems.add("upstreams", node.line, "must be a list of { url, weight, backup } with at least one server")
+            return
+        }
+        if m.has("upstream") {
+            m.problems.add("upstreams", node.line, "give either upstream (one server) or upstreams (several), not both")
+        }
+        if items.count > 64 { m.problems.add("upstreams", node.line, "at most 64 servers") }
+        var servers: [UpstreamServer] = []
+        for (i, item) in items.enumerated() {
+            let path = "upstreams[\(i)]"
+            let entry = MappingReader(item, path: path, pattern: "upstreams[]", problems: m.problems)
+            let target = entry.parsed("url", "http://HOST:PORT, https://HOST:PORT or unix:/path", UpstreamTarget.parse)
+            if entry.node("url") == nil { entry.problems.add("\(path).url", item.line, "is required (like http://10.0.0.5:3000)") }
+            var server = UpstreamServer(target: target ?? UpstreamTarget(address: .ipv4(host: "127.0.0.1", port: 1)))
+            if let w = entry.int("weight", in: 1...100) { server.weight = w }
+            if let b = entry.bool("backup") { server.backup = b }
+            entry.finish()
+            if target != nil { servers.append(server) }
+        }
+        if !servers.isEmpty && servers.allSatisfy(\.backup) {
+            m.problems.add("upstreams", node.line, "every server is a backup: at least one must not be")
+        }
+        if servers.count == items.count && items.count <= 64 {
+            c.proxy.upstreamServers = servers
+            c.upstream = servers.first?.target
+        }
+    }
+
+    /// `upstream_health: { max_fails, fail_timeout, fail_statuses, check_path, check_interval,
+    /// check_timeout, check_status }`.
+    func readUpstreamHealth(_ m: MappingReader, into h: inout UpstreamHealthSettings) {
+        if let n = m.int("max_fails", in: 1...1_000) { h.maxFails = n }
+        let d = "a duration like 10s or 1m"
+        if let v = m.parsed("fail_timeout", d, Units.duration) { h.failTimeout = v }
+        if let list = m.strings("fail_statuses") {
+            h.failStatuses = []
+            for text in list {
+                guard let n = Int(text), (400...599).contains(n) else {
+                    m.problems.add(m.child("fail_statuses"), m.node("fail_statuses")?.line, "'\(text)' is not a status from 400 to 599")
+                    continue
+                }
+                h.failStatuses.append(n)
+            }
+        }
+        if let p = m.string("check_path") {
+            if case .failure(let r) = PathPrefix.parse(p) {
+                m.problems.add(m.child("check_path"), m.node("check_path")?.line, "'\(p)' \(r.text)")
+            } else {
+                h.checkPath = p
+            }
+        }
+        if let v = m.parsed("check_interval", "a duration from 1s to 1h", { Units.duration($0).flatMap { (1_000_000_000...3_600_000_000_000).contains($0) ? $0 : nil } }) {
+            h.checkInterval = v
+        }
+        if let v = m.parsed("check_timeout", "a duration from 100ms to 1m", { Units.duration($0).flatMap { (100_000_000...60_000_000_000).contains($0) ? $0 : nil } }) {
+            h.checkTimeout = v
+        }
+        if let r = m.parsed("check_status", "a status or a range like 200-399", Self.statusRange) { h.checkStatuses = r }
+        m.finish()
+    }
+
+    /// `200` or `200-399`.
+    static func statusRange(_ text: String) -> ClosedRange<Int>? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let low = Int(parts[0]), let high = Int(parts.last!),
+              (100...599).contains(low), (low...599).contains(high) else { return nil }
+        return low...high
+    }
+}

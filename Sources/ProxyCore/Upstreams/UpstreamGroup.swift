@@ -1,0 +1,119 @@
+import Synchronization
+
+/// The upstream servers of one configuration, their health, and their metrics: shared by the
+/// public listeners and every loop (each loop picks among them with its own `UpstreamBalancer`).
+public final class UpstreamGroup: Sendable {
+    let servers: [UpstreamServerState]
+    /// Per server (same order): the host name's resolver, for servers given by name.
+    let resolvers: [HostResolver?]
+    /// Per server: the TLS client of an `https://` one (each verifies its own name); empty:
+    /// the listener's `upstreamTLS` for all.
+    let tls: [UpstreamTLSClient?]
+    let health: UpstreamHealthSettings
+    /// Passive health applies (two servers or more: with one, taking it out helps nobody).
+    let passive: Bool
+    let log: Logger
+    private let failures: MetricFamily<Counter>
+    let checker = Mutex<HealthChecker?>(nil)
+
+    /// `resolvers`: one per server, nil for a server given by address.
+    public init(servers: [UpstreamServer], resolvers: [HostResolver?], tls: [UpstreamTLSClient?] = [],
+                health: UpstreamHealthSettings, log: Logger, metrics: MetricsRegistry) {
+        precondition(!servers.isEmpty && resolvers.count == servers.count && (tls.isEmpty || tls.count == servers.count))
+        self.servers = servers.map(UpstreamServerState.init)
+        self.resolvers = resolvers
+        self.tls = tls
+        self.health = health
+        passive = servers.count > 1
+        self.log = log
+        failures = metrics.counter("callback_proxy_upstream_server_failures_total",
+                                   "Failures counted against each upstream server by its health (connect, closed, timeout, status, check).",
+                                   labels: ["server", "kind"])
+        self.metrics = metrics
+    }
+
+    private let metrics: MetricsRegistry
+
+    public var count: Int { servers.count }
+
+    /// The servers as `10.0.0.5:3000` (`https://` ones so marked; backups and weights too),
+    /// for the `ready` line.
+    public var summary: String {
+        servers.map { ($0.server.target.tls ? "https://" : "") + $0.server.target.description + ($0.server.backup ? " (backup)" : $0.server.weight != 1 ? " (weight \($0.server.weight))" : "") }
+            .joined(separator: ", ")
+    }
+
+    /// What makes a server's answer a failure for passive health.
+    enum Failure: String {
+        case connect, closed, timeout, status, check
+    }
+
+    /// Counts a failure of server `i` at `now`; past `maxFails` within `failTimeout` it goes out
+    /// for `failTimeout` (and, with health checks, until one passes). Logged when it goes out.
+    /// `counts: false` only counts the metric (a failed health check takes the server out by
+    /// itself).
+    func failed(_ i: Int, _ kind: Failure, _ detail: String, now: UInt64, counts: Bool = true) {
+        let s = servers[i]
+        failures.labels(s.label, kind.rawValue).increment()
+        guard passive && counts else { return }
+        let start = s.windowStart.load(ordering: .relaxed)
+        if now &- start > health.failTimeout {
+            s.windowStart.store(now, ordering: .relaxed)
+            s.fails.store(0, ordering: .relaxed)
+        }
+        let n = s.fails.wrappingAdd(1, ordering: .relaxed).newValue
+        guard n >= health.maxFails else { return }
+        s.fails.store(0, ordering: .relaxed)
+        let until = now + health.failTimeout
+        let before = s.outUntil.exchange(until, ordering: .relaxed)
+        if health.checkPath != nil { s.checkPassed.store(false, ordering: .relaxed) }
+        guard before <= now else { return }  // already out: said so then
+        let why = "\(kind.rawValue): \(detail)"
+        s.problem.withLock { $0 = why }
+        log.warn("upstream server taken out", [
+            "server": s.label, "failures": "\(n)", "reason": why,
+            "back": health.checkPath != nil ? "when a health check passes" : "in \(health.failTimeout / 1_000_000_000) s",
+            "setting": "upstream_health (max_fails, fail_timeout, fail_statuses)",
+        ])
+    }
+
+    /// Whether an upstream answer with `status` counts against its server.
+    @inline(__always) func countsStatus(_ status: Int) -> Bool {
+        passive && health.failStatuses.contains(status)
+    }
+
+    /// Each server and whether it may get requests now (for /readyz).
+    public func states(now: UInt64) -> [(server: String, problem: String?)] {
+        servers.map { s in
+            (s.label, s.available(now) ? nil : s.problem.withLock { $0 } ?? "out")
+        }
+    }
+
+    /// Whether any server may get requests now.
+    public func anyAvailable(now: UInt64) -> Bool { servers.contains { $0.available(now) } }
+
+    /// This group serves now (a reload built it and it replaced the last): its servers are the
+    /// ones `callback_proxy_upstream_server_available` reports, and their health checks
+    /// (`upstream_health.check_path`) start, on a thread of their own.
+    public func activate(tls: UpstreamTLSClient? = nil) {
+        let states = servers
+        metrics.gauges("callback_proxy_upstream_server_available",
+                       "1 while the upstream server may get requests (its health checks pass and passive health has not taken it out).",
+                       label: "server") {
+            let now = EventLoop.monotonicNow()
+            return states.map { ($0.label, $0.available(now) ? 1 : 0) }
+        }
+        guard health.checkPath != nil else { return }
+        checker.withLock { c in
+            guard c == nil else { return }
+            let checker = HealthChecker(group: self, tls: tls)
+            checker.start()
+            c = checker
+        }
+    }
+
+    /// Stops them (a reload replaced this group).
+    public func stopChecks() {
+        checker.withLock { $0?.stop(); $0 = nil }
+    }
+}
