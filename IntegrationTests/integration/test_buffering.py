@@ -51,6 +51,17 @@ class OneWorker:
                 if not data:
                     continue
                 path = data.split(b" ")[1].decode()
+                head, _, rest = data.partition(b"\r\n\r\n")
+                if path.startswith("/upload"):
+                    # Reads the body (Content-Length or chunked) and answers with its digest.
+                    try:
+                        body = read_body(conn, head, rest)
+                    except OSError:
+                        continue
+                    digest = hashlib.sha256(body).hexdigest().encode()
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(digest) + digest)
+                    self.done[path] = time.monotonic()
+                    continue
                 extra = b""
                 if "noaccel" in path:
                     extra = b"X-Accel-Buffering: no\r\n"
@@ -68,6 +79,32 @@ class OneWorker:
 
     def stop(self):
         self.sock.close()
+
+
+def read_body(conn, head, rest):
+    lower = head.lower()
+    if b"content-length:" in lower:
+        n = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(rest) < n:
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise OSError("short body")
+            rest += chunk
+        return rest[:n]
+    # chunked: read to the last chunk, then decode
+    while not rest.endswith(b"0\r\n\r\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise OSError("short body")
+        rest += chunk
+    body, pos = b"", 0
+    while True:
+        end = rest.index(b"\r\n", pos)
+        size = int(rest[pos:end], 16)
+        if size == 0:
+            return body
+        body += rest[end + 2:end + 2 + size]
+        pos = end + 2 + size + 2
 
 
 @pytest.fixture
@@ -172,3 +209,95 @@ def test_a_slow_client_is_not_taken_for_a_stalled_upstream(proxy_factory, worker
     time.sleep(2.5)
     assert read_all(slow, SIZE) == worker.body
     assert "upstream_stalled" not in p.stdout_text()
+
+
+UPLOAD = bytes(range(256)) * 4096   # 1 MiB
+
+
+def slow_upload(p, path, pieces=8, pause=0.25, chunked=False, expect=False, results=None):
+    """A phone uploading 1 MiB over two seconds; puts (status, body) into `results`."""
+    c = socket.create_connection(("127.0.0.1", p.port))
+    framing = b"Transfer-Encoding: chunked\r\n" if chunked else b"Content-Length: %d\r\n" % len(UPLOAD)
+    c.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: site\r\n" + framing
+              + (b"Expect: 100-continue\r\n" if expect else b"") + b"\r\n")
+    if expect:
+        c.settimeout(1)
+        interim = c.recv(100)
+        results.append(("interim", interim))
+    size = len(UPLOAD) // pieces
+    for i in range(pieces):
+        piece = UPLOAD[i * size:(i + 1) * size]
+        c.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n" if chunked else piece)
+        time.sleep(pause)
+    if chunked:
+        c.sendall(b"0\r\n\r\n")
+    c.settimeout(10)
+    data = b""
+    while True:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        if b"\r\n\r\n" in data and len(data.partition(b"\r\n\r\n")[2]) >= 64:
+            break
+    c.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    results.append((head.split(b" ")[1], body))
+
+
+def latency_during_upload(p, path, **kw):
+    """How long a short request takes while another client uploads slowly to the one worker."""
+    results = []
+    t = threading.Thread(target=slow_upload, args=(p, path), kwargs={**kw, "results": results})
+    t.start()
+    time.sleep(0.4)
+    started = time.monotonic()
+    with HTTPConn(p.port, timeout=10) as c:
+        c.request("GET", "/small")
+        assert c.read_response().body == b"small"
+    took = time.monotonic() - started
+    t.join(15)
+    return took, results
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_buffered_upload_leaves_the_worker_free_until_it_is_all_there(proxy_factory, worker, tmp_path, chunked):
+    p = proxy_with(proxy_factory, worker, tmp_path, "buffering: { requests: 4m }\n")
+    took, results = latency_during_upload(p, "/upload", chunked=chunked)
+    assert results[-1] == (b"200", hashlib.sha256(UPLOAD).hexdigest().encode()), results
+    # The upload takes two seconds; the other request did not wait for it.
+    assert took < 1.0, f"{took:.2f} s"
+    print(f"a short request during a slow upload: {took * 1000:.0f} ms")
+
+
+def test_without_request_buffering_the_worker_waits_for_the_upload(proxy_factory, worker, tmp_path):
+    p = proxy_with(proxy_factory, worker, tmp_path, "log: { level: info }\n")
+    took, results = latency_during_upload(p, "/upload")
+    assert results[-1] == (b"200", hashlib.sha256(UPLOAD).hexdigest().encode()), results
+    assert took > 1.0, f"{took:.2f} s: the worker was not held by the upload"
+
+
+def test_a_client_waiting_for_100_continue_gets_it_from_the_proxy(proxy_factory, worker, tmp_path):
+    p = proxy_with(proxy_factory, worker, tmp_path, "buffering: { requests: 4m }\n")
+    results = []
+    slow_upload(p, "/upload", pieces=2, pause=0.05, expect=True, results=results)
+    assert results[0] == ("interim", b"HTTP/1.1 100 Continue\r\n\r\n"), results
+    assert results[-1] == (b"200", hashlib.sha256(UPLOAD).hexdigest().encode())
+
+
+def test_a_body_larger_than_requests_streams(proxy_factory, worker, tmp_path):
+    p = proxy_with(proxy_factory, worker, tmp_path, "buffering: { requests: 256k }\n")
+    took, results = latency_during_upload(p, "/upload")
+    assert results[-1] == (b"200", hashlib.sha256(UPLOAD).hexdigest().encode()), results
+    assert took > 1.0, "1 MiB does not fit in 256 KiB: it streamed, holding the worker"
+
+
+def test_an_http2_upload_larger_than_its_stream_window_is_read_ahead_whole(proxy_factory, worker, tmp_path):
+    """The body waits in a buffer of its own, so the stream's window (256 KiB) keeps opening."""
+    import subprocess
+    p = proxy_with(proxy_factory, worker, tmp_path, "http2: { cleartext: true }\nbuffering: { requests: 4m }\n")
+    body = tmp_path / "upload.bin"
+    body.write_bytes(UPLOAD)
+    out = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "--data-binary", f"@{body}", "-w", " %{http_version}",
+                          f"http://127.0.0.1:{p.port}/upload"], capture_output=True, text=True, timeout=20)
+    assert out.stdout == hashlib.sha256(UPLOAD).hexdigest() + " 2", out

@@ -98,6 +98,7 @@ extension ConfigLoader {
         ConfigKey("compression.exclude_paths", .list),
         ConfigKey("buffering", .section),
         ConfigKey("buffering.responses"),
+        ConfigKey("buffering.requests"),
         ConfigKey("buffering.max_memory"),
         ConfigKey("error_pages", .section),
         ConfigKey("error_pages.<status>"),

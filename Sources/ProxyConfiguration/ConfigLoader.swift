@@ -330,18 +330,19 @@ public struct ConfigLoader {
         m.finish()
     }
 
-    /// `buffering: { responses, max_memory }`.
+    /// `buffering: { responses, requests, max_memory }`.
     private func readBuffering(_ m: MappingReader, into b: inout BufferingSettings) {
         let size = "a size from 0 (off) to 1g, like 8m"
         if let n = m.parsed("responses", size, { Units.size($0).flatMap { $0 <= 1 << 30 ? Int($0) : nil } }) { b.responses = n }
+        if let n = m.parsed("requests", size, { Units.size($0).flatMap { $0 <= 1 << 30 ? Int($0) : nil } }) { b.requests = n }
         if let n = m.parsed("max_memory", "a size from 1m to 64g, like 256m", {
             Units.size($0).flatMap { (1 << 20...64 << 30).contains($0) ? Int($0) : nil }
         }) {
             b.maxMemory = n
         }
-        if b.responses > b.maxMemory {
-            m.problems.add(m.child("responses"), m.node("responses")?.line,
-                           "is more than buffering.max_memory (\(b.maxMemory) bytes): not one response could be read ahead")
+        for (key, value) in [("responses", b.responses), ("requests", b.requests)] where value > b.maxMemory {
+            m.problems.add(m.child(key), m.node(key)?.line,
+                           "is more than buffering.max_memory (\(b.maxMemory) bytes): not one body could be read ahead")
         }
         m.finish()
     }

@@ -41,7 +41,7 @@ import Testing
     compression: { enabled: true, codings: [gzip, br], gzip_level: 6, brotli_quality: 5, min_length: 1k, types: [text/*, application/json],
                    exclude_paths: [/account] }
     error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }
-    buffering: { responses: 8m, max_memory: 256m }
+    buffering: { responses: 8m, requests: 1m, max_memory: 256m }
     headers:
       request: { set: { X-Env: production }, add: { X-Trace: "{request_id}" }, remove: [X-Debug] }
       response: { set: { X-Frame-Options: DENY }, add: { X-Served-By: edge }, remove: [Server] }

@@ -493,7 +493,7 @@ import Testing
         #expect(b.responses == 8 << 20 && b.maxMemory == 128 << 20 && b.isEnabled)
         #expect(!(try loader().load(text: "").get().proxy.buffering.isEnabled))
         #expect(problems("buffering: { responses: 100m }") == [
-            "buffering.responses: is more than buffering.max_memory (67108864 bytes): not one response could be read ahead"])
+            "buffering.responses: is more than buffering.max_memory (67108864 bytes): not one body could be read ahead"])
         #expect(problems("buffering: { max_memory: 10k }").first?.hasPrefix("buffering.max_memory: '10k' is not a size from 1m") == true)
     }
 

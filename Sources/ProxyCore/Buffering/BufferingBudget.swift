@@ -12,11 +12,11 @@ final class BufferingBudget: Sendable {
 
     init(metrics: MetricsRegistry) {
         let family = metrics.counter("callback_proxy_buffered_responses_total",
-                                     "Responses read ahead of their client (buffering.responses), and those that streamed because buffering.max_memory was taken.",
+                                     "Bodies read ahead (buffering.responses, buffering.requests), and those that streamed because buffering.max_memory was taken.",
                                      labels: ["outcome"])
         buffered = family.labels("buffered")
         overBudget = family.labels("over_budget")
-        metrics.gauge("callback_proxy_buffering_bytes", "Bytes reserved by responses being read ahead of their clients.") { [weak self] in
+        metrics.gauge("callback_proxy_buffering_bytes", "Bytes reserved by bodies being read ahead.") { [weak self] in
             Double(self?.current ?? 0)
         }
     }

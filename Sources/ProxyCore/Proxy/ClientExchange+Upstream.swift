@@ -7,13 +7,18 @@ extension ClientExchange {
         }
         exchange.proxy()
         if !exchange.requestBodyDone { setDeadline(.body, config.timeouts.clientBody) }
+        let buffering = _slowPath(listener.buffersRequests) && startsBufferingRequest()
         buildUpstreamHead(rewrite)
+        if buffering {
+            pumpRequestBody()
+            return
+        }
         connectUpstream(fresh: false)
         if exchange.isProxying { flush() }
     }
 
     /// `after`: the address whose connection just failed, to try the next one of a name's.
-    private func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
+    func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
         let balancer = listener.balancer(loop)
         if current!.server < 0 {
             guard let server = balancer.pick(now: loop.now, excluding: current!.triedServers) else {
@@ -52,6 +57,11 @@ extension ClientExchange {
         upstream = up
         if upstreamStart == 0 { upstreamStart = loop.now }
         up.output.append(upstreamHead.readableBytes)
+        if _slowPath(current!.bodyBuffer.readable > 0) {
+            // The body read ahead (`buffering.requests`) follows the head in one write.
+            up.output.append(current!.bodyBuffer.readableBytes)
+            current!.bodyBuffer.free()
+        }
         if !exchange.requestBodyDone { pumpRequestBody() }
         if exchange.isProxying { up.flushIfConnected() }
     }
@@ -108,7 +118,8 @@ extension ClientExchange {
             case .expect:
                 // Forwarded, not answered by us (RFC 9110 §10.1.1): the upstream may refuse
                 // the body with a final status before the client sends it.
-                if !(head.expectContinue && !exchange.requestBodyDone && head.version == .http11) { continue }
+                // (Not when the body is read here first: the 100 came from us.)
+                if !(head.expectContinue && !exchange.requestBodyDone && head.version == .http11) || current!.bufferingBody { continue }
             case .upgrade:
                 if !head.upgrade { continue }
             case .xForwardedFor:
@@ -179,6 +190,10 @@ extension ClientExchange {
 
     /// Streams request body bytes from `input` to the upstream.
     func pumpRequestBody() {
+        if _slowPath(current?.bufferingBody == true) {
+            bufferRequestBody()
+            return
+        }
         guard !exchange.requestBodyDone, let up = upstream else { return }
         let chunked = head.framing == .chunked
         let step = requestBody.transfer(from: &input, to: &up.output, chunkedOut: chunked)

@@ -540,7 +540,7 @@ final class ClientExchange {
     }
 
     func releaseBuffers() {
-        if _slowPath(bufferingReserved != 0) { releaseBuffering() }
+        if _slowPath(bufferingReserved != 0 || current?.bufferingBody == true) { releaseBuffering() }
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         loop.requestStates.recycle(&current, buffers: loop.buffers)

@@ -48,6 +48,7 @@ final class ListenerContext: @unchecked Sendable {
     /// whether this configuration reads responses ahead (`buffering:`).
     let bufferingBudget: BufferingBudget?
     let buffersResponses: Bool
+    let buffersRequests: Bool
     /// The servers requests go to and their health (nil: a listener that answers locally).
     let upstreams: UpstreamGroup?
     private var perLoop: [PerLoop]
@@ -74,8 +75,9 @@ final class ListenerContext: @unchecked Sendable {
         self.clients = clients
         clientLimits = clients.flatMap { ClientLimitPolicy(spec.config.clientLimits, budget: budget.limit, state: $0) }
         bufferingBudget = buffering
-        buffersResponses = buffering != nil && spec.config.buffering.isEnabled
-        if buffersResponses { buffering?.setLimit(spec.config.buffering.maxMemory) }
+        buffersResponses = buffering != nil && spec.config.buffering.responses > 0
+        buffersRequests = buffering != nil && spec.config.buffering.requests > 0
+        if spec.config.buffering.isEnabled { buffering?.setLimit(spec.config.buffering.maxMemory) }
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)

@@ -37,6 +37,11 @@ final class RequestState {
     /// the ones it tried (a bit each): a request that could not reach one moves to another.
     var server = -1
     var triedServers: UInt64 = 0
+    /// The request body read here before the upstream is connected (`buffering.requests`),
+    /// while `bufferingBody`; what it reserved of the read-ahead budget.
+    var bufferingBody = false
+    var bodyBuffer = ByteBuffer()
+    var bodyReserved = 0
 
     deinit {
         headStore.free()
@@ -73,6 +78,8 @@ final class RequestStatePool {
         // A collection cut short: its bytes and its handler (which may hold a request's
         // context) go now, not when this state is next used.
         if s.collected.base != nil { s.collected.free() }
+        if s.bodyBuffer.base != nil { s.bodyBuffer.free() }
+        s.bufferingBody = false
         s.collectHandler = nil
         if free.count < limit { free.append(s) }
     }
