@@ -191,3 +191,45 @@ def test_metrics_count_compressed_responses_and_their_bytes(zproxy):
     assert value(s, "callback_proxy_compression_bytes_total", coding="gzip", side="in") == 100000
     out = value(s, "callback_proxy_compression_bytes_total", coding="gzip", side="out")
     assert 0 < out < 100000 / 5
+
+
+def test_past_max_memory_brotli_falls_back_to_gzip_then_to_none(proxy_factory, upstream, tmp_path):
+    """`compression.max_memory: 1m`: a Brotli encoder's state (about 2 MiB) never fits, a gzip
+    one's (about 270 KiB) three times; a slow reader holds its encoder until its response ends."""
+    from test_observability import samples, scrape, value
+    cfg = tmp_path / "compression.yaml"
+    cfg.write_text("compression: { max_memory: 1m }\n")
+    p = proxy_factory(upstream, extra=["--config", str(cfg)])
+    r = get(p, "/page?n=50000", accept="br, gzip")
+    assert r.one("content-encoding") == "gzip" and decode(r) == page_text(0, 50000)
+    r = get(p, "/page?n=50000", accept="br")
+    assert r.one("content-encoding") is None and "accept-encoding" in r.tokens("vary")
+    assert r.body == page_text(0, 50000)
+    # Stalled readers of a long page each hold a gzip encoder: three fit, the fourth goes plain.
+    stalled = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", p.port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET /page?n=30000000&seed=1 HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+            stalled.append(s)
+            time.sleep(0.2)
+        heads = []
+        for s in stalled:
+            s.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += s.recv(4096)
+            heads.append(data.split(b"\r\n\r\n")[0].lower())
+        assert [b"content-encoding: gzip" in h for h in heads] == [True, True, True, False], heads
+    finally:
+        for s in stalled:
+            s.close()
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_compression_over_memory_total", coding="br") == 2
+    assert value(s, "callback_proxy_compression_over_memory_total", coding="gzip") == 1
+    # The closed connections gave their encoders back: compression works again.
+    deadline = time.monotonic() + 3
+    while get(p, "/page?n=50000").one("content-encoding") != "gzip" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert get(p, "/page?n=50000").one("content-encoding") == "gzip"

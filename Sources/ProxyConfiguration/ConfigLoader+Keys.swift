@@ -96,6 +96,7 @@ extension ConfigLoader {
         ConfigKey("compression.min_length"),
         ConfigKey("compression.types", .list),
         ConfigKey("compression.exclude_paths", .list),
+        ConfigKey("compression.max_memory"),
         ConfigKey("buffering", .section),
         ConfigKey("buffering.responses"),
         ConfigKey("buffering.requests"),

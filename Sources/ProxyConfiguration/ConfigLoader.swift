@@ -286,7 +286,7 @@ public struct ConfigLoader {
     }
 
     /// `compression: { enabled, codings, gzip_level, brotli_quality, min_length, types,
-    /// exclude_paths }`: the section turns compression on (`enabled: false` keeps it off).
+    /// exclude_paths, max_memory }`: the section turns compression on (`enabled: false` keeps it off).
     private func readCompression(_ m: MappingReader, into z: inout CompressionSettings) {
         z.codings = [.brotli, .gzip]
         if let list = m.strings("codings") {
@@ -317,6 +317,11 @@ public struct ConfigLoader {
                 types.append(t)
             }
             z.types = types
+        }
+        if let n = m.parsed("max_memory", "a size from 1m to 64g, like 256m", {
+            Units.size($0).flatMap { (1 << 20...64 << 30).contains($0) ? Int($0) : nil }
+        }) {
+            z.maxMemory = n
         }
         if let list = m.strings("exclude_paths") {
             for text in list {

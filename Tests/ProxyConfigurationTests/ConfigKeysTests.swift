@@ -39,7 +39,7 @@ import Testing
     http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200,
              glitch_burst: 500, max_glitches_per_second: 50 }
     compression: { enabled: true, codings: [gzip, br], gzip_level: 6, brotli_quality: 5, min_length: 1k, types: [text/*, application/json],
-                   exclude_paths: [/account] }
+                   exclude_paths: [/account], max_memory: 128m }
     error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }
     buffering: { responses: 8m, requests: 1m, max_memory: 256m }
     headers:

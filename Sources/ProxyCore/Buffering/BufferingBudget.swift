@@ -1,12 +1,8 @@
-import Synchronization
-
 /// The memory responses read ahead may hold, for the whole process (`buffering.max_memory`):
 /// a response reserves what it may read ahead before it starts, and gives it back when its
 /// client has taken everything (or left). Reservations are atomic: no loop waits for another.
 final class BufferingBudget: Sendable {
-    private let reserved = Atomic<Int>(0)
-    /// Replaced on reload (a reservation made under the old limit is released as usual).
-    private let limit = Atomic<Int>(0)
+    private let memory = MemoryReservation()
     private let buffered: Counter
     private let overBudget: Counter
 
@@ -21,26 +17,19 @@ final class BufferingBudget: Sendable {
         }
     }
 
-    func setLimit(_ bytes: Int) { limit.store(bytes, ordering: .relaxed) }
+    func setLimit(_ bytes: Int) { memory.setLimit(bytes) }
 
     /// Reserves `bytes` if they fit under the limit.
     func reserve(_ bytes: Int) -> Bool {
-        var current = reserved.load(ordering: .relaxed)
-        while true {
-            guard current + bytes <= limit.load(ordering: .relaxed) else {
-                overBudget.increment()
-                return false
-            }
-            let r = reserved.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
-            if r.exchanged {
-                buffered.increment()
-                return true
-            }
-            current = r.original
+        guard memory.reserve(bytes) else {
+            overBudget.increment()
+            return false
         }
+        buffered.increment()
+        return true
     }
 
-    func release(_ bytes: Int) { reserved.wrappingSubtract(bytes, ordering: .relaxed) }
+    func release(_ bytes: Int) { memory.release(bytes) }
 
-    var current: Int { reserved.load(ordering: .relaxed) }
+    var current: Int { memory.current }
 }

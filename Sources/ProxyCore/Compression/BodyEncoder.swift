@@ -9,7 +9,9 @@ import CZlib
 /// Memory: the window is sized to the body when its length is known (nginx does the same), at
 /// most 32 KiB for gzip (about 260 KiB of zlib state in all) and 256 KiB for Brotli (whose
 /// state at quality 4 is 1.7–2.5 MiB in all, measured with a counting allocator). The state
-/// lives as long as the response and goes with it.
+/// lives as long as the response and goes with it; it is reserved first from
+/// `compression.max_memory` (`memory(for:sizeHint:)`, given back in `deinit`), so a crowd of
+/// slow readers cannot make the encoders' state grow without bound.
 final class BodyEncoder {
     enum Operation {
         /// Take the bytes; output what is ready.
@@ -23,10 +25,29 @@ final class BodyEncoder {
     let coding: ContentCoding
     private let zlib: UnsafeMutablePointer<z_stream>?
     private let brotli: OpaquePointer?
+    /// What was reserved for this encoder's state, and where (given back in `deinit`).
+    private let reserved: (budget: MemoryReservation, bytes: Int)?
 
-    /// nil if the library could not set up (out of memory).
-    init?(_ coding: ContentCoding, settings: CompressionSettings, sizeHint: UInt64?) {
+    /// The state an encoder for `coding` holds at most, for a body of `sizeHint` bytes: zlib's
+    /// own formula (2^(bits+2) + 2^(memLevel+9)) plus its buffers; for Brotli the largest
+    /// figure measured at quality 4 for the window chosen.
+    static func memory(for coding: ContentCoding, sizeHint: UInt64?) -> Int {
+        switch coding {
+        case .gzip:
+            let bits = windowBits(for: sizeHint, min: 9, max: 15)
+            let memLevel = max(1, 8 - (15 - bits))
+            return (4 << bits) + (512 << memLevel) + 8 << 10
+        case .brotli:
+            return windowBits(for: sizeHint, min: 10, max: 18) >= 16 ? 5 << 19 : 2 << 20
+        }
+    }
+
+    /// nil if the library could not set up (out of memory); `reserved` (the caller's
+    /// reservation for this state) is then given back.
+    init?(_ coding: ContentCoding, settings: CompressionSettings, sizeHint: UInt64?,
+          reserved: (budget: MemoryReservation, bytes: Int)? = nil) {
         self.coding = coding
+        self.reserved = reserved
         switch coding {
         case .gzip:
             // Window bits: 15 (32 KiB), or fewer for a body known to be smaller; memLevel
@@ -38,12 +59,16 @@ final class BodyEncoder {
             // + 16: the gzip wrapper (RFC 1952) rather than zlib's own.
             guard CZlib_deflateInit2(z, settings.gzipLevel, Z_DEFLATED, bits + 16, memLevel, Z_DEFAULT_STRATEGY) == Z_OK else {
                 z.deallocate()
+                reserved?.budget.release(reserved!.bytes)
                 return nil
             }
             zlib = z
             brotli = nil
         case .brotli:
-            guard let state = BrotliEncoderCreateInstance(nil, nil, nil) else { return nil }
+            guard let state = BrotliEncoderCreateInstance(nil, nil, nil) else {
+                reserved?.budget.release(reserved!.bytes)
+                return nil
+            }
             BrotliEncoderSetParameter(state, BROTLI_PARAM_QUALITY, settings.brotliQuality)
             BrotliEncoderSetParameter(state, BROTLI_PARAM_LGWIN, UInt32(Self.windowBits(for: sizeHint, min: 10, max: 18)))
             if let size = sizeHint { BrotliEncoderSetParameter(state, BROTLI_PARAM_SIZE_HINT, UInt32(clamping: size)) }
@@ -59,6 +84,7 @@ final class BodyEncoder {
             zlib.deallocate()
         }
         if let brotli { BrotliEncoderDestroyInstance(brotli) }
+        if let reserved { reserved.budget.release(reserved.bytes) }
     }
 
     /// The smallest window that holds `size` bytes, within the coding's range.

@@ -5,6 +5,7 @@ struct CompressionMetrics: Sendable {
     private let responses: [Counter]
     private let bytesIn: [Counter]
     private let bytesOut: [Counter]
+    private let declined: [Counter]
 
     init(registry: MetricsRegistry) {
         let r = registry.counter("callback_proxy_compressed_responses_total", "Responses compressed, by coding.",
@@ -12,6 +13,10 @@ struct CompressionMetrics: Sendable {
         let b = registry.counter("callback_proxy_compression_bytes_total",
                                  "Bytes of compressed responses: in = body bytes from the upstream, out = compressed bytes sent.",
                                  labels: ["coding", "side"])
+        let d = registry.counter("callback_proxy_compression_over_memory_total",
+                                 "Responses not compressed with the coding chosen because compression.max_memory was taken (Brotli then falls back to gzip where the client takes it).",
+                                 labels: ["coding"])
+        declined = ContentCoding.allCases.map { d.labels($0.token) }
         responses = ContentCoding.allCases.map { r.labels($0.token) }
         bytesIn = ContentCoding.allCases.map { b.labels($0.token, "in") }
         bytesOut = ContentCoding.allCases.map { b.labels($0.token, "out") }
@@ -27,6 +32,8 @@ struct CompressionMetrics: Sendable {
     }
 
     func started(_ coding: ContentCoding) { responses[Self.index(coding)].increment() }
+
+    func overMemory(_ coding: ContentCoding) { declined[Self.index(coding)].increment() }
 
     func encoded(_ coding: ContentCoding, in bytesIn: Int, out bytesOut: Int) {
         let i = Self.index(coding)

@@ -31,6 +31,9 @@ public struct CompressionSettings: Sendable, Equatable {
     public var types: [String] = CompressionSettings.defaultTypes
     /// Paths never compressed (e.g. a page that reflects input next to a secret).
     public var excludePaths: [PathPrefix] = []
+    /// The encoders' state all compressing responses may hold at once, for the process
+    /// (`BodyEncoder.memory(for:sizeHint:)`: about 270 KiB for gzip, up to 2.5 MiB for Brotli).
+    public var maxMemory = 256 << 20
 
     public static let defaultTypes = [
         "text/html", "text/css", "text/plain", "text/xml", "text/javascript", "text/markdown", "text/csv",

@@ -40,6 +40,31 @@ extension ClientExchange {
         }
     }
 
+    /// The encoder for this response, its state reserved from `compression.max_memory`; past
+    /// it, Brotli (ten times gzip's state) falls back to gzip for a client that takes it, and
+    /// anything else goes uncompressed (nil). Counted either way.
+    func makeEncoder(_ coding: ContentCoding, sizeHint: UInt64?) -> BodyEncoder? {
+        guard let budget = listener.compressionMemory else {
+            return BodyEncoder(coding, settings: config.compression, sizeHint: sizeHint)
+        }
+        var coding = coding
+        var bytes = BodyEncoder.memory(for: coding, sizeHint: sizeHint)
+        if !budget.reserve(bytes) {
+            listener.engineMetrics.compression.overMemory(coding)
+            guard coding == .brotli, config.compression.codings.contains(.gzip),
+                  withRequestField("accept-encoding", { $0.map { AcceptEncoding.weight(of: .gzip, in: $0) > 0 } ?? false }) else {
+                return nil
+            }
+            coding = .gzip
+            bytes = BodyEncoder.memory(for: coding, sizeHint: sizeHint)
+            guard budget.reserve(bytes) else {
+                listener.engineMetrics.compression.overMemory(coding)
+                return nil
+            }
+        }
+        return BodyEncoder(coding, settings: config.compression, sizeHint: sizeHint, reserved: (budget, bytes))
+    }
+
     /// A response field under compression (`encoding`: the body is being compressed, not only
     /// varied on): a strong ETag goes out weak (the compressed bytes are
     /// not the ones it names; nginx does the same), and a Vary that already names

@@ -361,9 +361,9 @@ extension ClientExchange {
         var varyNamed = false
         if _slowPath(compression != .none) {
             if case .compress(let coding) = compression {
-                if let encoder = BodyEncoder(coding, settings: config.compression, sizeHint: sendLength) {
+                if let encoder = makeEncoder(coding, sizeHint: sendLength) {
                     response.encoder = encoder
-                    listener.engineMetrics.compression.started(coding)
+                    listener.engineMetrics.compression.started(encoder.coding)
                     sendLength = nil
                     if !exchange.isStream { response.chunkedToClient = true }
                 } else {

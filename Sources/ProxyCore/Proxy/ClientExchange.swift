@@ -455,6 +455,8 @@ final class ClientExchange {
     func finishRequest() {
         logAccess()
         upstream = nil
+        // Its state goes now, not when this request's state is next used.
+        if _slowPath(response.encoder != nil) { response.encoder = nil }
         let next = exchange.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
         switch next {
         case .readNext, .close:

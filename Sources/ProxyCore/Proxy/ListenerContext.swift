@@ -27,6 +27,9 @@ final class ListenerContext: @unchecked Sendable {
     /// Whether responses may be compressed (`compression:`): read once per response, where
     /// reaching into `config` would copy the settings' lists.
     let compresses: Bool
+    /// The process's budget for encoders' state (`compression.max_memory`; nil in tests that
+    /// run a context alone).
+    let compressionMemory: MemoryReservation?
     /// Whether the operator has header rules (`headers:`), read per request for the same reason.
     let rewritesHeaders: Bool
     /// `config.upstream != nil`, kept apart: testing the optional struct costs a copy of it
@@ -69,7 +72,7 @@ final class ListenerContext: @unchecked Sendable {
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
          budget: ConnectionBudget = ConnectionBudget(limit: .max), clients: ClientLimits? = nil,
-         buffering: BufferingBudget? = nil) {
+         buffering: BufferingBudget? = nil, compressionMemory: MemoryReservation? = nil) {
         self.spec = spec
         self.budget = budget
         self.clients = clients
@@ -90,6 +93,8 @@ final class ListenerContext: @unchecked Sendable {
         tls = spec.tls != nil
         hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
         compresses = spec.config.compression.isEnabled
+        self.compressionMemory = compressionMemory
+        if compresses { compressionMemory?.setLimit(spec.config.compression.maxMemory) }
         rewritesHeaders = !spec.config.headerRules.isEmpty
         hasUpstream = spec.config.upstream != nil
         switch spec.config.upstream?.endpoint {

@@ -80,6 +80,7 @@ final class RequestStatePool {
         if s.collected.base != nil { s.collected.free() }
         if s.bodyBuffer.base != nil { s.bodyBuffer.free() }
         s.bufferingBody = false
+        s.response.encoder = nil
         s.collectHandler = nil
         if free.count < limit { free.append(s) }
     }

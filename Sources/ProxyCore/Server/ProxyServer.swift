@@ -27,6 +27,8 @@ public final class ProxyServer: Sendable {
     private let clients: ClientLimits
     /// The memory responses read ahead may take, across reloads.
     private let buffering: BufferingBudget
+    /// The memory compressing responses' encoders may hold, across reloads.
+    private let compressionMemory = MemoryReservation()
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
@@ -45,10 +47,10 @@ public final class ProxyServer: Sendable {
         // Room for every client of a full budget to be a different address (up to a million).
         clients = ClientLimits(clients: min(maxConnections ?? 1 << 16, 1 << 20), metrics: metrics.clientLimits)
         buffering = BufferingBudget(metrics: metrics.registry)
-        let contexts = listeners.map { [clientBudget, internalBudget, clients, buffering] in
+        let contexts = listeners.map { [clientBudget, internalBudget, clients, buffering, compressionMemory] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
                             budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
-                            buffering: buffering)
+                            buffering: buffering, compressionMemory: compressionMemory)
         }
         self.contexts = contexts
         live = LiveContexts(loops: loops.count, contexts: contexts)
@@ -185,10 +187,10 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
-        let fresh = specs.map { [clientBudget, internalBudget, clients, buffering] in
+        let fresh = specs.map { [clientBudget, internalBudget, clients, buffering, compressionMemory] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
                             budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
-                            buffering: buffering)
+                            buffering: buffering, compressionMemory: compressionMemory)
         }
         for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
         for loop in loops {
