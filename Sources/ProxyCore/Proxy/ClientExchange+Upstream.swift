@@ -20,15 +20,22 @@ extension ClientExchange {
     /// `after`: the address whose connection just failed, to try the next one of a name's.
     func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
         let balancer = listener.balancer(loop)
-        if current!.server < 0 {
-            guard let server = balancer.pick(now: loop.now, excluding: current!.triedServers) else {
-                respondError(.noUpstreamAvailable)
-                return
+        let pool: UpstreamPool
+        if let only = balancer.only {
+            // One server and no health checks: nothing to choose (most sites).
+            current!.server = 0
+            pool = only
+        } else {
+            if current!.server < 0 {
+                guard let server = balancer.pick(now: loop.now, excluding: current!.triedServers) else {
+                    respondError(.noUpstreamAvailable)
+                    return
+                }
+                current!.server = server
+                current!.triedServers |= 1 << UInt64(server)
             }
-            current!.server = server
-            current!.triedServers |= 1 << UInt64(server)
+            pool = balancer.pools[current!.server]
         }
-        let pool = balancer.pools[current!.server]
         let up: UpstreamConnection
         if !fresh, let pooled = pool.take() {
             up = pooled

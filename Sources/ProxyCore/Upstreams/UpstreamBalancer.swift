@@ -5,6 +5,9 @@
 final class UpstreamBalancer {
     let group: UpstreamGroup
     let pools: [UpstreamPool]
+    /// The pool when there is one server and no health checks: always the choice, so a request
+    /// skips the choosing (and its array and atomics) altogether.
+    let only: UpstreamPool?
     /// Smooth weighted round robin's running scores, per server.
     private var scores: [Int]
 
@@ -16,6 +19,7 @@ final class UpstreamBalancer {
                                 tls: target.tls ? (group.tls.isEmpty ? tls : group.tls[i]) : nil)
         }
         scores = Array(repeating: 0, count: group.servers.count)
+        only = pools.count == 1 && group.health.checkPath == nil ? pools[0] : nil
     }
 
     /// The server for the next attempt, not one of `tried` (a bit per server); nil when no
