@@ -73,9 +73,12 @@ enum Socket {
         return Int32(fd)
     }
 
+    /// `recv`, not `read`: on a socket they do the same, but `read` goes through the VFS layer
+    /// first (`vfs_read`: 1.7 % of the proxy's CPU in a profile of 64 KiB uploads, gone with
+    /// `recv`; nginx and HAProxy use `recv`/`recvfrom` too).
     @inline(__always)
     static func read(_ fd: Int32, into pointer: UnsafeMutableRawPointer, count: Int) throws(SystemError) -> IOResult {
-        try syscall("read") { Glibc.read(fd, pointer, count) }
+        try syscall("recv") { Glibc.recv(fd, pointer, count, 0) }
     }
 
     @inline(__always)
