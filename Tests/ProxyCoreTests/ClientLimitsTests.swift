@@ -176,7 +176,7 @@ import Testing
         }
         Self.path("/users/sign_in") { p in
             guard case .allowed = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("first refused"); return }
-            guard case .refused(let rule, 60, true) = policy.admit(client: a, path: p, now: Self.second) else {
+            guard case .refused(let rule, 60) = policy.admit(client: a, path: p, now: Self.second) else {
                 Issue.record("second allowed"); return
             }
             #expect(rule.reason == "too many requests: rate_limits 'login' allows 1/m per client, 1 at once")

@@ -116,7 +116,7 @@ final class ClientLimitPolicy: Sendable {
     enum RequestVerdict {
         case allowed
         case wouldRefuse(Rule)
-        case refused(Rule, retryAfterSeconds: Int, firstRefusal: Bool)
+        case refused(Rule, retryAfterSeconds: Int)
     }
 
     /// A request from `client` for the canonical `path` at `now`: counted against every rule
@@ -129,14 +129,14 @@ final class ClientLimitPolicy: Sendable {
                 continue
             case .untracked:
                 rule.metrics.untracked.increment()
-            case .refused(let wait, let first):
+            case .refused(let wait, _):
                 if rule.dryRun {
                     rule.metrics.wouldRefuse.increment()
                     if case .allowed = verdict { verdict = .wouldRefuse(rule) }
                     continue
                 }
                 rule.metrics.refused.increment()
-                return .refused(rule, retryAfterSeconds: wait, firstRefusal: first)
+                return .refused(rule, retryAfterSeconds: wait)
             }
         }
         return verdict

@@ -8,9 +8,8 @@ final class ConnectionCounts: Sendable {
         case counted
         /// Past the limit: refused, not counted. `count` is the client's open connections.
         case over(count: Int)
-        /// No room in the table for this client: allowed, not counted. (Its `closed` is still
-        /// called and may lower another entry with the same key, by one, once: a client that
-        /// was once untracked can then hold one connection more than the limit.)
+        /// No room in the table for this client: allowed, not counted (and so never uncounted:
+        /// `PeerAddress.countedPerClient` stays false).
         case untracked
     }
 
@@ -46,7 +45,7 @@ final class ConnectionCounts: Sendable {
         return .untracked
     }
 
-    /// A connection counted by `opened` (or one that went untracked, see `Verdict.untracked`) closed.
+    /// A connection counted by `opened` closed.
     func closed(_ client: ClientKey) {
         guard case .found(let i, var held) = slots.lookup(client, isFree: { _ in false }) else { return }
         while held.first == client.hash && held.second > 0 {

@@ -84,7 +84,7 @@ public final class RateBuckets: Sendable {
         return nil
     }
 
-    /// Clients whose buckets are not full at `now` (for tests and the table's metric).
+    /// Clients whose buckets are not full at `now` (for tests).
     func tracked(now: UInt64) -> Int {
         var n = 0
         for i in 0..<slots.count {

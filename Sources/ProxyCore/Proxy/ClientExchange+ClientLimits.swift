@@ -27,7 +27,7 @@ extension ClientExchange {
                 ("setting", "rate_limits (\(rule.settings.name)); dry_run"),
             ])
             return true
-        case .refused(let rule, let wait, _):
+        case .refused(let rule, let wait):
             respondError(.rateLimited(rule.reason, retryAfterSeconds: wait))
             return false
         }

@@ -188,18 +188,21 @@ public struct CIDR: Sendable, Equatable {
         return nil
     }
 
+    /// Read in place from the address's bytes: this runs per request with `trusted_proxies`,
+    /// and per connection and request with `limits.exempt_clients`.
     func contains(_ peer: PeerAddress) -> Bool {
         guard !peer.isUnix, peer.isV4 == isV4 else { return false }
-        let octets = peer.octets()
-        var remaining = bits
-        var i = 0
-        while remaining > 0 {
-            let mask: UInt8 = remaining >= 8 ? 0xFF : ~(0xFF >> UInt8(remaining))
-            if octets[i] & mask != prefix[i] & mask { return false }
-            remaining -= 8
-            i += 1
+        return withUnsafeBytes(of: peer.bytes) { octets in
+            var remaining = bits
+            var i = 0
+            while remaining > 0 {
+                let mask: UInt8 = remaining >= 8 ? 0xFF : ~(0xFF >> UInt8(remaining))
+                if octets[i] & mask != prefix[i] & mask { return false }
+                remaining -= 8
+                i += 1
+            }
+            return true
         }
-        return true
     }
 }
 

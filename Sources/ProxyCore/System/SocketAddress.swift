@@ -182,10 +182,4 @@ public struct PeerAddress: Sendable {
         defer { buf.free() }
         return buf.string
     }
-
-    /// The address as 16 bytes (IPv4 in the first 4), for prefix matching.
-    func octets() -> [UInt8] {
-        var b = bytes
-        return withUnsafeBytes(of: &b) { Array($0.prefix(isV4 ? 4 : 16)) }
-    }
 }

@@ -45,7 +45,7 @@ final class HealthChecker: @unchecked Sendable {
             for (i, s) in group.servers.enumerated() {
                 if stopping.load(ordering: .relaxed) { return }
                 let problem = check(s, resolver: group.resolvers[i], tls: group.tls.isEmpty ? tls : group.tls[i], settings)
-                record(s, problem)
+                record(i, s, problem)
             }
             // Sleeps until the next round, or until `stop` writes to the pipe.
             var p = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
@@ -54,12 +54,12 @@ final class HealthChecker: @unchecked Sendable {
     }
 
     /// A check's outcome: the server comes back, or goes out (logged when that changes).
-    private func record(_ s: UpstreamServerState, _ problem: String?) {
+    private func record(_ i: Int, _ s: UpstreamServerState, _ problem: String?) {
         let wasPassing = s.checkPassed.load(ordering: .relaxed)
         if let problem {
             s.problem.withLock { $0 = "check: \(problem)" }
             s.checkPassed.store(false, ordering: .relaxed)
-            group.failed(index(of: s), .check, problem, now: EventLoop.monotonicNow(), counts: false)
+            group.failed(i, .check, problem, now: EventLoop.monotonicNow(), counts: false)
             if wasPassing {
                 group.log.warn("upstream server failed its health check", [
                     "server": s.label, "reason": problem, "setting": "upstream_health (check_path, check_status, check_timeout)",
@@ -74,8 +74,6 @@ final class HealthChecker: @unchecked Sendable {
             }
         }
     }
-
-    private func index(of s: UpstreamServerState) -> Int { group.servers.firstIndex { $0 === s }! }
 
     /// Nil when the server answered the check with an expected status; else why not.
     private func check(_ s: UpstreamServerState, resolver: HostResolver?, tls: UpstreamTLSClient?,
