@@ -33,6 +33,10 @@ public final class EventLoop: @unchecked Sendable {
     let requestStates = RequestStatePool()
     let requestIDs = RequestIDGenerator()
     let httpDate = HTTPDateCache()
+    /// Client connections on this loop, and those queued to it (`LoopPlacement`): read by
+    /// every loop's acceptors, written by this loop's connections and by acceptors that queue
+    /// a connection here.
+    let clientConnections = Atomic<Int>(0)
     /// Runs after each batch of events, e.g. to flush buffered log lines in one write.
     var afterBatch: [() -> Void] = []
     /// Runs once, after the current batch (`afterThisBatch`).

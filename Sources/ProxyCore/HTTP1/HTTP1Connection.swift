@@ -36,6 +36,9 @@ final class HTTP1Connection: Channel {
             return
         }
         listener.connectionOpened(loop)
+        // Moved here from another loop's listener after this loop began to drain: an idle
+        // connection, closed as the drain closed the others.
+        if listener.isDraining(loop) { exchange.drain() }
     }
 
     /// Takes over from a finished TLS handshake (`TLSAccept`), which already holds the epoll

@@ -182,12 +182,14 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     func connectionOpened(_ loop: EventLoop) {
+        loop.clientConnections.wrappingAdd(1, ordering: .relaxed)
         perLoop[loop.index].connections += 1
         metrics.open.increment()
         budget.opened()
     }
 
     func connectionClosed(_ loop: EventLoop) {
+        loop.clientConnections.wrappingSubtract(1, ordering: .relaxed)
         metrics.open.decrement()
         budget.closed()
         let s = perLoop[loop.index]
@@ -244,6 +246,8 @@ public struct ListenerSpec: Sendable {
 final class Acceptor: Channel {
     /// Replaced on reload (on this loop's thread).
     var context: ListenerContext
+    /// The server's loops, to move a connection to a less loaded one (nil: keep every one).
+    private let placement: LoopSet?
     /// Accepting is paused (out of descriptors or memory) until this timer fires.
     private var resume: TimerHandle?
     /// When the last "accepting paused" line was logged, and pauses since then.
@@ -254,8 +258,9 @@ final class Acceptor: Channel {
     /// memory (nginx waits 500 ms). Connections wait in the kernel's backlog meanwhile.
     static let pauseAfterResourceError: UInt64 = 100_000_000
 
-    init(fd: Int32, loop: EventLoop, context: ListenerContext) {
+    init(fd: Int32, loop: EventLoop, context: ListenerContext, placement: LoopSet? = nil) {
         self.context = context
+        self.placement = placement
         super.init(fd: fd, loop: loop)
     }
 
@@ -281,11 +286,36 @@ final class Acceptor: Channel {
             guard let fd else { return }
             context.metrics.accepted.increment()
             if !peer.isUnix { Socket.setNoDelay(fd) }
+            if let placement, let other = placement.target(from: loop) {
+                move(fd: fd, peer: peer, to: other, placement)
+                continue
+            }
             if context.config.proxyProtocol {
                 ProxyProtocolAccept.start(fd: fd, loop: loop, listener: context, peer: peer)
                 continue
             }
             context.accepted(fd: fd, peer: peer, on: loop)
+        }
+    }
+
+    /// Queues a connection to a less loaded loop (`LoopPlacement`), which starts it as if it
+    /// had accepted it. It counts against that loop and the budget from now, so that the
+    /// accepts before it starts see it.
+    private func move(fd: Int32, peer: PeerAddress, to other: EventLoop, _ placement: LoopSet) {
+        let context = self.context
+        other.clientConnections.wrappingAdd(1, ordering: .relaxed)
+        context.budget.opened()
+        placement.moved.increment()
+        other.execute {
+            other.clientConnections.wrappingSubtract(1, ordering: .relaxed)
+            context.budget.closed()
+            // A reload may have replaced the context meanwhile; the newest one serves it.
+            let current = context.newest(other)
+            if current.config.proxyProtocol {
+                ProxyProtocolAccept.start(fd: fd, loop: other, listener: current, peer: peer)
+            } else {
+                current.accepted(fd: fd, peer: peer, on: other)
+            }
         }
     }
 

@@ -7,7 +7,9 @@ import Glibc
 /// Runs the listeners on N event-loop threads.
 ///
 /// Every TCP listener is bound once per loop with SO_REUSEPORT, so the kernel spreads new
-/// connections across loops and a connection lives on one loop (one thread) for its life.
+/// connections across loops, and an acceptor moves a connection to a less loaded loop when
+/// the spread is uneven (`LoopPlacement`); a connection lives on one loop (one thread) for
+/// its life.
 public final class ProxyServer: Sendable {
     private let loops: [EventLoop]
     /// The listeners as started: the sockets; a reload replaces what serves them, not them.
@@ -29,6 +31,8 @@ public final class ProxyServer: Sendable {
     private let buffering: BufferingBudget
     /// The memory compressing responses' encoders may hold, across reloads.
     private let compressionMemory = MemoryReservation()
+    /// The loops as acceptors see them, to even out where connections live.
+    private let placement: LoopSet
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
@@ -53,6 +57,12 @@ public final class ProxyServer: Sendable {
                             buffering: buffering, compressionMemory: compressionMemory)
         }
         self.contexts = contexts
+        placement = LoopSet(loops, moved: metrics.registry.counter(
+            "callback_proxy_connections_moved_total",
+            "Client connections accepted on one event loop and moved to a less loaded one.").labels())
+        metrics.registry.gauges("callback_proxy_loop_connections", "Client connections per event loop.", label: "loop") {
+            [loops] in loops.map { ("\($0.index)", Double($0.clientConnections.load(ordering: .relaxed))) }
+        }
         live = LiveContexts(loops: loops.count, contexts: contexts)
     }
 
@@ -91,9 +101,10 @@ public final class ProxyServer: Sendable {
             let accessLog = self.accessLog
             let log = self.log
             let live = self.live
+            let placement = self.placement
             let thread = try EventLoopThread(loop: loop, setup: { loop in
                 for l in listeners {
-                    let acceptor = Acceptor(fd: l.fd, loop: loop, context: l.context)
+                    let acceptor = Acceptor(fd: l.fd, loop: loop, context: l.context, placement: placement)
                     do {
                         try loop.register(acceptor, EventLoop.readable)
                     } catch {
