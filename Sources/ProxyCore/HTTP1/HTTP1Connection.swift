@@ -96,6 +96,7 @@ final class HTTP1Connection: Channel {
             return
         }
         exchange.input.writer += n
+        exchange.inputFilled = exchange.input.writable == 0
         exchange.bytesIn += UInt64(n)
         exchange.inputArrived()
     }
@@ -117,13 +118,14 @@ final class HTTP1Connection: Channel {
     // MARK: Output
 
     /// Writes as much of the exchange's output as the socket takes; arranges for the rest.
-    func flush() {
+    /// `more`: body bytes follow at once (`Socket.write`).
+    func flush(more: Bool = false) {
         let x = exchange
         if transport.isPlain {
             while !x.output.isEmpty {
                 let r: IOResult
                 do {
-                    r = try Socket.write(fd, from: x.output.base! + x.output.reader, count: x.output.readable)
+                    r = try Socket.write(fd, from: x.output.base! + x.output.reader, count: x.output.readable, more: more)
                 } catch {
                     x.abort(.clientWriteFailed)
                     return
@@ -155,10 +157,10 @@ final class HTTP1Connection: Channel {
     /// Writes body bytes from the upstream's buffer straight to a plain socket
     /// (`ClientExchange.writeBodyStraight`): how many the socket took, nil if it took none
     /// (or the write failed, and the exchange is aborted).
-    func writeStraight(_ bytes: UnsafeMutableRawPointer, count: Int) -> Int? {
+    func writeStraight(_ bytes: UnsafeMutableRawPointer, count: Int, more: Bool) -> Int? {
         let r: IOResult
         do {
-            r = try Socket.write(fd, from: bytes, count: count)
+            r = try Socket.write(fd, from: bytes, count: count, more: more)
         } catch {
             exchange.abort(.clientWriteFailed)
             return nil

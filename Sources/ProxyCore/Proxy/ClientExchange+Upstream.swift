@@ -203,6 +203,15 @@ extension ClientExchange {
         }
         guard !exchange.requestBodyDone, let up = upstream else { return }
         let chunked = head.framing == .chunked
+        if up.output.isEmpty && up.canWriteStraight {
+            let n = requestBody.straightBytes(available: input.readable, chunkedOut: chunked)
+            let more = inputFilled && UInt64(n) < requestBody.remaining ?? 0
+            if n > 0, let written = up.writeStraight(input.base! + input.reader, count: n, more: more) {
+                input.moveReader(written)
+                requestBody.consumedStraight(written)
+            }
+            guard upstream === up else { return }  // the write failed
+        }
         let step = requestBody.transfer(from: &input, to: &up.output, chunkedOut: chunked)
         requestBodyBytes = requestBody.total
         if config.maxBodySize > 0 && requestBodyBytes > config.maxBodySize {
@@ -220,7 +229,9 @@ extension ClientExchange {
             upstreamFailure(.invalidBody(e))
             return
         }
-        up.flushIfConnected()
+        // While the client's next body bytes wait in its socket, hold the partial segment
+        // back (HAProxy does the same); the write after the last read that drains it pushes.
+        up.flushIfConnected(more: inputFilled && step == .more)
         if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }
 
@@ -294,7 +305,9 @@ extension ClientExchange {
         }
         switch step {
         case .more:
-            flush()
+            // More of the body waits in the upstream's socket: hold the partial segment back
+            // until it is read (as for request bodies, `pumpRequestBody`).
+            downstream.flush(more: up.inputFilled)
             if exchange.isProxying && output.readable >= response.window { up.pauseReading() }
         case .done:
             responseComplete()
@@ -311,7 +324,8 @@ extension ClientExchange {
     /// stream's body goes out as DATA frames.
     private func writeBodyStraight(from up: UpstreamConnection, to c: Downstream.Link<HTTP1Connection>) {
         let n = response.body.straightBytes(available: up.input.readable, chunkedOut: response.chunkedToClient)
-        guard n > 0, let written = c.with({ $0.writeStraight(up.input.base! + up.input.reader, count: n) }) else { return }
+        let more = up.inputFilled && UInt64(n) < response.body.remaining ?? .max
+        guard n > 0, let written = c.with({ $0.writeStraight(up.input.base! + up.input.reader, count: n, more: more) }) else { return }
         up.input.moveReader(written)
         response.body.consumedStraight(written)
         bytesOut += UInt64(written)

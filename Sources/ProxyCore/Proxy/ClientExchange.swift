@@ -39,6 +39,10 @@ final class ClientExchange {
 
     var input = ByteBuffer()
     var output = ByteBuffer()
+    /// The last read from the client filled `input`: more bytes are most likely waiting in
+    /// the socket, and will be read before the loop sleeps (`pumpRequestBody` sends with
+    /// MSG_MORE then).
+    var inputFilled = false
     /// The current request's state; nil while the connection is idle (see `RequestState`).
     var current: RequestState?
     var head: RequestHead {

@@ -72,10 +72,11 @@ enum Downstream {
         }
     }
 
+    /// `more`: response body bytes follow at once (`Socket.write`; plain connections only).
     @inline(__always)
-    func flush() {
+    func flush(more: Bool = false) {
         switch self {
-        case .connection(let c): c.with { $0.flush() }
+        case .connection(let c): c.with { $0.flush(more: more) }
         case .stream(let s): s.with { $0.flush() }
         case .detached: break
         }

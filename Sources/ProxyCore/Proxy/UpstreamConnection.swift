@@ -19,6 +19,9 @@ final class UpstreamConnection: Channel {
     /// Any response byte arrived for the current request.
     var receivedAny = false
     var paused = false
+    /// The last read filled `input`: more response bytes most likely wait in the socket and
+    /// are read before the loop sleeps (the client's writes use MSG_MORE then).
+    private(set) var inputFilled = false
     var shutdownPending = false
     /// The socket; gains a TLS session once connected when the upstream is `https://`.
     var transport: Transport
@@ -141,6 +144,7 @@ final class UpstreamConnection: Channel {
             return
         }
         input.writer += n
+        inputFilled = input.writable == 0
         receivedAny = true
         deadline = state == .tunnel ? 0 : loop.now + timeouts.upstreamResponse
         client?.upstreamReadable()
@@ -150,16 +154,17 @@ final class UpstreamConnection: Channel {
         client?.upstreamClosed(failed: true, reason: reason)
     }
 
-    func flushIfConnected() {
-        if state == .active || state == .tunnel { flush() }
+    /// `more`: the request body goes on and its next bytes are being read now (`Socket.write`).
+    func flushIfConnected(more: Bool = false) {
+        if state == .active || state == .tunnel { flush(more: more) }
     }
 
-    func flush() {
+    func flush(more: Bool = false) {
         if transport.isPlain {
             while !output.isEmpty {
                 let r: IOResult
                 do {
-                    r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable)
+                    r = try Socket.write(fd, from: output.base! + output.reader, count: output.readable, more: more)
                 } catch {
                     fail(error.description)
                     return
@@ -183,6 +188,27 @@ final class UpstreamConnection: Channel {
         } else {
             want(read: !paused, write: true)
         }
+    }
+
+    /// Whether body bytes may be written straight from the client's buffer
+    /// (`writeStraight`): a plain connection that is connected, with a request on it.
+    var canWriteStraight: Bool { state == .active && transport.isPlain }
+
+    /// Writes request body bytes straight from the client's input buffer while nothing else
+    /// waits to go up: one copy less per byte of a large upload (as `writeBodyStraight` for
+    /// responses); what the socket does not take goes through `output` as before. How many it
+    /// took; nil if none (or the write failed, and the request has failed with it).
+    func writeStraight(_ bytes: UnsafeMutableRawPointer, count: Int, more: Bool) -> Int? {
+        let r: IOResult
+        do {
+            r = try Socket.write(fd, from: bytes, count: count, more: more)
+        } catch {
+            fail(error.description)
+            return nil
+        }
+        guard case .done(let n) = r else { return nil }
+        deadline = loop.now + timeouts.upstreamResponse
+        return n
     }
 
     /// Stops reading while the client has not taken what we hold. The upstream is not stalled

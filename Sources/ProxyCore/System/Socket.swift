@@ -81,10 +81,13 @@ enum Socket {
         try syscall("recv") { Glibc.recv(fd, pointer, count, 0) }
     }
 
+    /// `more`: more bytes follow at once (MSG_MORE): TCP holds a partial segment back until
+    /// a write without it, so that a body read in pieces leaves in full segments, and the
+    /// peer is woken once for them rather than once per piece.
     @inline(__always)
-    static func write(_ fd: Int32, from pointer: UnsafeRawPointer, count: Int) throws(SystemError) -> IOResult {
+    static func write(_ fd: Int32, from pointer: UnsafeRawPointer, count: Int, more: Bool = false) throws(SystemError) -> IOResult {
         // MSG_NOSIGNAL as well as the process-wide SIG_IGN: a closed peer must never kill us.
-        try syscall("send") { Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL)) }
+        try syscall("send") { Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL) | (more ? Int32(MSG_MORE) : 0)) }
     }
 
     /// What a lingering close's read found (`discardInput`).
