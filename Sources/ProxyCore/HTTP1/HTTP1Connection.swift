@@ -118,14 +118,13 @@ final class HTTP1Connection: Channel {
     // MARK: Output
 
     /// Writes as much of the exchange's output as the socket takes; arranges for the rest.
-    /// `more`: body bytes follow at once (`Socket.write`).
-    func flush(more: Bool = false) {
+    func flush() {
         let x = exchange
         if transport.isPlain {
             while !x.output.isEmpty {
                 let r: IOResult
                 do {
-                    r = try Socket.write(fd, from: x.output.base! + x.output.reader, count: x.output.readable, more: more)
+                    r = try Socket.write(fd, from: x.output.base! + x.output.reader, count: x.output.readable)
                 } catch {
                     x.abort(.clientWriteFailed)
                     return
@@ -157,10 +156,10 @@ final class HTTP1Connection: Channel {
     /// Writes body bytes from the upstream's buffer straight to a plain socket
     /// (`ClientExchange.writeBodyStraight`): how many the socket took, nil if it took none
     /// (or the write failed, and the exchange is aborted).
-    func writeStraight(_ bytes: UnsafeMutableRawPointer, count: Int, more: Bool) -> Int? {
+    func writeStraight(_ bytes: UnsafeMutableRawPointer, count: Int) -> Int? {
         let r: IOResult
         do {
-            r = try Socket.write(fd, from: bytes, count: count, more: more)
+            r = try Socket.write(fd, from: bytes, count: count)
         } catch {
             exchange.abort(.clientWriteFailed)
             return nil

@@ -305,9 +305,9 @@ extension ClientExchange {
         }
         switch step {
         case .more:
-            // More of the body waits in the upstream's socket: hold the partial segment back
-            // until it is read (as for request bodies, `pumpRequestBody`).
-            downstream.flush(more: up.inputFilled)
+            // Not with MSG_MORE, unlike request bodies (`pumpRequestBody`): tried, it cost 1 MiB
+            // responses 20-40 % more CPU a request (bench/results/NOTES.md, issue 25).
+            flush()
             if exchange.isProxying && output.readable >= response.window { up.pauseReading() }
         case .done:
             responseComplete()
@@ -324,8 +324,7 @@ extension ClientExchange {
     /// stream's body goes out as DATA frames.
     private func writeBodyStraight(from up: UpstreamConnection, to c: Downstream.Link<HTTP1Connection>) {
         let n = response.body.straightBytes(available: up.input.readable, chunkedOut: response.chunkedToClient)
-        let more = up.inputFilled && UInt64(n) < response.body.remaining ?? .max
-        guard n > 0, let written = c.with({ $0.writeStraight(up.input.base! + up.input.reader, count: n, more: more) }) else { return }
+        guard n > 0, let written = c.with({ $0.writeStraight(up.input.base! + up.input.reader, count: n) }) else { return }
         up.input.moveReader(written)
         response.body.consumedStraight(written)
         bytesOut += UInt64(written)

@@ -72,11 +72,10 @@ enum Downstream {
         }
     }
 
-    /// `more`: response body bytes follow at once (`Socket.write`; plain connections only).
     @inline(__always)
-    func flush(more: Bool = false) {
+    func flush() {
         switch self {
-        case .connection(let c): c.with { $0.flush(more: more) }
+        case .connection(let c): c.with { $0.flush() }
         case .stream(let s): s.with { $0.flush() }
         case .detached: break
         }

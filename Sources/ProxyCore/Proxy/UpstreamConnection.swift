@@ -19,9 +19,6 @@ final class UpstreamConnection: Channel {
     /// Any response byte arrived for the current request.
     var receivedAny = false
     var paused = false
-    /// The last read filled `input`: more response bytes most likely wait in the socket and
-    /// are read before the loop sleeps (the client's writes use MSG_MORE then).
-    private(set) var inputFilled = false
     var shutdownPending = false
     /// The socket; gains a TLS session once connected when the upstream is `https://`.
     var transport: Transport
@@ -144,7 +141,6 @@ final class UpstreamConnection: Channel {
             return
         }
         input.writer += n
-        inputFilled = input.writable == 0
         receivedAny = true
         deadline = state == .tunnel ? 0 : loop.now + timeouts.upstreamResponse
         client?.upstreamReadable()
