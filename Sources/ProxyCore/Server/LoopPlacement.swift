@@ -5,9 +5,9 @@ import Synchronization
 /// Every loop has its own SO_REUSEPORT socket per listener, and the kernel picks the socket
 /// by a hash of the connection's addresses: over thousands of connections that is even, over
 /// ten it is a coin flip per connection, and a connection never changes loops. With 10
-/// keep-alive clients on 2 loops a split of 7:3 happens in a third of runs; the loop with 7
+/// keep-alive clients on 2 loops a split of 7:3 or worse happens in a third of runs; the loop with 7
 /// queues 2.3 times the other's work while the other idles, and the 99th percentile doubles
-/// (measured: bench/results/NOTES.md, "Connections spread by load"). HAProxy avoids this by
+/// (measured: bench/results/NOTES.md, "Issue 25: connections by load"). HAProxy avoids this by
 /// handing each accepted connection to its least-loaded thread; nginx leaves it to which
 /// worker wakes first.
 ///
