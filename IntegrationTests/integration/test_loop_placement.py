@@ -4,12 +4,13 @@ most runs (10 connections on 2 loops: an even split one run in four), and the fu
 clients wait while the other idles. Through the real binary with two loops: plain, behind a
 PROXY header, and over TLS (a moved connection does its handshake on the loop it moved to)."""
 
+import signal
 import socket
 import time
 
 import pytest
 
-from helpers import HTTPConn
+from helpers import MiB, HTTPConn, pattern_bytes
 from test_observability import samples, scrape, value
 from test_proxy_protocol import v1
 from test_tls import client_context, pki, tls_files  # noqa: F401 (fixtures)
@@ -105,3 +106,31 @@ def test_tls_connections_are_split_and_shake_hands_on_their_loop(proxy_factory, 
     assert_even(p, 10)
     for s in socks:
         s.close()
+
+
+def test_two_loops_drain_with_moved_connections(proxy_factory, upstream):
+    """SIGTERM with connections on both loops, some moved there: the in-flight request finishes
+    whole, the idle ones are closed, the process exits 0 at once."""
+    p = proxy_factory(upstream, opts={"--loops": "2", "--drain-timeout": "10s", "--keepalive-timeout": "60s"})
+    idle = []
+    for _ in range(10):
+        c = HTTPConn(p.port)
+        c.request("GET", "/echo")
+        assert c.read_response().status == 200
+        idle.append(c)
+    assert_even(p, 10)
+    n = 2 * MiB
+    with HTTPConn(p.port, timeout=10) as busy:
+        busy.request("GET", f"/slow?ms=1000&n={n}")
+        # The ten /echo requests came first: wait for the slow one to reach the upstream.
+        assert upstream.record.wait_for(lambda r: len(r.requests()) > 10, timeout=2)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        p.signal(signal.SIGTERM)
+        r = busy.read_response(timeout=8)
+        assert r.status == 200 and r.body == pattern_bytes(0, n)
+    assert p.wait_exit(3) == 0
+    assert time.monotonic() - t0 < 3
+    for c in idle:
+        assert c.wait_closed(1)
+        c.close()
