@@ -32,6 +32,24 @@ def assert_even(p, n):
     assert sum(counts) == n + 1 and max(counts) - min(counts) <= 1, counts
 
 
+def settled(p):
+    """Waits until only the scrape's connection is left (closes reach the loops a moment later)."""
+    deadline = time.monotonic() + 5
+    while sum(per_loop(p)) != 1:
+        assert time.monotonic() < deadline, per_loop(p)
+        time.sleep(0.02)
+
+
+def read_echo(s):
+    """The whole response to one /echo request on a raw socket (its JSON body ends with `}`)."""
+    data = b""
+    while not data.rstrip().endswith(b"}"):
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
 def test_keep_alive_clients_are_split_evenly_over_two_loops(proxy_factory, upstream):
     p = proxy_factory(upstream, opts={"--loops": "2"})
     # Three rounds of 10: an even split every time by the hash alone would happen 1.5 % of runs.
@@ -51,14 +69,6 @@ def test_keep_alive_clients_are_split_evenly_over_two_loops(proxy_factory, upstr
         settled(p)
 
 
-def settled(p):
-    """Waits until only the scrape's connection is left (closes reach the loops a moment later)."""
-    deadline = time.monotonic() + 5
-    while sum(per_loop(p)) != 1:
-        assert time.monotonic() < deadline, per_loop(p)
-        time.sleep(0.02)
-
-
 def test_one_loop_moves_nothing(proxy_factory, upstream):
     p = proxy_factory(upstream)
     conns = [HTTPConn(p.port) for _ in range(6)]
@@ -76,11 +86,7 @@ def test_connections_behind_a_proxy_header_are_split_and_keep_their_client(proxy
     for i in range(10):
         s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
         s.sendall(v1(src=f"203.0.113.{i + 1}") + b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = b""
-        while not data.rstrip().endswith(b"}"):
-            chunk = s.recv(65536)
-            assert chunk, data
-            data += chunk
+        data = read_echo(s)
         assert data.startswith(b"HTTP/1.1 200") and f'"203.0.113.{i + 1}"'.encode() in data
         socks.append(s)
     assert_even(p, 10)
@@ -96,11 +102,7 @@ def test_tls_connections_are_split_and_shake_hands_on_their_loop(proxy_factory, 
         s = client_context(pki).wrap_socket(socket.create_connection(("127.0.0.1", p.port), timeout=5),
                                             server_hostname="default.test")
         s.sendall(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = b""
-        while not data.rstrip().endswith(b"}"):
-            chunk = s.recv(65536)
-            assert chunk, data
-            data += chunk
+        data = read_echo(s)
         assert data.startswith(b"HTTP/1.1 200")
         socks.append(s)
     assert_even(p, 10)
