@@ -23,6 +23,7 @@ Routes: /echo /chunked /bytes /sink /slow /garbage /close /reset /until-close /w
 
 import argparse
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import select
 import socket
 import struct
 import sys
+import termios
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
@@ -496,10 +498,37 @@ class Conn(threading.Thread):
                 return True
             off = 0
             step = 1 << 20
-            while off < n:
-                k = min(step, n - off)
+            # cut=K: the body stops after K of its n bytes and the connection closes (reset=1:
+            # with a reset): an app that dies mid-response.
+            cut = req.qint("cut", n)
+            while off < cut:
+                k = min(step, cut - off)
                 self.sendall(pattern_slice(off, k))
                 off += k
+            if req.qint("reset_after_ms", 0):
+                # The whole body went out; then a reset (an app server killed right after),
+                # once the peer's kernel has acknowledged every byte (nothing unsent or unacked
+                # in our queue: TIOCOUTQ) or after reset_after_ms, whichever is first.
+                deadline = time.monotonic() + req.qint("reset_after_ms", 0) / 1000
+                unacked = -1
+                while time.monotonic() < deadline:
+                    unacked = struct.unpack("i", fcntl.ioctl(self.sock, termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+                    if unacked == 0:
+                        break
+                    time.sleep(0.01)
+                time.sleep(0.05)
+                self.rec("event", what="reset", acked=unacked == 0)
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.sock.close()
+                raise Closed("reset-by-us", "handling")
+            if cut < n:
+                time.sleep(0.05)
+                self.rec("event", what="cut")
+                if req.qint("reset", 0):
+                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.sock.close()
+                    raise Closed("reset-by-us", "handling")
+                return False
             return True
         if p == "/slow":
             self.discard_body(req)

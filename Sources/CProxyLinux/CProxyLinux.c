@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include "include/CProxyLinux.h"
 
 int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
@@ -11,6 +13,15 @@ int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags
 }
 
 int CProxyLinux_errno(void) { return errno; }
+
+long CProxyLinux_splice(int in, int out, size_t len, int more) {
+    unsigned flags = SPLICE_F_NONBLOCK | SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
+    return (long)splice(in, NULL, out, NULL, len, flags);
+}
+
+int CProxyLinux_pipe(int fds[2]) { return pipe2(fds, O_NONBLOCK | O_CLOEXEC); }
+
+int CProxyLinux_pipe_size(int fd) { return fcntl(fd, F_GETPIPE_SZ); }
 
 static void fill(sigset_t *set, const int *signals, int count) {
     sigemptyset(set);

@@ -216,6 +216,7 @@ public struct ConfigLoader {
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
         if let b = m.mapping("buffering") { readBuffering(b, into: &c.proxy.buffering) }
+        if let s = m.mapping("splice") { readSplice(s, into: &c.proxy.splice) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
@@ -349,6 +350,18 @@ public struct ConfigLoader {
             m.problems.add(m.child(key), m.node(key)?.line,
                            "is more than buffering.max_memory (\(b.maxMemory) bytes): not one body could be read ahead")
         }
+        m.finish()
+    }
+
+    /// `splice: { enabled, min_size, max_pipes }`.
+    private func readSplice(_ m: MappingReader, into s: inout SpliceSettings) {
+        if let b = m.bool("enabled") { s.enabled = b }
+        if let n = m.parsed("min_size", "a size from 4k to 1g, like 64k", {
+            Units.size($0).flatMap { (4 << 10...1 << 30).contains($0) ? $0 : nil }
+        }) {
+            s.minSize = n
+        }
+        if let n = m.int("max_pipes", in: 1...65_536) { s.maxPipes = n }
         m.finish()
     }
 

@@ -42,6 +42,7 @@ import Testing
                    exclude_paths: [/account], max_memory: 128m }
     error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }
     buffering: { responses: 8m, requests: 1m, max_memory: 256m }
+    splice: { enabled: true, min_size: 128k, max_pipes: 64 }
     headers:
       request: { set: { X-Env: production }, add: { X-Trace: "{request_id}" }, remove: [X-Debug] }
       response: { set: { X-Frame-Options: DENY }, add: { X-Served-By: edge }, remove: [Server] }

@@ -497,6 +497,16 @@ import Testing
         #expect(problems("buffering: { max_memory: 10k }").first?.hasPrefix("buffering.max_memory: '10k' is not a size from 1m") == true)
     }
 
+    @Test func spliceLoadsAndItsBoundsAreNamed() throws {
+        let d = try loader().load(text: "").get().proxy.splice
+        #expect(d.enabled && d.minSize == 64 << 10 && d.maxPipes == 256, "on by default")
+        let s = try loader().load(text: "splice: { enabled: false, min_size: 1m, max_pipes: 16 }").get().proxy.splice
+        #expect(!s.enabled && s.minSize == 1 << 20 && s.maxPipes == 16)
+        #expect(problems("splice: { min_size: 1k }").first?.hasPrefix("splice.min_size: '1k' is not a size from 4k to 1g") == true)
+        #expect(problems("splice: { max_pipes: 0 }").first?.hasPrefix("splice.max_pipes:") == true)
+        #expect(problems("splice: { pipes: 4 }").first?.contains("splice.pipes") == true, "\(problems("splice: { pipes: 4 }"))")
+    }
+
     @Test func severalUpstreamServersAndTheirHealthLoad() throws {
         let c = try loader().load(text: """
         upstreams: [{ url: http://10.0.0.5:3000, weight: 3 }, { url: "http://app-2:3000" }, { url: "unix:/run/app.sock", backup: true }]

@@ -12,6 +12,8 @@ class Channel {
     /// While not reading, still be told when the peer shuts its side (a client that leaves
     /// while its request is in flight).
     var watchHangup = false
+    /// Out of the epoll set for now (`EventLoop.mute`): the next interest re-adds it.
+    var muted = false
 
     init(fd: Int32, loop: EventLoop) {
         self.fd = fd

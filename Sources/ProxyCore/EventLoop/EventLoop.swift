@@ -29,6 +29,8 @@ public final class EventLoop: @unchecked Sendable {
     private var nextPoolTrim: UInt64 = 0
     /// Standard-size buffers shared by this loop's connections.
     let buffers = BufferPool()
+    /// Empty pipes for spliced bodies (`PipePool`).
+    let pipes = PipePool()
     /// Request states shared by this loop's connections (`RequestState`).
     let requestStates = RequestStatePool()
     let requestIDs = RequestIDGenerator()
@@ -98,10 +100,24 @@ public final class EventLoop: @unchecked Sendable {
 
     func updateInterest(_ channel: Channel, _ events: UInt32) {
         var ev = epoll_event(events: events, data: epoll_data_t(u64: UInt64(channel.fd)))
-        // MOD only fails for an fd we do not know, which would be a bug in our bookkeeping.
-        let r = epoll_ctl(epfd, EPOLL_CTL_MOD, channel.fd, &ev)
-        assert(r == 0, "epoll_ctl(MOD) failed")
+        // It only fails for an fd we do not know, which would be a bug in our bookkeeping.
+        let op = _slowPath(channel.muted) ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
+        channel.muted = false
+        let r = epoll_ctl(epfd, op, channel.fd, &ev)
+        assert(r == 0, "epoll_ctl(MOD or ADD) failed")
         channel.interest = events
+    }
+
+    /// Takes the channel out of the epoll set until its next interest (`updateInterest`
+    /// re-adds it). For a socket that has hung up while we cannot read it yet: epoll reports
+    /// EPOLLHUP and EPOLLERR whatever the interest, so an interest of 0 would have the loop
+    /// spin on it meanwhile.
+    func mute(_ channel: Channel) {
+        guard !channel.muted else { return }
+        var ev = epoll_event()
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, channel.fd, &ev)
+        channel.interest = 0
+        channel.muted = true
     }
 
     /// Gives `old`'s fd and epoll registration to `new` (same fd) without a system call: a
@@ -196,6 +212,7 @@ public final class EventLoop: @unchecked Sendable {
                 nextSweep = now + EventLoop.sweepInterval
                 if now >= nextPoolTrim {
                     buffers.trim()
+                    pipes.trim()
                     nextPoolTrim = now + BufferPool.trimInterval
                 }
             }

@@ -120,6 +120,11 @@ final class HTTP1Connection: Channel {
     /// Writes as much of the exchange's output as the socket takes; arranges for the rest.
     func flush() {
         let x = exchange
+        if _slowPath(x.splicePipe != nil) {
+            // A spliced body: `output` is empty until it ends (`ClientExchange+Splice`).
+            x.flushSplice()
+            return
+        }
         if transport.isPlain {
             while !x.output.isEmpty {
                 let r: IOResult

@@ -144,4 +144,7 @@ struct ResponseState {
     /// Bytes in `output` at which the upstream waits for the client: the usual window, or more
     /// for a response read ahead (`ClientExchange+Buffering`).
     var window = Exchange.highWater
+    /// Whether splicing was considered for this body (`startSpliceIfWorthIt`): once, when it
+    /// first qualifies; a body that found no pipe then is copied to its end.
+    var spliceConsidered = false
 }

@@ -309,6 +309,10 @@ extension ClientExchange {
             // responses 20-40 % more CPU a request (bench/results/NOTES.md, issue 25).
             flush()
             if exchange.isProxying && output.readable >= response.window { up.pauseReading() }
+            // (Closed first: a failed write above has let the request's state go.)
+            if _slowPath(listener.splices) && !exchange.isClosed && output.isEmpty && !response.spliceConsidered {
+                startSpliceIfWorthIt(up)
+            }
         case .done:
             responseComplete()
         case .error(let e):
@@ -456,7 +460,7 @@ extension ClientExchange {
         w.end(contentLength: nil, chunked: false, connection: .keepAlive)
     }
 
-    private func responseComplete() {
+    func responseComplete() {
         upstreamEnd = loop.now
         if let up = upstream {
             upstream = nil

@@ -119,6 +119,10 @@ final class ClientExchange {
         @inline(__always) set { current!.statusSent = newValue }
     }
     var requestID = RequestID()
+    /// The response body being spliced, and its pipe (`ClientExchange+Splice`); both nil on
+    /// the copying path.
+    var splice: BodySplice?
+    var splicePipe: SplicePipe?
 
     init(loop: EventLoop, listener: ListenerContext, peer: PeerAddress) {
         self.loop = loop
@@ -181,7 +185,8 @@ final class ClientExchange {
     /// Whether the client is read, and whether output waits to be sent.
     @inline(__always)
     func want(read: Bool, write: Bool) {
-        downstream.want(read: read, write: write)
+        // Bytes in a splice pipe wait for the client as `output`'s do, whichever caller asks.
+        downstream.want(read: read, write: write || _slowPath(splice.map { !$0.pipeEmpty } ?? false))
     }
 
     /// Sends as much of `output` (and any response head) as the client takes now; the rest
@@ -547,6 +552,7 @@ final class ClientExchange {
 
     func releaseBuffers() {
         if _slowPath(bufferingReserved != 0 || current?.bufferingBody == true) { releaseBuffering() }
+        if _slowPath(splicePipe != nil) { endSplice(keepPipe: true) }
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         loop.requestStates.recycle(&current, buffers: loop.buffers)

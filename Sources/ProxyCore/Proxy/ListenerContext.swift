@@ -51,6 +51,10 @@ final class ListenerContext: @unchecked Sendable {
     /// whether this configuration reads responses ahead (`buffering:`).
     let bufferingBudget: BufferingBudget?
     let buffersResponses: Bool
+    /// The process's pipes for spliced bodies (nil in tests that run a context alone), and
+    /// whether this configuration splices (`splice.enabled`).
+    let spliceBudget: SpliceBudget?
+    let splices: Bool
     let buffersRequests: Bool
     /// The servers requests go to and their health (nil: a listener that answers locally).
     let upstreams: UpstreamGroup?
@@ -72,7 +76,8 @@ final class ListenerContext: @unchecked Sendable {
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
          budget: ConnectionBudget = ConnectionBudget(limit: .max), clients: ClientLimits? = nil,
-         buffering: BufferingBudget? = nil, compressionMemory: MemoryReservation? = nil) {
+         buffering: BufferingBudget? = nil, compressionMemory: MemoryReservation? = nil,
+         splice: SpliceBudget? = nil) {
         self.spec = spec
         self.budget = budget
         self.clients = clients
@@ -81,6 +86,9 @@ final class ListenerContext: @unchecked Sendable {
         buffersResponses = buffering != nil && spec.config.buffering.responses > 0
         buffersRequests = buffering != nil && spec.config.buffering.requests > 0
         if spec.config.buffering.isEnabled { buffering?.setLimit(spec.config.buffering.maxMemory) }
+        spliceBudget = splice
+        splices = splice != nil && spec.config.splice.enabled
+        if splices { splice?.setLimit(spec.config.splice.maxPipes) }
         config = spec.config
         phases = spec.phases
         requestParser = RequestParser(limits: spec.config.limits)

@@ -61,6 +61,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var clientLimits = ClientLimitSettings()
     /// Responses read ahead of slow clients (`buffering:`); off by default.
     public var buffering = BufferingSettings()
+    /// Large response bodies spliced from socket to socket (`splice:`); on by default.
+    public var splice = SpliceSettings()
 
     public init() {}
 }

@@ -27,6 +27,9 @@ final class UpstreamConnection: Channel {
     /// The connection attempt itself failed (refused, unreachable): nothing was sent, so the
     /// request may try the name's next address.
     var connectFailed = false
+    /// The response body is spliced (`ClientExchange+Splice`): readiness goes to the client's
+    /// exchange, which moves the bytes; `input` stays empty.
+    var splicing = false
 
     init(fd: Int32, address: SocketAddress, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
         self.address = address
@@ -89,7 +92,11 @@ final class UpstreamConnection: Channel {
             if state == .closed { return }
             if events & (CProxyLinux_EPOLLIN | CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR | CProxyLinux_EPOLLRDHUP) != 0,
                interest & CProxyLinux_EPOLLIN != 0 || events & (CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR) != 0 {
-                read()
+                if _slowPath(splicing) {
+                    client?.spliceFromUpstream(hangup: events & (CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR) != 0)
+                } else {
+                    read()
+                }
             }
         case .closed:
             break
@@ -148,6 +155,17 @@ final class UpstreamConnection: Channel {
 
     private func fail(_ reason: String) {
         client?.upstreamClosed(failed: true, reason: reason)
+    }
+
+    /// Body bytes were spliced out of the socket (as `read` would have counted them).
+    func splicedIn() {
+        receivedAny = true
+        deadline = loop.now + timeouts.upstreamResponse
+    }
+
+    /// Splicing from the socket failed with `errno` (0: it hung up without saying why).
+    func failSplice(_ errno: Int32) {
+        fail(SystemError(call: "splice", errno: errno == 0 ? ECONNRESET : errno).description)
     }
 
     /// `more`: the request body goes on and its next bytes are being read now (`Socket.write`).
@@ -253,6 +271,7 @@ final class UpstreamConnection: Channel {
         client = nil
         reused = true
         paused = false
+        splicing = false
         input.clear()
         output.clear()
         deadline = loop.now + timeouts.upstreamIdle

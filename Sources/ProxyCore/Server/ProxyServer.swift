@@ -31,6 +31,8 @@ public final class ProxyServer: Sendable {
     private let buffering: BufferingBudget
     /// The memory compressing responses' encoders may hold, across reloads.
     private let compressionMemory = MemoryReservation()
+    /// The pipes spliced bodies may hold, across reloads.
+    private let splice: SpliceBudget
     /// The loops as acceptors see them, to even out where connections live.
     private let placement: LoopSet
 
@@ -51,10 +53,11 @@ public final class ProxyServer: Sendable {
         // Room for every client of a full budget to be a different address (up to a million).
         clients = ClientLimits(clients: min(maxConnections ?? 1 << 16, 1 << 20), metrics: metrics.clientLimits)
         buffering = BufferingBudget(metrics: metrics.registry)
-        let contexts = listeners.map { [clientBudget, internalBudget, clients, buffering, compressionMemory] in
+        splice = SpliceBudget(metrics: metrics.registry)
+        let contexts = listeners.map { [clientBudget, internalBudget, clients, buffering, compressionMemory, splice] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
                             budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
-                            buffering: buffering, compressionMemory: compressionMemory)
+                            buffering: buffering, compressionMemory: compressionMemory, splice: splice)
         }
         self.contexts = contexts
         placement = LoopSet(loops, moved: metrics.registry.counter(
@@ -198,10 +201,10 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
-        let fresh = specs.map { [clientBudget, internalBudget, clients, buffering, compressionMemory] in
+        let fresh = specs.map { [clientBudget, internalBudget, clients, buffering, compressionMemory, splice] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
                             budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
-                            buffering: buffering, compressionMemory: compressionMemory)
+                            buffering: buffering, compressionMemory: compressionMemory, splice: splice)
         }
         for context in fresh { context.onLoopIdle = { [weak self] loop in self?.checkDrained(loop) } }
         for loop in loops {

@@ -1,0 +1,261 @@
+"""Large response bodies are spliced from the upstream's socket to the client's through a pipe
+(`splice:`): every byte arrives in order, a slow client holds the upstream back, a body cut on
+either side closes its pipe, and nothing that needs the bytes in memory (TLS, compression,
+small bodies, splice off, no pipe free) is spliced (TLS and compression: BodySpliceTests)."""
+
+import os
+import re
+import socket
+import time
+import urllib.request
+import zlib
+
+import pytest
+
+from helpers import ClosedEarly, MiB, pattern_matches
+from test_large import PatternChecker
+
+
+def metrics(p):
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.internal_port}/metrics", timeout=3) as r:
+        text = r.read().decode()
+    out = {}
+    for m in re.finditer(r'^callback_proxy_(spliced_responses_total|splice_pipes)(\{outcome="(\w+)"\})? (\S+)$', text, re.M):
+        out[m.group(3) or m.group(1)] = float(m.group(4))
+    return out
+
+
+def open_fds(p):
+    """The proxy's open sockets and pipes, counted apart: (sockets, pipe descriptors)."""
+    sockets = pipes = 0
+    for fd in os.listdir(f"/proc/{p.pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{p.pid}/fd/{fd}")
+        except OSError:
+            continue
+        sockets += target.startswith("socket:")
+        pipes += target.startswith("pipe:")
+    return sockets, pipes
+
+
+def assert_nothing_left_open(p, sockets_before):
+    """The sockets are back to what they were, and at most one empty pipe is kept (one body
+    at a time on one loop: the pool holds no more)."""
+    deadline = time.monotonic() + 5
+    while open_fds(p)[0] > sockets_before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sockets, pipes = open_fds(p)
+    assert sockets <= sockets_before, f"{sockets - sockets_before} sockets of cut bodies stayed open"
+    assert pipes <= 2, f"{pipes // 2} pipes open: the pipes of cut bodies stayed open"
+
+
+def with_config(proxy_factory, upstream, tmp_path, text, opts=None):
+    cfg = tmp_path / "splice.yaml"
+    cfg.write_text(text)
+    return proxy_factory(upstream, opts=opts, extra=["--config", str(cfg)])
+
+
+def get_checked(c, n, extra=""):
+    c.request("GET", f"/bytes?n={n}{extra}")
+    check = PatternChecker()
+    r = c.read_response(sink=check, timeout=30)
+    assert r.status == 200, r
+    assert check.off == n and check.bad_at is None, f"{check.off} of {n} bytes, bad at {check.bad_at}"
+    return r
+
+
+def test_a_large_response_is_spliced_whole_and_the_connection_goes_on(proxy):
+    before = metrics(proxy)
+    with proxy.conn(timeout=30) as c:
+        get_checked(c, 5 * MiB + 123)
+        get_checked(c, 3 * MiB)
+        # The connection is in step after the pipe: a small request and its answer follow.
+        c.request("GET", "/echo?after=1")
+        r = c.read_response()
+        assert r.status == 200 and r.json()["target"] == "/echo?after=1"
+    after = metrics(proxy)
+    assert after["spliced"] - before.get("spliced", 0) == 2, after
+    assert after["splice_pipes"] >= 1, "the empty pipe is kept for the next body"
+    lines = proxy.wait_access_log(3)
+    big = [l for l in lines if l["path"].startswith("/bytes")]
+    assert [l["bytes_out"] >= n for l, n in zip(big, (5 * MiB + 123, 3 * MiB))] == [True, True], big
+    assert all("error" not in l for l in lines), lines
+
+
+def test_a_unix_socket_upstream_is_spliced_too(proxy_factory, upstream_factory):
+    u = upstream_factory(unix=True)
+    p = proxy_factory(upstream_url=u.url)
+    with p.conn(timeout=30) as c:
+        get_checked(c, 4 * MiB + 7)
+    assert metrics(p)["spliced"] == 1
+
+
+def test_pipelined_requests_behind_a_spliced_body_are_answered_in_order(proxy):
+    with proxy.conn(timeout=30) as c:
+        c.send(b"GET /bytes?n=2097152 HTTP/1.1\r\nHost: t\r\n\r\n"
+               b"GET /echo?second=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+               b"GET /bytes?n=1048576 HTTP/1.1\r\nHost: t\r\n\r\n")
+        for n in (2 * MiB, None, 1 * MiB):
+            if n is None:
+                r = c.read_response()
+                assert r.json()["target"] == "/echo?second=1"
+                continue
+            check = PatternChecker()
+            r = c.read_response(sink=check, timeout=30)
+            assert r.status == 200 and check.off == n and check.bad_at is None
+
+
+def test_small_bodies_and_splice_off_are_copied(proxy_factory, upstream, tmp_path):
+    p = with_config(proxy_factory, upstream, tmp_path, "splice: { min_size: 256k }\n")
+    with p.conn(timeout=30) as c:
+        get_checked(c, 200 * 1024)
+    assert metrics(p).get("spliced", 0) == 0, "a body under splice.min_size is copied"
+    off = with_config(proxy_factory, upstream, tmp_path, "splice: { enabled: false }\n")
+    with off.conn(timeout=30) as c:
+        get_checked(c, 4 * MiB)
+    assert metrics(off).get("spliced", 0) == 0 and metrics(off).get("splice_pipes", 0) == 0
+
+
+def test_a_compressed_body_is_not_spliced(proxy_factory, upstream, tmp_path):
+    # The bytes must pass through the encoder: a spliced one would reach the client raw,
+    # inside chunked framing that says gzip.
+    p = with_config(proxy_factory, upstream, tmp_path, "compression: { enabled: true, codings: [gzip] }\n")
+    with p.conn(timeout=30) as c:
+        c.request("GET", "/page?n=300000", headers=[("Accept-Encoding", "gzip")])
+        r = c.read_response(timeout=30)
+        assert r.one("content-encoding") == "gzip"
+        assert len(zlib.decompress(r.body, 31)) == 300000
+        get_checked(c, 2 * MiB)
+    assert metrics(p)["spliced"] == 1, "the octet-stream body (not compressed) is spliced"
+
+
+def test_a_slow_reader_gets_every_byte(proxy):
+    n = 6 * MiB
+    s = socket.create_connection(("127.0.0.1", proxy.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    s.sendall(b"GET /bytes?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % n)
+    s.settimeout(20)
+    data = bytearray()
+    head_end = -1
+    while head_end < 0 or len(data) - head_end < n:
+        piece = s.recv(48 * 1024)
+        assert piece, f"closed after {len(data)} bytes"
+        data += piece
+        if head_end < 0 and b"\r\n\r\n" in data:
+            head_end = data.index(b"\r\n\r\n") + 4
+        time.sleep(0.002)
+    s.close()
+    assert len(data) - head_end == n and pattern_matches(0, memoryview(data)[head_end:])
+    assert metrics(proxy)["spliced"] == 1
+
+
+def test_an_upstream_that_dies_mid_body_cuts_the_response_and_leaks_no_pipe(proxy, upstream):
+    def cut_once(reset):
+        with proxy.conn(timeout=10) as c:
+            c.request("GET", f"/bytes?n={8 * MiB}&cut={2 * MiB}&reset={reset}")
+            check = PatternChecker()
+            with pytest.raises(ClosedEarly):
+                c.read_response(sink=check, timeout=10)
+            assert check.bad_at is None and check.off <= 2 * MiB
+    cut_once(0)
+    sockets, _ = open_fds(proxy)
+    for i in range(10):
+        cut_once(i % 2)
+    assert_nothing_left_open(proxy, sockets)
+    lines = proxy.wait_access_log(11)
+    errors = {l.get("error") for l in lines if l["path"].startswith("/bytes")}
+    assert errors <= {"upstream_closed_mid_response", "upstream_failed_mid_response"} and errors, lines
+    assert metrics(proxy)["spliced"] == 11
+    with proxy.conn(timeout=30) as c:
+        get_checked(c, 2 * MiB)
+
+
+def reset_after_body(p, upstream, n):
+    """Asks for n bytes that the upstream sends whole and then resets; reads nothing until the
+    reset, then all of it. The body read."""
+    s = socket.socket()
+    # Before connecting, so that the window the proxy sees stays small: the body waits in the
+    # proxy (its pipe, and the socket it splices from), not in the client's buffers.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", p.port))
+    s.sendall(b"GET /bytes?n=%d&reset_after_ms=3000 HTTP/1.1\r\nHost: t\r\n\r\n" % n)
+    assert upstream.record.wait_for(lambda r: r.notes("reset"), timeout=5)
+    if not upstream.record.notes("reset")[0]["acked"]:
+        pytest.skip("the body did not fit in this machine's socket buffers before the reset")
+    time.sleep(0.2)
+    s.settimeout(10)
+    data = bytearray()
+    while b"\r\n\r\n" not in data or len(data) - data.index(b"\r\n\r\n") - 4 < n:
+        piece = s.recv(65536)
+        if not piece:
+            break
+        data += piece
+    s.close()
+    return data[data.index(b"\r\n\r\n") + 4:]
+
+
+@pytest.mark.parametrize("n", [96 * 1024, 3 * MiB])
+def test_a_reset_after_the_whole_body_was_sent_loses_nothing(proxy_factory, upstream, tmp_path, n):
+    # The upstream resets once the proxy's kernel holds the whole body, while the client reads
+    # nothing: 96 KiB fit in the client's socket buffers; of 3 MiB, the last bytes wait in the
+    # pipe and in the socket it splices from (without reading that socket after the reset, the
+    # proxy cut the body). Bytes that reached the proxy are the client's.
+    p = with_config(proxy_factory, upstream, tmp_path, "splice: { min_size: 4k }\n")
+    body = reset_after_body(p, upstream, n)
+    assert len(body) == n and pattern_matches(0, memoryview(body)), f"{len(body)} of {n} bytes"
+    line = p.wait_access_log(1)[0]
+    assert line["status"] == 200 and "error" not in line, line
+    assert metrics(p)["spliced"] == 1
+
+
+@pytest.mark.parametrize("config", ["", "splice: { min_size: 1g }\n"], ids=["spliced", "copied"])
+def test_a_client_that_leaves_mid_body_takes_the_upstream_and_the_pipe_with_it(proxy_factory, upstream, tmp_path, config):
+    # Copied: splicing on, the body under min_size; a write that fails while the body is
+    # copied let the request's state go before the splice check read it (a crash).
+    proxy = with_config(proxy_factory, upstream, tmp_path, config)
+    def leave_once():
+        c = socket.create_connection(("127.0.0.1", proxy.port))
+        c.sendall(b"GET /bytes?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % (64 * MiB))
+        got = 0
+        while got < 1 * MiB:
+            got += len(c.recv(65536))
+        c.close()
+    leave_once()
+    time.sleep(0.3)
+    sockets, _ = open_fds(proxy)
+    for _ in range(10):
+        leave_once()
+    assert_nothing_left_open(proxy, sockets)
+    lines = proxy.wait_access_log(11)
+    # A client that closes with bytes unread resets: the proxy sees a close, a failed write or
+    # the socket's error, whichever comes first.
+    errors = {l.get("error") for l in lines if l["path"].startswith("/bytes")}
+    assert errors <= {"client_closed", "client_write_failed", "client_socket_error"}, lines
+    with proxy.conn(timeout=30) as c:
+        get_checked(c, 1 * MiB)
+
+
+def test_with_no_pipe_free_a_body_is_copied(proxy_factory, upstream, tmp_path):
+    p = with_config(proxy_factory, upstream, tmp_path, "splice: { max_pipes: 1 }\n")
+    # Two downloads at once, neither read for a while: the first holds the only pipe (32 MiB
+    # do not fit in the sockets' buffers), the second is copied.
+    n = 32 * MiB
+    socks = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", p.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+        s.sendall(b"GET /bytes?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % n)
+        socks.append(s)
+    time.sleep(0.5)
+    m = metrics(p)
+    assert m["spliced"] == 1 and m["no_pipe"] == 1 and m["splice_pipes"] == 1, m
+    for s in socks:
+        s.settimeout(20)
+        data = bytearray()
+        while b"\r\n\r\n" not in data or len(data) - data.index(b"\r\n\r\n") - 4 < n:
+            piece = s.recv(1 << 20)
+            assert piece, f"closed after {len(data)} bytes"
+            data += piece
+        s.close()
+        start = data.index(b"\r\n\r\n") + 4
+        assert len(data) - start == n and pattern_matches(0, memoryview(data)[start:])

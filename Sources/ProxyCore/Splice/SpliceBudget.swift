@@ -1,0 +1,42 @@
+import Synchronization
+
+/// The pipes spliced bodies may hold, for the whole process (`splice.max_pipes`), and what
+/// the operator sees of them. A pipe is reserved before it is made and released when it is
+/// closed; pipes waiting in a loop's `PipePool` stay reserved. Atomic: no loop waits for another.
+final class SpliceBudget: Sendable {
+    private let open = Atomic<Int>(0)
+    private let limit = Atomic<Int>(SpliceSettings().maxPipes)
+    private let spliced: Counter
+    private let noPipe: Counter
+
+    init(metrics: MetricsRegistry) {
+        let family = metrics.counter("callback_proxy_spliced_responses_total",
+                                     "Response bodies eligible for splice(2): moved through a pipe, or copied because no pipe was free (splice.max_pipes, or the connection budget).",
+                                     labels: ["outcome"])
+        spliced = family.labels("spliced")
+        noPipe = family.labels("no_pipe")
+        metrics.gauge("callback_proxy_splice_pipes", "Pipes open for splice(2), in use or kept for reuse.") { [weak self] in
+            Double(self?.current ?? 0)
+        }
+    }
+
+    func setLimit(_ pipes: Int) { limit.store(pipes, ordering: .relaxed) }
+
+    /// Takes one pipe's place if the limit allows.
+    func reserve() -> Bool {
+        let max = limit.load(ordering: .relaxed)
+        var seen = open.load(ordering: .relaxed)
+        while seen < max {
+            let (exchanged, original) = open.compareExchange(expected: seen, desired: seen + 1, ordering: .relaxed)
+            if exchanged { return true }
+            seen = original
+        }
+        return false
+    }
+
+    func release() { open.wrappingSubtract(1, ordering: .relaxed) }
+
+    var current: Int { open.load(ordering: .relaxed) }
+
+    func counted(spliced ok: Bool) { (ok ? spliced : noPipe).increment() }
+}

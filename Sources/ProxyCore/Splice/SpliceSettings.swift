@@ -1,0 +1,25 @@
+/// `splice:` — large plain-HTTP/1.1 response bodies move from the upstream's socket to the
+/// client's through a pipe (`splice(2)`), never through the proxy's memory: the kernel hands
+/// the socket buffers' pages on instead of copying them out and back in (HAProxy's
+/// `option splice-response`). On by default.
+///
+/// Only where nothing in between needs the bytes: both sockets plain (TLS encrypts in user
+/// space), HTTP/1.1 to the client (an HTTP/2 stream's body goes out as DATA frames), a body
+/// sized by Content-Length with at least `minSize` bytes still to come, not compressed, not
+/// read ahead (`buffering.responses`). Everything else is copied as before, and so is any
+/// response that finds no pipe free (`maxPipes`, or the connection budget full).
+public struct SpliceSettings: Sendable, Equatable {
+    public var enabled = true
+    /// Bodies with fewer bytes still to come are copied: below some tens of KiB the pipe's two
+    /// system calls per piece cost more than the copy they save (HAProxy's measurements put
+    /// the break-even near 4 KiB for a full pipe; the 64 KiB default keeps the small and
+    /// middle-sized responses most traffic is made of on the path the benchmarks tune).
+    public var minSize: UInt64 = 64 * 1024
+    /// Pipes open at once in the process, each two descriptors (and a unit of the connection
+    /// budget while open). Bounded because every pipe may pin up to 64 KiB of kernel memory,
+    /// and past `/proc/sys/fs/pipe-user-pages-soft` (16,384 pages per user by default) Linux
+    /// gives new pipes a single page.
+    public var maxPipes = 256
+
+    public init() {}
+}
