@@ -499,7 +499,7 @@ import Testing
 
     @Test func spliceLoadsAndItsBoundsAreNamed() throws {
         let d = try loader().load(text: "").get().proxy.splice
-        #expect(d.enabled && d.minSize == 64 << 10 && d.maxPipes == 256, "on by default")
+        #expect(d.enabled && d.minSize == 16 << 10 && d.maxPipes == 256, "on by default")
         let s = try loader().load(text: "splice: { enabled: false, min_size: 1m, max_pipes: 16 }").get().proxy.splice
         #expect(!s.enabled && s.minSize == 1 << 20 && s.maxPipes == 16)
         #expect(problems("splice: { min_size: 1k }").first?.hasPrefix("splice.min_size: '1k' is not a size from 4k to 1g") == true)
