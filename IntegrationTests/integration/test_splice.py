@@ -217,8 +217,15 @@ def test_a_client_that_leaves_mid_body_takes_the_upstream_and_the_pipe_with_it(p
         c = socket.create_connection(("127.0.0.1", proxy.port))
         c.sendall(b"GET /bytes?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % (64 * MiB))
         got = 0
-        while got < 1 * MiB:
-            got += len(c.recv(65536))
+        try:
+            while got < 1 * MiB:
+                got += len(c.recv(65536))
+        except ConnectionResetError:
+            # Seen once in a full run, on the copying path: a reset while the client read,
+            # with the proxy's access log saying its write had failed first (so not the proxy
+            # closing a live client; cause not found). Whichever side ends the connection, the
+            # proxy must let go of everything: that is what is checked below.
+            pass
         c.close()
     leave_once()
     time.sleep(0.3)
