@@ -14,9 +14,8 @@ int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags
 
 int CProxyLinux_errno(void) { return errno; }
 
-long CProxyLinux_splice(int in, int out, size_t len, int more) {
-    unsigned flags = SPLICE_F_NONBLOCK | SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
-    return (long)splice(in, NULL, out, NULL, len, flags);
+long CProxyLinux_splice(int in, int out, size_t len) {
+    return (long)splice(in, NULL, out, NULL, len, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 }
 
 int CProxyLinux_pipe(int fds[2]) { return pipe2(fds, O_NONBLOCK | O_CLOEXEC); }

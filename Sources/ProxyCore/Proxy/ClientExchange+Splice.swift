@@ -14,13 +14,13 @@ extension ClientExchange {
     /// path's 64 KiB reads), so that one fast download does not hold its loop.
     private static let roundsPerEvent = 4
 
-    /// Called while a response body streams (after the bytes at hand went out): starts
-    /// splicing if the response qualifies and a pipe is free. Once per response: one that
-    /// finds no pipe is copied to its end (and counted once), rather than asking again on
-    /// every read.
+    /// Called while a response body streams (after the bytes at hand went out), until
+    /// `response.spliceConsidered` (the caller tests it, on the hot path): starts splicing if
+    /// the response qualifies and a pipe is free. Once per response: one that finds no pipe
+    /// is copied to its end (and counted once), rather than asking again on every read.
     @inline(never)
     func startSpliceIfWorthIt(_ up: UpstreamConnection) {
-        guard !response.spliceConsidered, case .connection(let c) = downstream,
+        guard case .connection(let c) = downstream,
               BodySplice.eligible(remaining: response.body.remaining, minSize: config.splice.minSize,
                                   plainSockets: up.transport.isPlain && c.with({ $0.transport.isPlain }),
                                   pendingBytes: !output.isEmpty || !up.input.isEmpty,
@@ -70,7 +70,7 @@ extension ClientExchange {
                 }
                 break
             }
-            let n = CProxyLinux_splice(up.fd, pipe.writeFD, want, 0)
+            let n = CProxyLinux_splice(up.fd, pipe.writeFD, want)
             if n > 0 {
                 s.filled(n)
                 response.body.consumedStraight(n)
@@ -108,7 +108,7 @@ extension ClientExchange {
     /// aborted).
     private func drainPipe(_ s: inout BodySplice, pipe: SplicePipe, to fd: Int32) -> Bool {
         while !s.pipeEmpty {
-            let n = CProxyLinux_splice(pipe.readFD, fd, s.inPipe, 0)
+            let n = CProxyLinux_splice(pipe.readFD, fd, s.inPipe)
             if n > 0 {
                 s.drained(n)
                 bytesOut += UInt64(n)

@@ -7,7 +7,7 @@
 /// not read (the pipe is full, or the exchange pauses it), as `Exchange.highWater` bounds the
 /// copying path. Never more than the body's remaining bytes are taken from the upstream: what
 /// follows on the connection is not this response's.
-struct BodySplice: Equatable {
+struct BodySplice {
     /// Bytes in the pipe, taken from the upstream but not yet by the client.
     private(set) var inPipe = 0
     /// Body bytes the upstream has still to send.
@@ -36,9 +36,6 @@ struct BodySplice: Equatable {
         precondition(n > 0 && n <= inPipe, "drained more than the pipe held")
         inPipe -= n
     }
-
-    /// Whether body bytes are still to come after those in the pipe (SPLICE_F_MORE).
-    var moreFollows: Bool { remaining > 0 }
 
     var pipeEmpty: Bool { inPipe == 0 }
 

@@ -1,11 +1,9 @@
-import Synchronization
-
 /// The pipes spliced bodies may hold, for the whole process (`splice.max_pipes`), and what
 /// the operator sees of them. A pipe is reserved before it is made and released when it is
 /// closed; pipes waiting in a loop's `PipePool` stay reserved. Atomic: no loop waits for another.
 final class SpliceBudget: Sendable {
-    private let open = Atomic<Int>(0)
-    private let limit = Atomic<Int>(SpliceSettings().maxPipes)
+    /// Counted in pipes, not bytes: the same compare-and-swap under a limit.
+    private let open = MemoryReservation(limit: SpliceSettings().maxPipes)
     private let spliced: Counter
     private let noPipe: Counter
 
@@ -20,23 +18,14 @@ final class SpliceBudget: Sendable {
         }
     }
 
-    func setLimit(_ pipes: Int) { limit.store(pipes, ordering: .relaxed) }
+    func setLimit(_ pipes: Int) { open.setLimit(pipes) }
 
     /// Takes one pipe's place if the limit allows.
-    func reserve() -> Bool {
-        let max = limit.load(ordering: .relaxed)
-        var seen = open.load(ordering: .relaxed)
-        while seen < max {
-            let (exchanged, original) = open.compareExchange(expected: seen, desired: seen + 1, ordering: .relaxed)
-            if exchanged { return true }
-            seen = original
-        }
-        return false
-    }
+    func reserve() -> Bool { open.reserve(1) }
 
-    func release() { open.wrappingSubtract(1, ordering: .relaxed) }
+    func release() { open.release(1) }
 
-    var current: Int { open.load(ordering: .relaxed) }
+    var current: Int { open.current }
 
     func counted(spliced ok: Bool) { (ok ? spliced : noPipe).increment() }
 }
