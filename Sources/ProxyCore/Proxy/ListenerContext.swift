@@ -293,7 +293,7 @@ final class Acceptor: Channel {
             }
             guard let fd else { return }
             context.metrics.accepted.increment()
-            if !peer.isUnix { Socket.setNoDelay(fd) }
+            // TCP_NODELAY comes from the listener (`Socket.makeListener`).
             if let placement, let other = placement.target(from: loop) {
                 move(fd: fd, peer: peer, to: other, placement)
                 continue

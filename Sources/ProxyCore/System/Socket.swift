@@ -21,6 +21,10 @@ enum Socket {
             if reusePort {
                 try syscallValue("setsockopt(SO_REUSEPORT)") { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size) }
             }
+            // Linux copies TCP_NODELAY from the listener to every connection it accepts, so set
+            // once here it saves a setsockopt per accepted connection (one of the eight system
+            // calls a `Connection: close` request costs). `SocketTests` checks the inheritance.
+            setNoDelay(fd)
         }
         let bound = address.withSockAddr { bind(fd, $0, $1) }
         if bound != 0 { throw SystemError(call: "bind(\(address))", errno: lastErrno()) }
