@@ -791,6 +791,13 @@ def test_instances_sharing_ticket_keys_resume_each_others_sessions(proxy_factory
     assert not reused
     assert resumed_session(b.port, ctx, session)[0], "B decrypts A's ticket"
     assert not resumed_session(other.port, ctx, session)[0], "another key: a full handshake"
+    # What an operator watches to see that the fleet's keys agree.
+    from test_observability import samples, scrape, value
+
+    def handshakes(proxy):
+        s = samples(scrape(proxy))
+        return [value(s, "callback_proxy_tls_handshakes_total", listener="public", session=k) for k in ("new", "resumed")]
+    assert handshakes(a) == [1, 0] and handshakes(b) == [0, 1] and handshakes(other) == [1, 0]
     # without configured keys each process has its own: no resumption across instances
     plain1, plain2 = proxy_factory(upstream, extra=["--tls-cert", tls_files[0], "--tls-key", tls_files[1]]), \
         proxy_factory(upstream, extra=["--tls-cert", tls_files[0], "--tls-key", tls_files[1]])

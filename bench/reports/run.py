@@ -286,6 +286,21 @@ def tls(rec):
         out += rounds_table(rec, "server", [(cp, "callback-proxy"), (ngx, "nginx")], "rps", "rps", s, with_spread=False)
         rm, per = rec.ratios(cp, ngx, "rps", s)
         out += [f"callback-proxy ÷ nginx: **{fmt(rm, 'x')}** (per round: {' '.join(fmt(x, 'x') for x in per)})", ""]
+        bound = ""
+        if scenario.startswith("hs-"):
+            pass  # s_time's two clients: no per-request CPU of the servers in its output
+        else:
+            # wrk has one thread: when it is the bottleneck, requests/s says how fast the client
+            # is, and only CPU per request compares the servers.
+            cpu = [rec.median(k, "cpu_us.proxy", s) for k in (cp, ngx)]
+            shares = [c / e for k in (cp, ngx)
+                      for c, e in zip(rec.per_round(k, "cpu_s.client", s), rec.per_round(k, "elapsed_s", s)) if c and e]
+            client = max(shares, default=None)
+            out += [f"CPU µs a request (all of a server's processes): callback-proxy {fmt(cpu[0], 'us')}, nginx "
+                    f"{fmt(cpu[1], 'us')} ({fmt(ratio(cpu[0], cpu[1]), 'x')}); the client (wrk, one thread) used up to "
+                    f"{fmt(client, 'cores')} of a core.", ""]
+            if client is not None and client >= 0.9:
+                bound = f" — client-bound (wrk at {fmt(client, 'cores')} of its one core; CPU a request {fmt(ratio(cpu[0], cpu[1]), 'x')} nginx's)"
         targets.append([f"{name} ≥ {target:g}× nginx", f"{fmt(rm, 'x')} (median of per-round ratios {fmt(med(per), 'x')})",
-                        verdict(rm, med(per), target)])
+                        verdict(rm, med(per), target) + bound])
     return targets, out

@@ -32,6 +32,7 @@ public final class EngineMetrics: Sendable {
     private let open: MetricFamily<Gauge>
     private let accepted: MetricFamily<Counter>
     private let tlsFailures: MetricFamily<Counter>
+    private let tlsHandshakes: MetricFamily<Counter>
     private let acceptPauses: MetricFamily<Counter>
     let http2: HTTP2Metrics
     let compression: CompressionMetrics
@@ -52,6 +53,9 @@ public final class EngineMetrics: Sendable {
         tlsFailures = registry.counter("callback_proxy_tls_handshake_failures_total",
                                        "TLS handshakes that failed or timed out (plaintext on a TLS port included).",
                                        labels: ["listener"])
+        tlsHandshakes = registry.counter("callback_proxy_tls_handshakes_total",
+                                         "TLS handshakes completed, by whether the client resumed a session (a ticket).",
+                                         labels: ["listener", "session"])
         acceptPauses = registry.counter("callback_proxy_accept_pauses_total",
                                         "Times a listener stopped accepting for a moment: out of file descriptors or memory.",
                                         labels: ["listener"])
@@ -62,6 +66,7 @@ public final class EngineMetrics: Sendable {
 
     func listener(_ name: String) -> ListenerMetrics {
         ListenerMetrics(open: open.labels(name), accepted: accepted.labels(name), tlsFailures: tlsFailures.labels(name),
+                        tlsNew: tlsHandshakes.labels(name, "new"), tlsResumed: tlsHandshakes.labels(name, "resumed"),
                         acceptPauses: acceptPauses.labels(name))
     }
 
@@ -77,5 +82,9 @@ struct ListenerMetrics: Sendable {
     let open: Gauge
     let accepted: Counter
     let tlsFailures: Counter
+    /// Completed handshakes: full ones, and resumed ones (a fleet whose `tls.session_ticket_keys`
+    /// differ between machines shows up as `resumed` staying near 0).
+    let tlsNew: Counter
+    let tlsResumed: Counter
     let acceptPauses: Counter
 }

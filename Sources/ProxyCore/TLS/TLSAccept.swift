@@ -93,6 +93,7 @@ final class TLSAccept: Channel {
     private func handOver() {
         deadline = 0
         closed = true
+        (session.resumed ? listener.metrics.tlsResumed : listener.metrics.tlsNew).increment()
         if session.negotiatedHTTP2 {
             let connection = HTTP2Connection(fd: fd, loop: loop, listener: listener, peer: peer,
                                              transport: Transport(fd: fd, tls: session))

@@ -35,6 +35,9 @@ final class TLSSession {
         return p[0] == 0x68 && p[1] == 0x32
     }
 
+    /// The finished handshake resumed a session (a ticket) rather than making a new one.
+    var resumed: Bool { SSL_session_reused(ssl) == 1 }
+
     enum HandshakeStep {
         case done
         case wantRead
