@@ -1,7 +1,8 @@
-"""Large response bodies are spliced from the upstream's socket to the client's through a pipe
-(`splice:`): every byte arrives in order, a slow client holds the upstream back, a body cut on
-either side closes its pipe, and nothing that needs the bytes in memory (TLS, compression,
-small bodies, splice off, no pipe free) is spliced (TLS and compression: BodySpliceTests)."""
+"""Large bodies are spliced through a pipe (`splice:`), responses from the upstream's socket to
+the client's and request bodies the other way: every byte arrives in order, a slow reader holds
+the sender back, a body cut on either side closes its pipe, and nothing that needs the bytes in
+memory (TLS, compression, small bodies, splice off, no pipe free) is spliced (TLS and
+compression: BodySpliceTests). The uploads of test_large.py are spliced too."""
 
 import os
 import socket
@@ -10,8 +11,8 @@ import zlib
 
 import pytest
 
-from helpers import ClosedEarly, MiB, pattern_matches
-from test_large import PatternChecker
+from helpers import ClosedEarly, MiB, pattern_matches, pattern_slice
+from test_large import PatternChecker, send_pattern
 from test_observability import samples, scrape, value
 
 
@@ -44,6 +45,20 @@ def assert_nothing_left_open(p, sockets_before):
     sockets, pipes = open_fds(p)
     assert sockets <= sockets_before, f"{sockets - sockets_before} sockets of cut bodies stayed open"
     assert pipes <= 2, f"{pipes // 2} pipes open: the pipes of cut bodies stayed open"
+
+
+def leave_repeatedly(proxy, leave_once, times=10):
+    """A client that leaves mid-body, `times` over, one at a time (its access line is written
+    when the proxy has let it go): the pool then keeps the one empty pipe, and any other pipe
+    or socket still open is a leak. Returns the access lines."""
+    leave_once()
+    proxy.wait_access_log(1)
+    sockets, _ = open_fds(proxy)
+    for i in range(times):
+        leave_once()
+        proxy.wait_access_log(i + 2)
+    assert_nothing_left_open(proxy, sockets)
+    return proxy.wait_access_log(times + 1)
 
 
 def with_config(proxy_factory, upstream, tmp_path, text, opts=None):
@@ -224,13 +239,7 @@ def test_a_client_that_leaves_mid_body_takes_the_upstream_and_the_pipe_with_it(p
             # proxy must let go of everything: that is what is checked below.
             pass
         c.close()
-    leave_once()
-    time.sleep(0.3)
-    sockets, _ = open_fds(proxy)
-    for _ in range(10):
-        leave_once()
-    assert_nothing_left_open(proxy, sockets)
-    lines = proxy.wait_access_log(11)
+    lines = leave_repeatedly(proxy, leave_once)
     # A client that closes with bytes unread resets: the proxy sees a close, a failed write or
     # the socket's error, whichever comes first.
     errors = {l.get("error") for l in lines if l["path"].startswith("/bytes")}
@@ -263,3 +272,142 @@ def test_with_no_pipe_free_a_body_is_copied(proxy_factory, upstream, tmp_path):
         s.close()
         start = data.index(b"\r\n\r\n") + 4
         assert len(data) - start == n and pattern_matches(0, memoryview(data)[start:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Request bodies
+
+
+def request_metrics(p):
+    s = samples(scrape(p))
+    counted = "callback_proxy_spliced_requests_total"
+    return {"spliced": value(s, counted, outcome="spliced"), "no_pipe": value(s, counted, outcome="no_pipe"),
+            "splice_pipes": value(s, "callback_proxy_splice_pipes")}
+
+
+def upload_head(n, target="/sink?pattern=1&nosha=1"):
+    return b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (target.encode(), n)
+
+
+def assert_upload_arrived(r, n):
+    assert r.status == 200, r
+    j = r.json()
+    assert j["len"] == n and j["pattern_ok"] is True, j
+
+
+def test_a_large_upload_is_spliced_whole_and_a_request_behind_it_is_answered(proxy):
+    before = request_metrics(proxy)
+    n = 5 * MiB + 123
+    with proxy.conn(timeout=30) as c:
+        c.send(upload_head(n))
+        send_pattern(c, n - 1000)
+        # The body's last bytes and the next request in one write: the proxy must take no
+        # more than the body from the client's socket into the pipe.
+        c.send(bytes(pattern_slice(n - 1000, 1000)) + b"GET /echo?after=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert_upload_arrived(c.read_response(timeout=30), n)
+        r = c.read_response()
+        assert r.status == 200 and r.json()["target"] == "/echo?after=1"
+        # And the connection goes on with a second upload.
+        c.send(upload_head(2 * MiB))
+        send_pattern(c, 2 * MiB)
+        assert_upload_arrived(c.read_response(timeout=30), 2 * MiB)
+    after = request_metrics(proxy)
+    assert after["spliced"] - before["spliced"] == 2, after
+    lines = proxy.wait_access_log(3)
+    sizes = [l["bytes_in"] for l in lines if l["path"] == "/sink"]
+    assert sizes[0] > n and sizes[1] > 2 * MiB, lines
+    assert all("error" not in l for l in lines), lines
+
+
+def test_small_chunked_and_splice_off_uploads_are_copied(proxy_factory, upstream, tmp_path):
+    p = with_config(proxy_factory, upstream, tmp_path, "splice: { min_size: 4m }\n")
+    with p.conn(timeout=30) as c:
+        c.send(upload_head(3 * MiB))
+        send_pattern(c, 3 * MiB)
+        assert_upload_arrived(c.read_response(timeout=30), 3 * MiB)
+        # Chunked: the proxy must read the framing.
+        c.send(b"POST /sink?pattern=1&nosha=1 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for off in range(0, 8 * MiB, MiB):
+            c.send(b"%x\r\n" % MiB + bytes(pattern_slice(off, MiB)) + b"\r\n")
+        c.send(b"0\r\n\r\n")
+        assert_upload_arrived(c.read_response(timeout=30), 8 * MiB)
+    assert request_metrics(p)["spliced"] == 0, "a body under splice.min_size, or chunked, is copied"
+    off = with_config(proxy_factory, upstream, tmp_path, "splice: { enabled: false }\n")
+    with off.conn(timeout=30) as c:
+        c.send(upload_head(4 * MiB))
+        send_pattern(c, 4 * MiB)
+        assert_upload_arrived(c.read_response(timeout=30), 4 * MiB)
+    assert request_metrics(off) == {"spliced": 0, "no_pipe": 0, "splice_pipes": 0}
+
+
+def test_an_upstream_that_reads_slowly_holds_the_client_back_and_gets_every_byte(proxy_factory, upstream):
+    # The upstream reads nothing for 1.5 s: the pipe and the sockets' buffers fill, the client
+    # is not read meanwhile, and every byte still arrives in order.
+    p = proxy_factory(upstream, opts={"--max-body-size": "1g", "--upstream-timeout": "30s"})
+    n = 48 * MiB
+    with p.conn(timeout=30) as c:
+        c.send(upload_head(n, "/sink?delay_ms=1500&pattern=1&nosha=1"))
+        send_pattern(c, n)
+        assert_upload_arrived(c.read_response(timeout=30), n)
+    assert request_metrics(p)["spliced"] == 1
+
+
+def test_a_client_that_leaves_mid_upload_takes_the_upstream_and_the_pipe_with_it(proxy_factory, upstream):
+    proxy = proxy_factory(upstream, opts={"--max-body-size": "1g"})
+
+    def leave_once():
+        c = socket.create_connection(("127.0.0.1", proxy.port))
+        c.sendall(upload_head(64 * MiB, "/sink?nosha=1"))
+        for off in range(0, 2 * MiB, MiB):
+            c.sendall(pattern_slice(off, MiB))
+        c.close()
+    lines = leave_repeatedly(proxy, leave_once)
+    assert all(l.get("error") for l in lines), lines
+    assert request_metrics(proxy)["spliced"] >= 11
+    with proxy.conn(timeout=30) as c:
+        c.send(upload_head(1 * MiB))
+        send_pattern(c, 1 * MiB)
+        assert_upload_arrived(c.read_response(timeout=30), 1 * MiB)
+
+
+def test_an_answer_that_comes_during_a_spliced_upload_reaches_the_client(proxy, upstream):
+    """The upstream answers 413 while the body streams (none of it read): the pipe holds bytes
+    that will never go up. The client gets the answer with Connection: close (more than the
+    proxy reads only to drop remains), and the pipe is not kept."""
+    sockets, _ = open_fds(proxy)
+    n = 32 * MiB
+    c = proxy.conn(timeout=10)
+    c.send(upload_head(n, "/early?wait_ms=300"))
+    try:
+        send_pattern(c, 4 * MiB)  # more than the sockets and the pipe hold: the client waits
+    except OSError:
+        pass
+    r = c.read_response(timeout=5)
+    assert r.status == 413 and r.body == b"refused early\n"
+    assert r.closes(), r.headers
+    c.close()
+    assert request_metrics(proxy)["spliced"] == 1
+    assert_nothing_left_open(proxy, sockets)
+    with proxy.conn(timeout=30) as c2:
+        c2.send(upload_head(1 * MiB))
+        send_pattern(c2, 1 * MiB)
+        assert_upload_arrived(c2.read_response(timeout=30), 1 * MiB)
+
+
+def test_with_no_pipe_free_an_upload_is_copied(proxy_factory, upstream, tmp_path):
+    p = with_config(proxy_factory, upstream, tmp_path, "splice: { max_pipes: 1 }\n")
+    n = 16 * MiB
+    conns = []
+    for _ in range(2):
+        c = p.conn(timeout=30)
+        c.send(upload_head(n, "/sink?delay_ms=800&pattern=1&nosha=1"))
+        c.send(pattern_slice(0, MiB))
+        conns.append(c)
+    time.sleep(0.4)
+    m = request_metrics(p)
+    assert m["spliced"] == 1 and m["no_pipe"] == 1 and m["splice_pipes"] == 1, m
+    for c in conns:
+        send_pattern(c, n, start=MiB)
+    for c in conns:
+        assert_upload_arrived(c.read_response(timeout=30), n)
+        c.close()

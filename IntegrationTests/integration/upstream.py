@@ -552,6 +552,9 @@ class Conn(threading.Thread):
             # Answers before reading any of the body (an app refusing an upload), then closes
             # as a careful server does: half-close, and drop what still arrives.
             self.rec("event", what="early-answer")
+            # wait_ms: the answer comes while the body is on its way (none of it read).
+            if req.qint("wait_ms", 0):
+                time.sleep(req.qint("wait_ms", 0) / 1000.0)
             self.respond(req, req.qint("status", 413), [("Content-Type", "text/plain")],
                          b"refused early\n", close=True)
             try:

@@ -18,6 +18,10 @@ long CProxyLinux_splice(int in, int out, size_t len) {
     return (long)splice(in, NULL, out, NULL, len, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 }
 
+long CProxyLinux_splice_more(int in, int out, size_t len) {
+    return (long)splice(in, NULL, out, NULL, len, SPLICE_F_NONBLOCK | SPLICE_F_MOVE | SPLICE_F_MORE);
+}
+
 int CProxyLinux_pipe(int fds[2]) { return pipe2(fds, O_NONBLOCK | O_CLOEXEC); }
 
 int CProxyLinux_pipe_size(int fd) { return fcntl(fd, F_GETPIPE_SZ); }

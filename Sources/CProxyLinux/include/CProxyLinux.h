@@ -17,6 +17,9 @@ int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags
 // splice(2) between a socket and a pipe, non-blocking (SPLICE_F_NONBLOCK | SPLICE_F_MOVE):
 // bytes moved, 0 at the input's end, -1 with errno.
 long CProxyLinux_splice(int in, int out, size_t len);
+// The same into a socket with SPLICE_F_MORE: more follows at once, so TCP holds a partial
+// segment back as MSG_MORE does.
+long CProxyLinux_splice_more(int in, int out, size_t len);
 // A non-blocking, close-on-exec pipe (pipe2(2)); fds[0] reads, fds[1] writes. 0, or -1 with errno.
 int CProxyLinux_pipe(int fds[2]);
 // The pipe's capacity in bytes (F_GETPIPE_SZ), or -1.

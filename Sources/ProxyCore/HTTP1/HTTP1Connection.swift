@@ -82,6 +82,11 @@ final class HTTP1Connection: Channel {
         default:
             break
         }
+        if _slowPath(exchange.splicePipe != nil) && exchange.splice?.direction == .request {
+            // The request body goes through a pipe (`ClientExchange+RequestSplice`).
+            exchange.spliceFromClient()
+            return
+        }
         if exchange.input.base == nil { exchange.input = loop.buffers.take() }
         let result: IOResult
         do {
@@ -120,8 +125,8 @@ final class HTTP1Connection: Channel {
     /// Writes as much of the exchange's output as the socket takes; arranges for the rest.
     func flush() {
         let x = exchange
-        if _slowPath(x.splicePipe != nil) {
-            // A spliced body: `output` is empty until it ends (`ClientExchange+Splice`).
+        if _slowPath(x.splicePipe != nil) && x.splice?.direction == .response {
+            // A spliced response body: `output` is empty until it ends (`ClientExchange+Splice`).
             x.flushSplice()
             return
         }

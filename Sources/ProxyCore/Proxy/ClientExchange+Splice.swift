@@ -11,8 +11,8 @@ import Glibc
 /// client that does not take what the pipe holds pauses the upstream as a full `output` does.
 extension ClientExchange {
     /// At most this many fill-and-drain rounds per readiness event (4 × 64 KiB, as the copying
-    /// path's 64 KiB reads), so that one fast download does not hold its loop.
-    private static let roundsPerEvent = 4
+    /// path's 64 KiB reads), so that one fast transfer does not hold its loop. Both directions.
+    static let spliceRoundsPerEvent = 4
 
     /// Called while a response body streams (after the bytes at hand went out), until
     /// `response.spliceConsidered` (the caller tests it, on the hot path): starts splicing if
@@ -20,7 +20,8 @@ extension ClientExchange {
     /// is copied to its end (and counted once), rather than asking again on every read.
     @inline(never)
     func startSpliceIfWorthIt(_ up: UpstreamConnection) {
-        guard case .connection(let c) = downstream,
+        // (A request body still in a pipe — an early answer — leaves this response copied.)
+        guard splice == nil, case .connection(let c) = downstream,
               BodySplice.eligible(remaining: response.body.remaining, minSize: config.splice.minSize,
                                   plainSockets: up.transport.isPlain && c.with({ $0.transport.isPlain }),
                                   pendingBytes: !output.isEmpty || !up.input.isEmpty,
@@ -29,12 +30,18 @@ extension ClientExchange {
               let budget = listener.spliceBudget
         else { return }
         response.spliceConsidered = true
+        if takeSplicePipe(budget, remaining: response.body.remaining!, .response) { up.splicing = true }
+    }
+
+    /// Takes a pipe for a body of `remaining` bytes (counted in the metrics either way); false
+    /// when none is free, and the body is copied.
+    func takeSplicePipe(_ budget: SpliceBudget, remaining: UInt64, _ direction: BodySplice.Direction) -> Bool {
         let pipe = loop.pipes.take(budget: listener.budget, pipes: budget)
-        budget.counted(spliced: pipe != nil)
-        guard let pipe else { return }
+        budget.counted(spliced: pipe != nil, direction)
+        guard let pipe else { return false }
         splicePipe = pipe
-        splice = BodySplice(capacity: pipe.capacity, remaining: response.body.remaining!)
-        up.splicing = true
+        splice = BodySplice(capacity: pipe.capacity, remaining: remaining, direction: direction)
+        return true
     }
 
     /// The upstream is readable (or hung up) while its body is spliced.
@@ -42,7 +49,7 @@ extension ClientExchange {
         guard let up = upstream, var s = splice, let pipe = splicePipe, case .connection(let c) = downstream else { return }
         let clientFD = c.with { $0.fd }
         var rounds = 0
-        while rounds < ClientExchange.roundsPerEvent {
+        while rounds < ClientExchange.spliceRoundsPerEvent {
             rounds += 1
             let want = s.fillLength
             if want == 0 {
@@ -70,24 +77,23 @@ extension ClientExchange {
                 }
                 break
             }
-            let n = CProxyLinux_splice(up.fd, pipe.writeFD, want)
-            if n > 0 {
+            switch SpliceCall.run(from: up.fd, to: pipe.writeFD, count: want) {
+            case .moved(let n):
                 s.filled(n)
                 response.body.consumedStraight(n)
                 up.splicedIn()
-            } else if n == 0 {
+            case .ended:
                 splice = s
                 upstreamClosed(failed: false, reason: "closed")
                 return
-            } else {
-                let e = CProxyLinux_errno()
-                if e == EINTR { continue }
-                if e != EAGAIN && e != EWOULDBLOCK {
-                    splice = s
-                    up.failSplice(e)
-                    return
-                }
-                break
+            case .failed(let e):
+                splice = s
+                up.failSplice(e)
+                return
+            case .wouldBlock:
+                splice = s
+                spliceProgressed(up)
+                return
             }
             guard drainPipe(&s, pipe: pipe, to: clientFD) else { return }
             if !s.pipeEmpty || s.remaining == 0 { break }
@@ -108,18 +114,17 @@ extension ClientExchange {
     /// aborted).
     private func drainPipe(_ s: inout BodySplice, pipe: SplicePipe, to fd: Int32) -> Bool {
         while !s.pipeEmpty {
-            let n = CProxyLinux_splice(pipe.readFD, fd, s.inPipe)
-            if n > 0 {
+            switch SpliceCall.run(from: pipe.readFD, to: fd, count: s.inPipe) {
+            case .moved(let n):
                 s.drained(n)
                 bytesOut += UInt64(n)
-                continue
+            case .wouldBlock:
+                return true
+            case .ended, .failed:
+                splice = s
+                abort(.clientWriteFailed)
+                return false
             }
-            let e = CProxyLinux_errno()
-            if n < 0 && e == EINTR { continue }
-            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) { return true }
-            splice = s
-            abort(.clientWriteFailed)
-            return false
         }
         return true
     }
@@ -138,6 +143,19 @@ extension ClientExchange {
             outputWaiting(readMore: wantsInput)
         } else {
             outputSent()
+        }
+    }
+
+    /// `want` while a body is in a pipe. A response's bytes there wait for the client as
+    /// `output`'s do, whichever caller asks; a request's client is read only while the pipe
+    /// has room and the body goes on (what follows it stays in the socket until the request
+    /// is done, as a pipelined request does).
+    @inline(never)
+    func wantWhileSplicing(read: Bool, write: Bool) {
+        guard let s = splice else { return downstream.want(read: read, write: write) }
+        switch s.direction {
+        case .response: downstream.want(read: read, write: write || !s.pipeEmpty)
+        case .request: downstream.want(read: read && s.fillLength > 0, write: write)
         }
     }
 

@@ -232,6 +232,10 @@ extension ClientExchange {
         // While the client's next body bytes wait in its socket, hold the partial segment
         // back (HAProxy does the same); the write after the last read that drains it pushes.
         up.flushIfConnected(more: inputFilled && step == .more)
+        // (After the write: a failed one has let the upstream go.)
+        if _slowPath(listener.splices) && step == .more && upstream === up && !current!.bodySpliceConsidered {
+            startRequestSpliceIfWorthIt(up)
+        }
         if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }
 

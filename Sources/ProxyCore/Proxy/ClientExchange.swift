@@ -185,8 +185,8 @@ final class ClientExchange {
     /// Whether the client is read, and whether output waits to be sent.
     @inline(__always)
     func want(read: Bool, write: Bool) {
-        // Bytes in a splice pipe wait for the client as `output`'s do, whichever caller asks.
-        downstream.want(read: read, write: write || _slowPath(splice.map { !$0.pipeEmpty } ?? false))
+        if _slowPath(splice != nil) { return wantWhileSplicing(read: read, write: write) }
+        downstream.want(read: read, write: write)
     }
 
     /// Sends as much of `output` (and any response head) as the client takes now; the rest
@@ -350,6 +350,7 @@ final class ClientExchange {
         connectAttempts = 0
         current!.server = -1
         current!.triedServers = 0
+        current!.bodySpliceConsidered = false
         // The previous response's field list is reused, not reallocated.
         let fields = response.head.headers
         response.head.headers = []
@@ -462,6 +463,9 @@ final class ClientExchange {
     /// The request is finished (response fully written to `output`): log, then what the
     /// exchange says — the next request, dropping the body's rest first, or the close.
     func finishRequest() {
+        // A response that came before the request body was all sent: what the pipe holds
+        // will not go up (the rest of the body is read and dropped, or the connection closes).
+        if _slowPath(splice?.direction == .request) { endRequestSplice() }
         logAccess()
         upstream = nil
         // Its state goes now, not when this request's state is next used.

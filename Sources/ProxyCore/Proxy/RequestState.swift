@@ -42,6 +42,9 @@ final class RequestState {
     var bufferingBody = false
     var bodyBuffer = ByteBuffer()
     var bodyReserved = 0
+    /// Whether splicing the request body was considered (`startRequestSpliceIfWorthIt`): once,
+    /// as for responses (`ResponseState.spliceConsidered`).
+    var bodySpliceConsidered = false
 
     deinit {
         headStore.free()

@@ -30,6 +30,9 @@ final class UpstreamConnection: Channel {
     /// The response body is spliced (`ClientExchange+Splice`): readiness goes to the client's
     /// exchange, which moves the bytes; `input` stays empty.
     var splicing = false
+    /// The request body is spliced (`ClientExchange+RequestSplice`): writability goes to the
+    /// client's exchange, which moves the bytes from the pipe; `output` stays empty.
+    var splicingRequest = false
 
     init(fd: Int32, address: SocketAddress, loop: EventLoop, pool: UpstreamPool, timeouts: Timeouts) {
         self.address = address
@@ -63,6 +66,7 @@ final class UpstreamConnection: Channel {
         self.client = client
         receivedAny = false
         paused = false
+        splicingRequest = false
     }
 
     override func onEvent(_ events: UInt32) {
@@ -88,7 +92,9 @@ final class UpstreamConnection: Channel {
             pool.remove(self)
             abort()
         case .active, .tunnel:
-            if events & EventLoop.writable != 0 { flush() }
+            if events & EventLoop.writable != 0 {
+                if _slowPath(splicingRequest) { client?.spliceToUpstream() } else { flush() }
+            }
             if state == .closed { return }
             if events & (CProxyLinux_EPOLLIN | CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR | CProxyLinux_EPOLLRDHUP) != 0,
                interest & CProxyLinux_EPOLLIN != 0 || events & (CProxyLinux_EPOLLHUP | CProxyLinux_EPOLLERR) != 0 {
@@ -160,6 +166,11 @@ final class UpstreamConnection: Channel {
     /// Body bytes were spliced out of the socket (as `read` would have counted them).
     func splicedIn() {
         receivedAny = true
+        deadline = loop.now + timeouts.upstreamResponse
+    }
+
+    /// Request body bytes were spliced into the socket (as a write would have counted them).
+    func splicedOut() {
         deadline = loop.now + timeouts.upstreamResponse
     }
 

@@ -6,6 +6,8 @@ final class SpliceBudget: Sendable {
     private let open = MemoryReservation(limit: SpliceSettings().maxPipes)
     private let spliced: Counter
     private let noPipe: Counter
+    private let requestSpliced: Counter
+    private let requestNoPipe: Counter
 
     init(metrics: MetricsRegistry) {
         let family = metrics.counter("callback_proxy_spliced_responses_total",
@@ -13,6 +15,11 @@ final class SpliceBudget: Sendable {
                                      labels: ["outcome"])
         spliced = family.labels("spliced")
         noPipe = family.labels("no_pipe")
+        let requests = metrics.counter("callback_proxy_spliced_requests_total",
+                                       "Request bodies eligible for splice(2): moved through a pipe, or copied because no pipe was free.",
+                                       labels: ["outcome"])
+        requestSpliced = requests.labels("spliced")
+        requestNoPipe = requests.labels("no_pipe")
         metrics.gauge("callback_proxy_splice_pipes", "Pipes open for splice(2), in use or kept for reuse.") { [weak self] in
             Double(self?.current ?? 0)
         }
@@ -27,5 +34,10 @@ final class SpliceBudget: Sendable {
 
     var current: Int { open.current }
 
-    func counted(spliced ok: Bool) { (ok ? spliced : noPipe).increment() }
+    func counted(spliced ok: Bool, _ direction: BodySplice.Direction = .response) {
+        switch direction {
+        case .response: (ok ? spliced : noPipe).increment()
+        case .request: (ok ? requestSpliced : requestNoPipe).increment()
+        }
+    }
 }

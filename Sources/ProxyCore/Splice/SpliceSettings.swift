@@ -1,13 +1,14 @@
-/// `splice:` — large plain-HTTP/1.1 response bodies move from the upstream's socket to the
-/// client's through a pipe (`splice(2)`), never through the proxy's memory: the kernel hands
-/// the socket buffers' pages on instead of copying them out and back in (HAProxy's
-/// `option splice-response`). On by default.
+/// `splice:` — large plain-HTTP/1.x bodies move between the two sockets through a pipe
+/// (`splice(2)`), never through the proxy's memory: the kernel hands the socket buffers' pages
+/// on instead of copying them out and back in (HAProxy's `option splice-response` and
+/// `splice-request`). Responses from the upstream to the client, request bodies the other way.
+/// On by default.
 ///
 /// Only where nothing in between needs the bytes: both sockets plain (TLS encrypts in user
-/// space), HTTP/1.1 to the client (an HTTP/2 stream's body goes out as DATA frames), a body
-/// sized by Content-Length with at least `minSize` bytes still to come, not compressed, not
-/// read ahead (`buffering.responses`). Everything else is copied as before, and so is any
-/// response that finds no pipe free (`maxPipes`, or the connection budget full).
+/// space), HTTP/1.x to the client (an HTTP/2 stream's body moves as DATA frames), a body sized
+/// by Content-Length with at least `minSize` bytes still to come; a response not compressed and
+/// not read ahead (`buffering.responses`). Everything else is copied as before, and so is any
+/// body that finds no pipe free (`maxPipes`, or the connection budget full).
 public struct SpliceSettings: Sendable, Equatable {
     public var enabled = true
     /// Bodies with fewer bytes still to come (once the first read's share has gone out) are
