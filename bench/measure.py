@@ -217,15 +217,30 @@ def load(put, argv, raw, pids):
     return rc
 
 
-def stime(put, port, seconds, raw):
-    """Two `openssl s_time -new` clients in parallel: new full handshakes/s, each with `GET /`."""
+def stime(put, port, seconds, raw, pid=None):
+    """Two `openssl s_time -new` clients in parallel: new full handshakes/s, each with `GET /`.
+    With the server's `pid`: its CPU a handshake (all its processes), and the clients' CPU."""
     argv = ["openssl", "s_time", "-connect", f"127.0.0.1:{port}", "-new", "-www", "/", "-time", str(seconds)]
+    tree = process_tree(pid) if pid else []
+    c0, t0 = cpu_ticks(tree), time.monotonic()
     procs = [subprocess.Popen(argv, stdout=open(f"{raw}.{i}", "w"), stderr=subprocess.STDOUT) for i in (1, 2)]
-    rc, total = max(p.wait() for p in procs), 0.0
+    rc, client = 0, 0.0
+    for p in procs:
+        _, status, usage = os.wait4(p.pid, 0)
+        rc = max(rc, os.waitstatus_to_exitcode(status))
+        client += usage.ru_utime + usage.ru_stime
+    elapsed, server = time.monotonic() - t0, (cpu_ticks(tree) - c0) / HZ
+    total, handshakes = 0.0, 0
     for i in (1, 2):
         m = re.search(r"(\d+) connections in ([\d.]+) real seconds", open(f"{raw}.{i}").read())
-        total += int(m.group(1)) / float(m.group(2)) if m else 0.0
+        if m:
+            total += int(m.group(1)) / float(m.group(2))
+            handshakes += int(m.group(1))
     put("rps", total, "handshakes/s")
+    if pid and handshakes:
+        put("cpu_us.proxy", server / handshakes * 1e6, "µs/handshake")
+        put("cpu_s.client", client, "s")
+        put("elapsed_s", elapsed, "s")
     put("ok", 1 if total else 0, "", None if total else "no result")
     return rc
 

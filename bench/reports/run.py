@@ -287,15 +287,18 @@ def tls(rec):
         rm, per = rec.ratios(cp, ngx, "rps", s)
         out += [f"callback-proxy ÷ nginx: **{fmt(rm, 'x')}** (per round: {' '.join(fmt(x, 'x') for x in per)})", ""]
         bound = ""
+        cpu = [rec.median(k, "cpu_us.proxy", s) for k in (cp, ngx)]
+        shares = [c / e for k in (cp, ngx)
+                  for c, e in zip(rec.per_round(k, "cpu_s.client", s), rec.per_round(k, "elapsed_s", s)) if c and e]
+        client = max(shares, default=None)
         if scenario.startswith("hs-"):
-            pass  # s_time's two clients: no per-request CPU of the servers in its output
+            # Two s_time processes: with the server, more than the machine's two cores to share.
+            out += [f"CPU µs a handshake and its request (all of a server's processes): callback-proxy "
+                    f"{fmt(cpu[0], 'us')}, nginx {fmt(cpu[1], 'us')} ({fmt(ratio(cpu[0], cpu[1]), 'x')}); the two "
+                    f"clients used up to {fmt(client, 'cores')} cores.", ""]
         else:
             # wrk has one thread: when it is the bottleneck, requests/s says how fast the client
             # is, and only CPU per request compares the servers.
-            cpu = [rec.median(k, "cpu_us.proxy", s) for k in (cp, ngx)]
-            shares = [c / e for k in (cp, ngx)
-                      for c, e in zip(rec.per_round(k, "cpu_s.client", s), rec.per_round(k, "elapsed_s", s)) if c and e]
-            client = max(shares, default=None)
             out += [f"CPU µs a request (all of a server's processes): callback-proxy {fmt(cpu[0], 'us')}, nginx "
                     f"{fmt(cpu[1], 'us')} ({fmt(ratio(cpu[0], cpu[1]), 'x')}); the client (wrk, one thread) used up to "
                     f"{fmt(client, 'cores')} of a core.", ""]
