@@ -1,4 +1,5 @@
 import Testing
+import CProxyLinux
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -99,5 +100,43 @@ import Glibc
         for p in two { pool.put(p) }
         #expect(pool.trim() == 4 && pool.count == 2)
         #expect(pipes.current == 2 && connections.current == 2)
+    }
+}
+
+/// `SpliceCall` on real descriptors: a non-blocking Unix socket pair and a pipe.
+@Suite struct SpliceCallTests {
+    @Test func eachOutcomeOfASpliceIsNamed() throws {
+        var pair: (Int32, Int32) = (-1, -1)
+        let made = withUnsafeMutableBytes(of: &pair) {
+            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | CProxyLinux_SOCK_NONBLOCK, 0,
+                       $0.baseAddress!.assumingMemoryBound(to: Int32.self))
+        }
+        try #require(made == 0)
+        let pool = PipePool()
+        let pipe = try #require(pool.take(budget: ConnectionBudget(limit: 10), pipes: SpliceBudget(metrics: MetricsRegistry())))
+        defer { pipe.close(); close(pair.1) }
+
+        #expect(write(pair.0, "hello", 5) == 5)
+        guard case .moved(5) = SpliceCall.run(from: pair.1, to: pipe.writeFD, count: 100) else {
+            Issue.record("the five bytes the socket held were not moved into the pipe"); return
+        }
+        guard case .wouldBlock = SpliceCall.run(from: pair.1, to: pipe.writeFD, count: 100) else {
+            Issue.record("an empty socket must say wait, not end or fail"); return
+        }
+        // Out of the pipe to the other socket, with SPLICE_F_MORE as a request body uses it.
+        guard case .moved(5) = SpliceCall.run(from: pipe.readFD, to: pair.1, count: 5, more: true) else {
+            Issue.record("the pipe's bytes did not reach the socket"); return
+        }
+        var got = [UInt8](repeating: 0, count: 8)
+        #expect(read(pair.0, &got, 8) == 5 && Array(got[0..<5]) == Array("hello".utf8))
+
+        close(pair.0)
+        guard case .ended = SpliceCall.run(from: pair.1, to: pipe.writeFD, count: 100) else {
+            Issue.record("a peer that closed must read as the input's end"); return
+        }
+        guard case .failed(let e) = SpliceCall.run(from: -1, to: pipe.writeFD, count: 100) else {
+            Issue.record("a bad descriptor must fail"); return
+        }
+        #expect(e == EBADF)
     }
 }
