@@ -101,13 +101,11 @@ extension ClientExchange {
     /// copied body), or the pipe waits for the upstream, or the client is read again.
     private func requestSpliceProgressed(_ up: UpstreamConnection) {
         guard let s = splice else { return }
+        up.want(read: !up.paused, write: !s.pipeEmpty)
         if s.finished {
             endRequestSplice()
             exchange.requestBodyEnded()
             setDeadline(.none, 0)
-            up.want(read: !up.paused, write: false)
-        } else {
-            up.want(read: !up.paused, write: !s.pipeEmpty)
         }
         if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }

@@ -49,7 +49,7 @@ extension ClientExchange {
         guard let up = upstream, var s = splice, let pipe = splicePipe, case .connection(let c) = downstream else { return }
         let clientFD = c.with { $0.fd }
         var rounds = 0
-        while rounds < ClientExchange.spliceRoundsPerEvent {
+        fill: while rounds < ClientExchange.spliceRoundsPerEvent {
             rounds += 1
             let want = s.fillLength
             if want == 0 {
@@ -91,9 +91,7 @@ extension ClientExchange {
                 up.failSplice(e)
                 return
             case .wouldBlock:
-                splice = s
-                spliceProgressed(up)
-                return
+                break fill
             }
             guard drainPipe(&s, pipe: pipe, to: clientFD) else { return }
             if !s.pipeEmpty || s.remaining == 0 { break }

@@ -34,7 +34,7 @@ final class SpliceBudget: Sendable {
 
     var current: Int { open.current }
 
-    func counted(spliced ok: Bool, _ direction: BodySplice.Direction = .response) {
+    func counted(spliced ok: Bool, _ direction: BodySplice.Direction) {
         switch direction {
         case .response: (ok ? spliced : noPipe).increment()
         case .request: (ok ? requestSpliced : requestNoPipe).increment()
