@@ -296,6 +296,84 @@ def test_large_bodies_cross_tls_both_ways(tls_proxy, pki):
         assert r.status == 200 and len(r.body) == 5_000_000
 
 
+class RecordClient:
+    """A TLS client over memory BIOs: it decides which TLS records leave in one TCP write, so a
+    test can make several records arrive at the proxy together (with the client's Finished, or
+    in one segment after it)."""
+
+    def __init__(self, port, pki, version):
+        ctx = client_context(pki, minimum=version, maximum=version)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname="default.test")
+
+    def handshake_holding_the_last_flight(self):
+        """Runs the handshake; the client's last flight stays in `outgoing` for `send`."""
+        while True:
+            try:
+                self.tls.do_handshake()
+                return
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                data = self.sock.recv(65536)
+                assert data, "the proxy closed during the handshake"
+                self.incoming.write(data)
+
+    def send(self):
+        self.sock.sendall(self.outgoing.read())
+
+    def read_responses(self, count):
+        """The bodies of `count` HTTP/1.1 responses (each with a Content-Length)."""
+        data, bodies = b"", []
+        while len(bodies) < count:
+            try:
+                data += self.tls.read(65536)
+            except ssl.SSLWantReadError:
+                chunk = self.sock.recv(65536)
+                assert chunk, f"the proxy closed after {len(bodies)} of {count} responses"
+                self.incoming.write(chunk)
+            while b"\r\n\r\n" in data:
+                head, rest = data.split(b"\r\n\r\n", 1)
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")))
+                if len(rest) < length:
+                    break
+                assert head.startswith(b"HTTP/1.1 200"), head
+                bodies.append(rest[:length])
+                data = rest[length:]
+        return bodies
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
+def test_records_that_arrive_together_are_all_answered(tls_proxy, pki, version):
+    """The proxy reads ahead (one read(2) takes every record the socket holds), so records that
+    arrive in one segment sit in OpenSSL, where epoll cannot see them: each must still be
+    answered. Twenty pipelined requests, one record each, in one TCP write — in TLS 1.3 together
+    with the client's Finished, read by the handshake — then a second batch with an upload whose
+    body spans several records."""
+    proxy = tls_proxy()
+    c = RecordClient(proxy.port, pki, version)
+    try:
+        c.handshake_holding_the_last_flight()
+        for i in range(20):
+            c.tls.write(f"GET /echo?i={i} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode())
+        c.send()
+        bodies = c.read_responses(20)
+        assert [json.loads(b)["target"] for b in bodies] == [f"/echo?i={i}" for i in range(20)]
+
+        body = os.urandom(40_000)
+        c.tls.write(b"POST /echo?upload HTTP/1.1\r\nHost: a.test\r\nContent-Length: 40000\r\n\r\n")
+        for at in range(0, len(body), 10_000):
+            c.tls.write(body[at:at + 10_000])
+        c.tls.write(b"GET /echo?after HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        c.send()
+        upload, after = (json.loads(b) for b in c.read_responses(2))
+        import hashlib
+        assert upload["body_len"] == 40_000 and upload["body_sha256"] == hashlib.sha256(body).hexdigest()
+        assert after["target"] == "/echo?after"
+    finally:
+        c.sock.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # SNI
 

@@ -101,6 +101,9 @@ final class TLSServerContext: @unchecked Sendable {
             return nil
         }
         SSL_set_accept_state(ssl)
+        // One read(2) a record or more instead of two (header, then body); `Transport`
+        // drains what this leaves in OpenSSL. Client sessions (upstreams) do not read ahead.
+        SSL_set_read_ahead(ssl, 1)
         return TLSSession(ssl: ssl)
     }
 

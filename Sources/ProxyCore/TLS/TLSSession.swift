@@ -7,9 +7,11 @@ import Glibc
 /// the connection's non-blocking socket itself (`SSL_set_fd`).
 ///
 /// OpenSSL's "want read / want write" answers become `.wouldBlock` here and readiness
-/// interest in the channel that drives the session. Records are read one at a time (no
-/// read-ahead), so unread ciphertext stays in the kernel where epoll sees it; callers give
-/// `read` room for a whole record (`recordSize`) so no decrypted bytes stay behind in OpenSSL.
+/// interest in the channel that drives the session. A server session reads ahead (one
+/// `read(2)` takes what the socket holds, up to OpenSSL's ~17 KiB buffer, instead of a
+/// record's 5-byte header and then its body): whatever OpenSSL holds epoll cannot see, so
+/// `Transport` takes every whole record out (`hasPending`) before it goes back to epoll, and
+/// callers give `read` room for a whole record (`recordSize`) so no decrypted bytes stay behind.
 final class TLSSession {
     let ssl: OpaquePointer
     /// A fatal error happened: OpenSSL forbids a close_notify after one.
@@ -34,6 +36,10 @@ final class TLSSession {
         guard let p, length == 2 else { return false }
         return p[0] == 0x68 && p[1] == 0x32
     }
+
+    /// OpenSSL holds bytes read from the socket and not yet handed out: whole records to
+    /// decrypt, or the start of one whose rest is still in the kernel.
+    var hasPending: Bool { SSL_has_pending(ssl) == 1 }
 
     /// The finished handshake resumed a session (a ticket) rather than making a new one.
     var resumed: Bool { SSL_session_reused(ssl) == 1 }

@@ -71,12 +71,37 @@ struct Transport {
     /// Why `drainTLS` returned nil, for logs.
     var tlsFailure: String { "TLS: \(tls?.lastFailure ?? "failed")" }
 
+    /// Reads what the session can give now. A server session reads ahead, so one socket read
+    /// may bring several records (pipelined requests, HTTP/2 frames, an upload's next record);
+    /// all the whole ones come out here, because OpenSSL's buffer is invisible to epoll and a
+    /// record left in it would wait for bytes that may never come. What stays is at most the
+    /// start of a record whose rest is still in the kernel, where epoll sees it.
     @inline(never)
     private func readTLS(into buffer: inout ByteBuffer) -> IOResult? {
-        // A whole record must fit, or decrypted bytes would wait inside OpenSSL where epoll
-        // cannot see them.
+        let session = tls!
+        // A whole record must fit, or decrypted bytes would wait inside OpenSSL.
         buffer.reserveWritable(TLSSession.recordSize)
-        return try? tls!.read(into: buffer.writePointer, count: buffer.writable)
+        guard let first = try? session.read(into: buffer.writePointer, count: buffer.writable) else { return nil }
+        guard case .done(let n) = first, n > 0, session.hasPending else { return first }
+        // The caller advances the writer by what this returns: advance it meanwhile so each
+        // record lands after the last, and hand it back at the end (`reserveWritable` may move
+        // the bytes, never reorder them, so the last `total` bytes are ours).
+        var total = n
+        buffer.writer += n
+        defer { buffer.writer -= total }
+        while session.hasPending {
+            buffer.reserveWritable(TLSSession.recordSize)
+            // A failure here fails the connection now, even with bytes read: no event
+            // would come to report it later.
+            guard let next = try? session.read(into: buffer.writePointer, count: buffer.writable) else { return nil }
+            // Would block: the rest of a record is still in the kernel. 0: the peer's
+            // close_notify after the data, seen again by the next read (OpenSSL keeps it), which
+            // the peer's FIN brings.
+            guard case .done(let more) = next, more > 0 else { break }
+            buffer.writer += more
+            total += more
+        }
+        return .done(total)
     }
 
     /// Ends our sending side: close_notify (TLS), then a TCP half-close.
