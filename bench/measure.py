@@ -567,14 +567,14 @@ class Bench:
     # ----------------------------------------------------------------------------------------
     # Prerequisites, the binary, ports, the temp dir
 
-    def prepare(self, packages, ports, scratch="/tmp/callback-proxy-bench-build", venv=False):
-        """The packages (installed if missing), the project's .venv (mint_token.py), the proxy binary,
-        the ports free, then the temp dir."""
+    def prepare(self, packages, ports, scratch="/tmp/callback-proxy-bench-build", venv=False, proxy=True):
+        """The packages (installed if missing), the project's .venv (mint_token.py), the proxy binary
+        (unless `proxy` is False), the ports free, then the temp dir."""
         self.need_packages(*packages)
         if venv and subprocess.call([self.venv_py, "-c", "import jwt, cryptography"], stderr=subprocess.DEVNULL):
             if subprocess.call([os.path.join(self.repo, "scripts", "setup")], stdout=sys.stderr):
                 self.die("scripts/setup failed")
-        self.bin = self.build_proxy(scratch)
+        self.bin = self.build_proxy(scratch) if proxy else None
         self.ports_free(*ports)
         self.T = tempfile.mkdtemp(prefix=f"bench-{self.name}.", dir="/tmp")
         os.chmod(self.T, 0o755)  # nginx workers may run as nobody
