@@ -190,6 +190,12 @@ def metrics(rec):
     return ok, out
 
 
+def client_cores(rec, k, scenario):
+    """Per round, the cores the load generator (wrk, one thread) used while loading `k`."""
+    return [c / e for c, e in zip(rec.per_round(k, "cpu_s.client", scenario), rec.per_round(k, "elapsed_s", scenario))
+            if c and e]
+
+
 def matrix(rec):
     """One table per matrix scenario (MATRIX=1), then the summary."""
     scenarios = rec.rows.get("matrix", [])
@@ -199,7 +205,9 @@ def matrix(rec):
            "The same proxies and upstream as above (access logs off), one scenario at a time, the proxies alternating "
            "inside each round (order rotated), one warm-up run each. CPU per request = the proxy's CPU time (all its "
            "processes and threads, from `/proc`) ÷ requests wrk completed: the figure least moved by other work on the "
-           "machine. Ratios are callback-proxy ÷ peer: higher is better for requests/s, lower for p99 and CPU.", ""]
+           "machine. Ratios are callback-proxy ÷ peer: higher is better for requests/s, lower for p99 and CPU. "
+           "wrk has one thread: where it used ≥ 0.9 of its core, requests/s measured the client, and only CPU per "
+           "request compares the proxies (\"client-bound\" in the summary).", ""]
     fields = (("rps", "requests/s", "rps"), ("p99", "p99 (ms)", "ms"), ("cpu_us.proxy", "CPU µs / request", "us"))
     summary = []
     for name, cmd in scenarios:
@@ -207,20 +215,24 @@ def matrix(rec):
             MATRIX_TITLES.get(name, name)
         rows = [[label, " / ".join(round_cell(rec, k, r, "rps", "rps", name) for r in range(1, rec.rounds + 1))] +
                 [("**{}**" if m == "rps" else "{}").format(fmt(rec.median(k, m, name), kind)) for m, _, kind in fields] +
+                [" ".join(fmt(x, "cores") for x in client_cores(rec, k, name))] +
                 [" ".join(fmt(x, "cores") for x in rec.per_round(k, "other_cores", name, clean=False))]
                 for k, label in MATRIX_KEYS]
         out += [f"### {title}", "", f"`{cmd}`", ""]
         out += table(["proxy", "requests/s per round", "requests/s", "p99 (ms)", "CPU µs / request",
-                      "other processes (cores) per round"], rows)
+                      "wrk (cores) per round", "other processes (cores) per round"], rows)
         out += table(["callback-proxy ÷"] + [h for _, h, _ in fields],
                      [[label] + [ratio_cell(rec, "cp", k, m, name) for m, _, _ in fields] for k, label in PEERS])
-        summary.append((title, {(k, m): rec.ratios("cp", k, m, name)[0] for k, _ in PEERS for m, _, _ in fields}))
+        summary.append((title, {(k, m): rec.ratios("cp", k, m, name)[0] for k, _ in PEERS for m, _, _ in fields},
+                        max(client_cores(rec, "cp", name), default=None)))
     rows = []
-    for title, row in summary:
+    for title, row, client in summary:
         t, p = row[("nginx", "rps")], row[("nginx", "p99")]
         v = "no data" if t is None else ("met" if t >= 1.2 else "≥ nginx, below 1.2×" if t >= 1.0 else "**behind nginx**")
         if t is not None and p is not None and p > 1.0:
             v += "; **p99 above nginx's**"
+        if client is not None and client >= 0.9:
+            v += f"; client-bound (wrk at {fmt(client, 'cores')})"
         rows.append([title, fmt(t, "x"), fmt(row[("haproxy", "rps")], "x"), fmt(row[("caddy", "rps")], "x"),
                      fmt(p, "x"), fmt(row[("nginx", "cpu_us.proxy")], "x"), v])
     out += ["### Matrix summary (callback-proxy ÷ peer, ratio of medians)", "",
