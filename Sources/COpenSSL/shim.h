@@ -129,4 +129,38 @@ static inline STACK_OF(X509) *COpenSSL_sk_X509_of(X509 *cert) {
 }
 static inline void COpenSSL_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
 
+
+// One record from what a read-ahead session already holds, never from its socket: the read
+// BIO is swapped for an empty one (reads "would block") around one SSL_read_ex, so a record
+// whose rest is still in the kernel ends the call instead of reading on. (A socket read could
+// bring more records, and a drain of "everything pending" would go on as long as a fast peer
+// keeps sending.) The empty BIO is per thread: a BIO's retry flags are written on each read.
+// Returns the bytes read (> 0), 0 when no whole record is buffered, -1 at close_notify, -2 on
+// a fatal error (the reason stays on the error queue).
+static inline long COpenSSL_SSL_read_buffered(SSL *ssl, void *buf, size_t len) {
+    static __thread BIO *empty;
+    if (!empty) {
+        empty = BIO_new(BIO_s_mem());
+        if (!empty) return -2;
+        BIO_set_mem_eof_return(empty, -1);
+    }
+    BIO *socket = SSL_get_rbio(ssl);
+    BIO_up_ref(socket);  // kept alive across SSL_set0_rbio, which drops the session's reference
+    BIO_up_ref(empty);   // the reference SSL_set0_rbio hands to the session
+    SSL_set0_rbio(ssl, empty);
+    size_t n = 0;
+    int r = SSL_read_ex(ssl, buf, len, &n);
+    // Classified before the socket BIO is back: SSL_get_error reads the current BIO's flags.
+    long result = r == 1 ? (long)n : 0;
+    if (r != 1) {
+        switch (SSL_get_error(ssl, r)) {
+        case SSL_ERROR_WANT_READ: case SSL_ERROR_WANT_WRITE: result = 0; break;
+        case SSL_ERROR_ZERO_RETURN: result = -1; break;
+        default: result = -2; break;
+        }
+    }
+    SSL_set0_rbio(ssl, socket);  // hands our reference back; drops the session's on `empty`
+    return result;
+}
+
 #endif

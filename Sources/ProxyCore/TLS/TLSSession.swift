@@ -10,7 +10,7 @@ import Glibc
 /// interest in the channel that drives the session. A server session reads ahead (one
 /// `read(2)` takes what the socket holds, up to OpenSSL's ~17 KiB buffer, instead of a
 /// record's 5-byte header and then its body): whatever OpenSSL holds epoll cannot see, so
-/// `Transport` takes every whole record out (`hasPending`) before it goes back to epoll, and
+/// `Transport` takes every whole record out (`readBuffered`) before it goes back to epoll, and
 /// callers give `read` room for a whole record (`recordSize`) so no decrypted bytes stay behind.
 final class TLSSession {
     let ssl: OpaquePointer
@@ -81,6 +81,17 @@ final class TLSSession {
         case let code:
             throw fatal(failure(code).reason)
         }
+    }
+
+    /// Decrypts the next record OpenSSL already holds into `pointer`, without reading the
+    /// socket: `.wouldBlock` when no whole record is buffered, `.done(0)` at close_notify.
+    func readBuffered(into pointer: UnsafeMutableRawPointer, count: Int) throws(SystemError) -> IOResult {
+        TLSErrorQueue.clear()
+        let r = COpenSSL_SSL_read_buffered(ssl, pointer, count)
+        if r > 0 { return .done(r) }
+        if r == 0 { return .wouldBlock }
+        if r == -1 { return .done(0) }
+        throw fatal(failure(SSL_ERROR_SSL).reason)
     }
 
     /// Encrypts and sends from `pointer`; partial writes report what was taken. A retry after

@@ -75,7 +75,10 @@ struct Transport {
     /// may bring several records (pipelined requests, HTTP/2 frames, an upload's next record);
     /// all the whole ones come out here, because OpenSSL's buffer is invisible to epoll and a
     /// record left in it would wait for bytes that may never come. What stays is at most the
-    /// start of a record whose rest is still in the kernel, where epoll sees it.
+    /// start of a record whose rest is still in the kernel, where epoll sees it. Only the
+    /// first read touches the socket: one call takes at most what one socket read brought
+    /// (~17 KiB of records), however fast the peer sends, and the caller's interest in
+    /// reading keeps its meaning.
     @inline(never)
     private func readTLS(into buffer: inout ByteBuffer) -> IOResult? {
         let session = tls!
@@ -93,7 +96,7 @@ struct Transport {
             buffer.reserveWritable(TLSSession.recordSize)
             // A failure here fails the connection now, even with bytes read: no event
             // would come to report it later.
-            guard let next = try? session.read(into: buffer.writePointer, count: buffer.writable) else { return nil }
+            guard let next = try? session.readBuffered(into: buffer.writePointer, count: buffer.writable) else { return nil }
             // Would block: the rest of a record is still in the kernel. 0: the peer's
             // close_notify after the data, seen again by the next read (OpenSSL keeps it), which
             // the peer's FIN brings.
