@@ -457,7 +457,8 @@ def test_a_killed_primary_fails_callbacks_closed_until_its_replica_is_promoted(
     assert set(statuses) <= {200, 503}, set(statuses)
     assert refused >= 1, "the lost primary was not noticed at all"
     # Failures only in the window: none before the kill, none once the map had the promoted replica.
-    assert all(s == 200 for t0, _, s in results if t0 < killed)
+    # (A callback under way at the kill may meet the dead primary: only those done before it count.)
+    assert all(s == 200 for _, t1, s in results if t1 < killed)
     slowest = max(end - begin for begin, end, _ in results)
     assert slowest < 3, f"a callback took {slowest:.2f} s: fail closed means at once"
     # Every 200 is one exchange; no refused callback reached the IdP.
