@@ -7,6 +7,7 @@ a second unrelated CA ("wrong CA"), server certificates for several names, a cli
 Plain HTTP sent to the TLS port is answered with a plain-text 400 and the connection is closed.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -289,7 +290,6 @@ def test_large_bodies_cross_tls_both_ways(tls_proxy, pki):
         c.request("POST", "/sink", body=body)
         r = c.read_response(timeout=20)
         assert r.status == 200 and r.json()["len"] == len(body)
-        import hashlib
         assert r.json()["sha256"] == hashlib.sha256(body).hexdigest()
         c.request("GET", "/bytes?n=5000000")
         r = c.read_response(timeout=20)
@@ -367,7 +367,6 @@ def test_records_that_arrive_together_are_all_answered(tls_proxy, pki, version):
         c.tls.write(b"GET /echo?after HTTP/1.1\r\nHost: a.test\r\n\r\n")
         c.send()
         upload, after = (json.loads(b) for b in c.read_responses(2))
-        import hashlib
         assert upload["body_len"] == 40_000 and upload["body_sha256"] == hashlib.sha256(body).hexdigest()
         assert after["target"] == "/echo?after"
     finally:

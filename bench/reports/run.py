@@ -191,7 +191,8 @@ def metrics(rec):
 
 
 def client_cores(rec, k, scenario):
-    """Per round, the cores the load generator (wrk, one thread) used while loading `k`."""
+    """Per round, the cores the load generator (wrk; for handshakes, two s_time processes) used
+    while loading `k`."""
     return [c / e for c, e in zip(rec.per_round(k, "cpu_s.client", scenario), rec.per_round(k, "elapsed_s", scenario))
             if c and e]
 
@@ -300,9 +301,7 @@ def tls(rec):
         out += [f"callback-proxy ÷ nginx: **{fmt(rm, 'x')}** (per round: {' '.join(fmt(x, 'x') for x in per)})", ""]
         bound = ""
         cpu = [rec.median(k, "cpu_us.proxy", s) for k in (cp, ngx)]
-        shares = [c / e for k in (cp, ngx)
-                  for c, e in zip(rec.per_round(k, "cpu_s.client", s), rec.per_round(k, "elapsed_s", s)) if c and e]
-        client = max(shares, default=None)
+        client = max(client_cores(rec, cp, s) + client_cores(rec, ngx, s), default=None)
         if scenario.startswith("hs-"):
             # Two s_time processes: with the server, more than the machine's two cores to share.
             out += [f"CPU µs a handshake and its request (all of a server's processes): callback-proxy "

@@ -50,7 +50,8 @@ struct BodySplice {
     var finished: Bool { remaining == 0 && inPipe == 0 }
 
     /// Whether a body may be spliced: see `SpliceSettings` for the conditions, given here as
-    /// facts the exchange knows (a request body is never pending, read ahead or encoded). `remaining` is nil for a body not sized by Content-Length.
+    /// facts the exchange knows (a request body is never pending, read ahead or encoded).
+    /// `remaining` is nil for a body not sized by Content-Length.
     /// `encoded`: the body is compressed on its way (the bytes must pass through the encoder).
     static func eligible(remaining: UInt64?, minSize: UInt64, plainSockets: Bool, pendingBytes: Bool,
                          readAhead: Bool, encoded: Bool) -> Bool {
