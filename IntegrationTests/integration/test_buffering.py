@@ -1,7 +1,7 @@
 """Responses read ahead of a slow client (`buffering:`), through the real binary, in front of an
 app server with one worker that closes after each response (as Unicorn does): with buffering the
-worker has written a 32 MiB response long before the client reads any of it, and is free for the
-next request; without, it waits for the client. Past `max_memory`, for `X-Accel-Buffering: no`
+worker has written a response larger than all socket buffers long before the client reads any of
+it, and is free for the next request; without, it waits for the client. Past `max_memory`, for `X-Accel-Buffering: no`
 and for event streams the response streams as before. The client gets every byte either way."""
 
 import hashlib
@@ -14,7 +14,28 @@ import pytest
 from helpers import HTTPConn
 from test_observability import samples, scrape, value
 
-SIZE = 32 << 20
+
+
+def streamed_bytes_the_kernel_may_hold():
+    """What a streamed response can leave in socket buffers between the worker and a client that
+    reads nothing, so the worker finishes writing without any read-ahead: the worker's send buffer
+    and the proxy's to the client (autotuned up to tcp_wmem's maximum), the proxy's receive buffer
+    from the worker (up to tcp_rmem's maximum: 32 MiB on some hosts), the client's 64 KiB."""
+    def maximum(name):
+        with open(f"/proc/sys/net/ipv4/{name}") as f:
+            return int(f.read().split()[2])
+    return 2 * maximum("tcp_wmem") + maximum("tcp_rmem") + (128 << 10)
+
+
+# The response: larger than the kernel can hold, or "the worker waits for the client" could pass
+# by kernel buffering alone (it did, once, on a host with a 32 MiB tcp_rmem and a 32 MiB body).
+SIZE = max(32 << 20, (streamed_bytes_the_kernel_may_hold() + (8 << 20)) & ~((8 << 20) - 1))
+MIB = SIZE >> 20
+
+
+def config(responses, max_memory):
+    """A `buffering:` section with sizes in MiB."""
+    return f"buffering: {{ responses: {responses}m, max_memory: {max_memory}m }}\n"
 
 
 class OneWorker:
@@ -131,17 +152,19 @@ def slow_request(p, path):
 def read_all(c, expected):
     """Reads the response to its end; returns the body."""
     c.settimeout(30)
-    data = b""
+    data = bytearray()
+    end = -1
     while True:
         chunk = c.recv(1 << 20)
         if not chunk:
             break
         data += chunk
-        head, sep, body = data.partition(b"\r\n\r\n")
-        if sep and len(body) >= expected:
+        if end < 0:
+            end = data.find(b"\r\n\r\n")
+        if end >= 0 and len(data) - end - 4 >= expected:
             break
     c.close()
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, body = bytes(data[:end]), bytes(data[end + 4:])
     assert head.startswith(b"HTTP/1.1 200"), head[:200]
     return body
 
@@ -154,7 +177,7 @@ def worker_free_after(worker, path, seconds):
 
 
 def test_a_buffered_response_frees_the_worker_before_the_client_reads(proxy_factory, worker, tmp_path):
-    p = proxy_with(proxy_factory, worker, tmp_path, "buffering: { responses: 48m, max_memory: 64m }\n")
+    p = proxy_with(proxy_factory, worker, tmp_path, config(MIB * 3 // 2, MIB * 2))
     started = time.monotonic()
     slow = slow_request(p, "/download")
     assert worker_free_after(worker, "/download", 10), "the worker is still writing to the proxy"
@@ -177,9 +200,9 @@ def test_a_buffered_response_frees_the_worker_before_the_client_reads(proxy_fact
 
 @pytest.mark.parametrize("config, path", [
     ("", "/download"),                                                   # off (the default)
-    ("buffering: { responses: 48m, max_memory: 64m }\n", "/noaccel"),   # the app says no
-    ("buffering: { responses: 48m, max_memory: 64m }\n", "/events"),    # an event stream
-    ("buffering: { responses: 16m, max_memory: 64m }\n", "/download"),  # larger than `responses`
+    (config(MIB * 3 // 2, MIB * 2), "/noaccel"),   # the app says no
+    (config(MIB * 3 // 2, MIB * 2), "/events"),    # an event stream
+    (config(MIB // 2, MIB * 2), "/download"),      # larger than `responses`
 ])
 def test_otherwise_the_worker_waits_for_the_client(proxy_factory, worker, tmp_path, config, path):
     p = proxy_with(proxy_factory, worker, tmp_path, config or "log: { level: info }\n")
@@ -189,10 +212,10 @@ def test_otherwise_the_worker_waits_for_the_client(proxy_factory, worker, tmp_pa
 
 
 def test_past_max_memory_a_response_streams(proxy_factory, worker, tmp_path):
-    p = proxy_with(proxy_factory, worker, tmp_path, "buffering: { responses: 40m, max_memory: 48m }\n")
+    p = proxy_with(proxy_factory, worker, tmp_path, config(MIB + 8, MIB * 3 // 2))
     first = slow_request(p, "/download?1")
     assert worker_free_after(worker, "/download?1", 10)
-    # 32 MiB of 48 are taken: the second response does not fit and streams.
+    # SIZE of 1.5 SIZE is taken: the second response does not fit and streams.
     second = slow_request(p, "/download?2")
     assert not worker_free_after(worker, "/download?2", 2)
     s = samples(scrape(p))
