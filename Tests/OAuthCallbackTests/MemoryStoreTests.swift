@@ -58,6 +58,26 @@ import Glibc
         #expect(store.byteCount == 1 + 2 + MemoryStore.entryOverhead)
     }
 
+    @Test func replaceChangesOnlyALiveEntry_andWithAnExpectedValueOnlyThatOne() {
+        let store = store()
+        func replace(_ value: [UInt8], ttl: Int64 = 10, ifHolding expected: [UInt8]?) -> Result<Bool, StoreError>? {
+            loop.ask { store.replace(key: "s", value: value, ttlSeconds: ttl, ifHolding: expected, on: $0, $1) }
+        }
+        #expect(replace([1], ifHolding: nil) == .success(false), "never creates an entry")
+        #expect(replace([1], ifHolding: [0]) == .success(false))
+        #expect(store.entryCount == 0)
+        _ = loop.ask { store.set(key: "s", value: [1, 2], ttlSeconds: 10, on: $0, $1) }
+        #expect(replace([9], ifHolding: [1, 3]) == .success(false), "holds something else")
+        #expect(loop.ask { store.get(key: "s", on: $0, $1) } == .success([1, 2]))
+        #expect(replace([3], ttl: 20, ifHolding: [1, 2]) == .success(true))
+        clock.advance(seconds: 15)
+        #expect(loop.ask { store.get(key: "s", on: $0, $1) } == .success([3]), "with the new TTL")
+        #expect(replace([4], ifHolding: nil) == .success(true))
+        clock.advance(seconds: 11)
+        #expect(replace([5], ifHolding: nil) == .success(false), "an expired entry is not live")
+        #expect(loop.ask { store.get(key: "s", on: $0, $1) } == .success(nil))
+    }
+
     @Test func deleteReportsWhetherALiveEntryWasThere() {
         let store = store()
         _ = loop.ask { store.set(key: "d", value: [1], ttlSeconds: 10, on: $0, $1) }

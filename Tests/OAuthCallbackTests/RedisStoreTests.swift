@@ -72,6 +72,31 @@ struct RedisStoreTests {
         #expect(try await env.delete("session:s").value.get() == false)
     }
 
+    @Test func replaceChangesOnlyALiveEntry_andWithAnExpectedValueOnlyThatOne() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let env = try StoreLoop(redis.store())
+        defer { env.shutdown() }
+        // Never creates: a session deleted meanwhile stays deleted, with or without `expected`.
+        #expect(try await env.replace("session:s", [1], ttl: 60, ifHolding: nil).value.get() == false)
+        #expect(try await env.replace("session:s", [1], ttl: 60, ifHolding: [0]).value.get() == false)
+        #expect(try await env.get("session:s").value.get() == nil)
+        try await env.set("session:s", [1, 0, 2], ttl: 60).value.get()
+        // Another value than expected (a record rewritten since it was read): left alone.
+        #expect(try await env.replace("session:s", [9], ttl: 60, ifHolding: [1, 0, 3]).value.get() == false)
+        #expect(try await env.replace("session:s", [9], ttl: 60, ifHolding: [1]).value.get() == false)
+        #expect(try await env.get("session:s").value.get() == [1, 0, 2])
+        // The expected bytes, NUL included: replaced, with the new TTL.
+        let outcome = await env.replace("session:s", [3, 0], ttl: 30, ifHolding: [1, 0, 2])
+        #expect(try outcome.value.get() == true)
+        #expect(outcome.onLoopThread && !outcome.insideCall)
+        #expect(try await env.get("session:s").value.get() == [3, 0])
+        let ttl = Int(redis.cli("TTL", "cbp:session:s").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        #expect(ttl > 20 && ttl <= 30)
+        #expect(try await env.replace("session:s", [4], ttl: 60, ifHolding: nil).value.get() == true)
+        #expect(try await env.get("session:s").value.get() == [4])
+    }
+
     @Test func binaryValuesWithNULBytesRoundTrip() async throws {
         let redis = try RedisServer()
         defer { redis.stop() }
@@ -128,11 +153,17 @@ struct RedisStoreTests {
     @Test func authenticatesAsAnACLUser() async throws {
         let redis = try RedisServer(password: "admin-pw")
         defer { redis.stop() }
-        #expect(redis.cli("ACL", "SETUSER", "proxy", "on", ">proxy-pw", "~cbp:*", "+@all").hasPrefix("OK"))
+        // Exactly the commands docs/operations.md lists for an ACL user (one server).
+        #expect(redis.cli("ACL", "SETUSER", "proxy", "on", ">proxy-pw", "~cbp:*",
+                          "+get", "+set", "+getdel", "+del", "+eval", "+select").hasPrefix("OK"))
         let env = try StoreLoop(redis.store(username: "proxy", password: "proxy-pw"))
         defer { env.shutdown() }
         #expect(try await env.setIfAbsent("replay:u", [1], ttl: 60).value.get() == true)
-        #expect(try await env.getAndDelete("replay:u").value.get() == [1])
+        #expect(try await env.replace("replay:u", [2], ttl: 60, ifHolding: [1]).value.get() == true)
+        #expect(try await env.replace("replay:u", [3], ttl: 60, ifHolding: nil).value.get() == true)
+        #expect(try await env.get("replay:u").value.get() == [3])
+        #expect(try await env.getAndDelete("replay:u").value.get() == [3])
+        #expect(try await env.delete("replay:u").value.get() == false)
         // The ACL user's key pattern holds: outside the prefix it is refused (fail closed).
         let other = try StoreLoop(redis.store(username: "proxy", password: "proxy-pw", prefix: "other:"))
         defer { other.shutdown() }
@@ -750,6 +781,10 @@ final class StoreLoop: Sendable {
 
     func delete(_ key: String) async -> StoreOutcome<Result<Bool, StoreError>> {
         await call { store, loop, done in store.delete(key: key, on: loop, done) }
+    }
+
+    func replace(_ key: String, _ value: [UInt8], ttl: Int64, ifHolding expected: [UInt8]?) async -> StoreOutcome<Result<Bool, StoreError>> {
+        await call { store, loop, done in store.replace(key: key, value: value, ttlSeconds: ttl, ifHolding: expected, on: loop, done) }
     }
 
     /// Whether a write succeeds again within 5 s (after the server came back).

@@ -135,6 +135,8 @@ final class FailingStore: Store {
     }
     func set(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
              _ completion: @escaping (Result<Void, StoreError>) -> Void) { fail(loop, completion) }
+    func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                 _ completion: @escaping (Result<Bool, StoreError>) -> Void) { fail(loop, completion) }
     func delete(key: String, on loop: EventLoop, _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
         fail(loop, completion)
     }
@@ -180,6 +182,11 @@ final class RecordingStore: Store {
              _ completion: @escaping (Result<Void, StoreError>) -> Void) {
         note(Write(key: key, value: value, ttlSeconds: ttlSeconds))
         inner.set(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion)
+    }
+    func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                 _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        note(Write(key: key, value: value, ttlSeconds: ttlSeconds))
+        inner.replace(key: key, value: value, ttlSeconds: ttlSeconds, ifHolding: expected, on: loop, completion)
     }
     func delete(key: String, on loop: EventLoop, _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
         note()

@@ -173,6 +173,11 @@ struct MeasuredStore: Store {
         inner.set(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, counted(completion))
     }
 
+    func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                 _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        inner.replace(key: key, value: value, ttlSeconds: ttlSeconds, ifHolding: expected, on: loop, counted(completion))
+    }
+
     func delete(key: String, on loop: EventLoop, _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
         inner.delete(key: key, on: loop, counted(completion))
     }

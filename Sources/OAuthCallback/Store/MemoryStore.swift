@@ -95,6 +95,13 @@ public final class MemoryStore: Store {
         post(result, on: loop, completion)
     }
 
+    public func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        let now = clock()
+        let result = table.withLock { $0.replace(key: key, value: value, ttlSeconds: ttlSeconds, ifHolding: expected, now: now) }
+        post(result, on: loop, completion)
+    }
+
     public func delete(key: String, on loop: EventLoop,
                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
         let now = clock()
@@ -146,6 +153,16 @@ extension MemoryStore {
             sweep(now: now, budget: MemoryStore.sweepBudget)
             let existing = liveEntry(key, now: now)
             return store(key: key, value: value, ttlSeconds: ttlSeconds, now: now, replacing: existing)
+        }
+
+        mutating func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?,
+                              now: UInt64) -> Result<Bool, StoreError> {
+            if let error = validate(key: key, ttlSeconds: ttlSeconds) { return .failure(error) }
+            sweep(now: now, budget: MemoryStore.sweepBudget)
+            guard let existing = liveEntry(key, now: now), expected.map({ $0 == existing.value }) ?? true else {
+                return .success(false)
+            }
+            return store(key: key, value: value, ttlSeconds: ttlSeconds, now: now, replacing: existing).map { true }
         }
 
         mutating func get(key: String, now: UInt64) -> Result<[UInt8]?, StoreError> {

@@ -12,7 +12,9 @@ import Glibc
 /// - **Atomic commands**: `setIfAbsent` → `SET k v NX EX ttl` (OK vs nil); `getAndDelete` →
 ///   `GETDEL k` (Redis ≥ 6.2 — Debian bookworm ships 7.0; older servers answer "unknown
 ///   command", which fails `.unavailable`: fail closed, never a non-atomic GET then DEL);
-///   `get` → `GET`; `set` → `SET k v EX ttl`; `delete` → `DEL` (1 vs 0). Values are sent with
+///   `get` → `GET`; `set` → `SET k v EX ttl`; `replace` → `SET k v XX EX ttl`, or with an
+///   expected value a compare-and-set script (`EVAL`: an ACL user needs `+eval`); `delete` →
+///   `DEL` (1 vs 0). Values are sent with
 ///   explicit lengths, so they are binary-safe.
 /// - **Keys** get `keyPrefix` (default `cbp:`) in front, and are validated like the memory
 ///   store's (1…512 bytes, TTL 1 s…30 days) so both stores refuse the same bugs.
@@ -263,6 +265,29 @@ public final class RedisStore: Store {
             return nil
         }
     }
+
+    /// `SET k v XX EX ttl` without `expected`; with it, a compare-and-set in one script
+    /// (`compareAndSet`): Redis runs a script atomically, and before 8.4 has no `SET … IFEQ`.
+    public func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        let ttl = Array(String(ttlSeconds).utf8)
+        run(on: loop, key: key, ttlSeconds: ttlSeconds, completion) { k in
+            guard let expected else { return [Array("SET".utf8), k, value, Array("XX".utf8), Array("EX".utf8), ttl] }
+            return [Array("EVAL".utf8), Self.compareAndSet, Array("1".utf8), k, expected, value, ttl]
+        } map: { reply in
+            switch reply {
+            case .status: .success(true)     // OK
+            case .null: .success(false)      // absent, or holding something else
+            default: nil
+            }
+        }
+    }
+
+    /// KEYS[1] is replaced by ARGV[2] with a TTL of ARGV[3] seconds if it holds ARGV[1]; the
+    /// reply is `SET`'s OK, or nil (Lua's false). The script replicates as its effect (Redis ≥ 5).
+    static let compareAndSet = Array("""
+        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end return false
+        """.utf8)
 
     public func delete(key: String, on loop: EventLoop,
                        _ completion: @escaping (Result<Bool, StoreError>) -> Void) {

@@ -37,6 +37,14 @@ public protocol Store: Sendable {
     func set(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
              _ completion: @escaping (Result<Void, StoreError>) -> Void)
 
+    /// Replaces a live entry with `value` and `ttlSeconds` — only if there is one, and, when
+    /// `expected` is given, only if it holds exactly those bytes. `true` if it was replaced.
+    /// Never creates an entry: a record deleted meanwhile (sign-out) stays deleted, and a write
+    /// prepared from an older read cannot undo one made since (a rotated refresh token).
+    /// Atomic with respect to every other operation on the key.
+    func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                 _ completion: @escaping (Result<Bool, StoreError>) -> Void)
+
     /// Removes the entry; `true` if a live one was there.
     func delete(key: String, on loop: EventLoop,
                 _ completion: @escaping (Result<Bool, StoreError>) -> Void)
