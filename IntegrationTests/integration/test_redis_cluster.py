@@ -14,7 +14,7 @@ import pytest
 
 from helpers import HTTPConn
 from test_redis_sentinel import RedisProcesses
-from test_redis_store import callback, make_test_pki, relay_config, session_proxies, start
+from test_redis_store import IDLE, callback, keep_using, make_test_pki, relay_config, session_proxies, start
 from test_session import IOS, idp  # noqa: F401  (the module's IdP fixture)
 from test_observability import readyz, samples, scrape, value
 
@@ -319,11 +319,14 @@ def test_keys_of_callbacks_relay_codes_and_sessions_spread_over_every_primary(
 
     # Server-side sessions: written by one instance, read by the other, ended everywhere.
     from test_session import get, set_cookies, sign_in
-    sa, sb = session_proxies(proxy_factory, upstream, tmp_path, idp, None, store=cluster.store_config().split(": ", 1)[1])
+    sa, sb = session_proxies(proxy_factory, upstream, tmp_path, idp, None, store=cluster.store_config().split(": ", 1)[1],
+                             access=IDLE)
     r, _, _, _ = sign_in(sa, idp)
     assert r.status == 302, r
     session = {k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")}
     assert get(sb, "/_oauth/userinfo", cookies=session).json()["email"] == "alice@example.test"
+    # Past the 3 s idle timeout, kept alive by slides: compare-and-set scripts sent to the slot's primary.
+    keep_using((sa, sb), session, 3.5)
     assert get(sa, "/_oauth/sign_out?rd=/bye", cookies=session).status == 302
     assert get(sb, "/_oauth/userinfo", cookies=session).status == 401
 

@@ -305,12 +305,13 @@ def test_a_session_cookie_issued_by_one_instance_is_honoured_by_another(proxy_fa
     assert info.status == 200 and info.json()["email"] == "alice@example.test"
 
 
-def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2, store=None):
+def session_proxies(proxy_factory, upstream, tmp_path, idp, redis, n=2, store=None,
+                    access="allowed_email_domains: [example.test]"):
     """`n` session-mode proxies sharing the redis store, or the `store` URL given instead
     (server-side sessions by default)."""
     from test_session import session_config
     config = tmp_path / "server-side.yaml"
-    config.write_text(session_config(idp, store=store or f"redis://127.0.0.1:{redis.port}/0"))
+    config.write_text(session_config(idp, store=store or f"redis://127.0.0.1:{redis.port}/0", access=access))
     return [proxy_factory(upstream, extra=["--config", str(config)]) for _ in range(n)]
 
 
@@ -345,6 +346,38 @@ def test_server_side_sessions_end_at_sign_out_on_every_instance(proxy_factory, u
     assert r.status == 302 and r.one("location").startswith("/_oauth/start?")
     echo = get(b, "/echo", cookies=session).json()
     assert not [k for k, v in echo["headers"] if k.lower() == "x-forwarded-email"]
+
+
+IDLE = "allowed_email_domains: [example.test], server_side: true, idle_timeout: 3s"
+
+
+def keep_using(proxies, session, seconds):
+    """Asks for a protected page about every second for `seconds`, on each instance in turn: each
+    request more than a second (a third of the timeout) after the last write slides the record."""
+    from test_session import get
+    started, i = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        r = get(proxies[i % len(proxies)], "/private/x", cookies=session, headers={"Accept": "application/json"})
+        assert r.status == 404, f"signed out {time.monotonic() - started:.1f} s in: {r.status}"
+        i += 1
+        time.sleep(1.05)
+
+
+def test_a_session_in_use_slides_its_idle_timeout_on_every_instance(proxy_factory, upstream, tmp_path, idp, redis):
+    """The slide is a compare-and-set (`EVAL`, a script Redis runs atomically): it only replaces the
+    record it read, so it can neither bring back a session signed out meanwhile nor put back a
+    refresh token rotated meanwhile (SessionRecordRaceTests). Through real Redis here."""
+    from test_session import get, set_cookies, sign_in
+    a, b = session_proxies(proxy_factory, upstream, tmp_path, idp, redis, access=IDLE)
+    used, _, _, _ = sign_in(a, idp)
+    idle, _, _, _ = sign_in(a, idp, username="bob@example.test")
+    used, idle = [{k: v for k, v in set_cookies(r).items() if k.startswith("_oauth_session")} for r in (used, idle)]
+    keep_using((a, b), used, 5)
+    assert get(b, "/private/x", cookies=used, headers={"Accept": "application/json"}).status == 404, "in use past the timeout"
+    assert get(b, "/private/x", cookies=idle, headers={"Accept": "application/json"}).status == 401, "idle past the timeout"
+    assert len(redis_keys(redis, "*session:*")) == 1, "the idle session's record expired"
+    for p in (a, b):
+        assert "session activity not recorded" not in p.stderr_text(), p.stderr_text()[-2000:]
 
 
 def test_without_redis_protected_paths_fail_closed_instead_of_looping(proxy_factory, upstream, tmp_path, idp, redis):

@@ -110,15 +110,22 @@ extension SessionLayer {
         case .renewed:
             metrics?.sessionRefreshed(provider, .renewed)
             log.debug("session refreshed", ["provider": provider])
-            store.set(key: key, value: SessionCookie.payload(renewed).serialized(), ttlSeconds: storeTTL(renewed, now: now),
-                      on: loop) { written in
-                // Served renewed either way; unrecorded, the next request refreshes again (and,
-                // if the IdP rotated the token, finds it refused: the session then ends).
-                if case .failure(let error) = written {
+            // Only over a live record: one deleted while the IdP answered (sign-out) stays deleted.
+            store.replace(key: key, value: SessionCookie.payload(renewed).serialized(), ttlSeconds: storeTTL(renewed, now: now),
+                          ifHolding: nil, on: loop) { written in
+                switch written {
+                case .success(true):
+                    completion(.success(renewed))
+                case .success(false):
+                    log.debug("session ended during its refresh", ["provider": provider])
+                    completion(.success(nil))
+                case .failure(let error):
+                    // Served renewed; unrecorded, the next request refreshes again (and, if the
+                    // IdP rotated the token, finds it refused: the session then ends).
                     log.warn("session refresh not recorded", ["provider": provider, "reason": "store_unavailable",
                                                               "detail": error.description])
+                    completion(.success(renewed))
                 }
-                completion(.success(renewed))
             }
         case .refused:
             metrics?.sessionRefreshed(provider, .refused)
@@ -137,8 +144,10 @@ extension SessionLayer {
             }
             var kept = session
             kept.refreshFailedAt = now
-            store.set(key: key, value: SessionCookie.payload(kept).serialized(), ttlSeconds: storeTTL(kept, now: now),
-                      on: loop) { _ in completion(.success(session)) }
+            store.replace(key: key, value: SessionCookie.payload(kept).serialized(), ttlSeconds: storeTTL(kept, now: now),
+                          ifHolding: nil, on: loop) { written in
+                completion(.success(written == .success(false) ? nil : session))
+            }
         case .ended:
             // Another request (or instance) may have refreshed first with this token, which the
             // IdP then rotated: its record is the session.

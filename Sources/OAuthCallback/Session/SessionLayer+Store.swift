@@ -77,7 +77,7 @@ extension SessionLayer {
                     break
                 }
                 if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt, now - seen >= Self.touchInterval(idle) {
-                    touch(live, id: id, now: now, on: loop)
+                    touch(live, id: id, read: bytes, now: now, on: loop)
                 }
                 completion(.success(live))
             case .success(nil):
@@ -104,12 +104,15 @@ extension SessionLayer {
     static func touchInterval(_ idle: Int64) -> Int64 { min(60, max(1, idle / 3)) }
 
     /// Slides the session's expiry forward; a failure only means it may end a little early.
-    private func touch(_ session: ProxySession, id: [UInt8], now: Int64, on loop: EventLoop) {
+    /// Only over the record as it was `read`: anything written since stands — a refresh's
+    /// rotated token, another request's touch — and a record deleted since (sign-out, a
+    /// session the rules ended) is not brought back.
+    private func touch(_ session: ProxySession, id: [UInt8], read: [UInt8], now: Int64, on loop: EventLoop) {
         var seen = session
         seen.seenAt = now
         let log = self.log
-        store.set(key: Self.storeKey(id), value: SessionCookie.payload(seen).serialized(), ttlSeconds: storeTTL(seen, now: now),
-                  on: loop) { result in
+        store.replace(key: Self.storeKey(id), value: SessionCookie.payload(seen).serialized(), ttlSeconds: storeTTL(seen, now: now),
+                      ifHolding: read, on: loop) { result in
             if case .failure(let error) = result {
                 log.warn("session activity not recorded", ["reason": "store_unavailable", "detail": error.description])
             }
