@@ -200,6 +200,54 @@ upstream_health: {{ max_fails: 1, fail_timeout: 30s, check_path: /up, check_inte
     assert value(s, "callback_proxy_upstream_server_available", server=sick.url) == 0
 
 
+class Hung:
+    """A server that accepts connections and never answers (an app stuck on a lock)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                self.held.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def test_servers_that_hang_delay_no_other_servers_health_check(proxy_factory, tmp_path, apps):
+    """Two servers never answer a check before its 5 s timeout; the others are still checked
+    every second. (Checked one after another, `sick` was first asked after 10 s, and its
+    failure noticed up to 11 s late.)"""
+    hung = [Hung(), Hung()]
+    good, sick = apps("good"), apps("sick")
+    try:
+        p = proxy_with(proxy_factory, tmp_path, f"""upstreams: [{{ url: {hung[0].url} }}, {{ url: {hung[1].url} }}, {{ url: {good.url} }}, {{ url: {sick.url} }}]
+upstream_health: {{ check_path: /up, check_interval: 1s, check_timeout: 5s }}
+""")
+        deadline = time.monotonic() + 3
+        while min(good.checks, sick.checks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert min(good.checks, sick.checks) >= 2, (good.checks, sick.checks)
+        sick.health = 500
+        failed = time.monotonic()
+        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=sick.url) != 0:
+            assert time.monotonic() - failed < 3, "a failing check went unnoticed behind the hanging servers"
+            time.sleep(0.05)
+    finally:
+        for h in hung:
+            h.close()
+
+
 def test_without_health_checks_a_server_comes_back_after_fail_timeout(proxy_factory, tmp_path, apps):
     good, sick = apps("good"), apps("sick")
     sick.status = 502

@@ -4,11 +4,15 @@ import Synchronization
 import Glibc
 #endif
 
-/// `upstream_health.check_path`: every `check_interval`, on a thread of its own (never a loop:
-/// a check waits for a server that may be slow, which is the point), each server is asked for
-/// the path — over TLS for an `https://` server, with the same verification as requests — and
-/// is out while its answer's status is not in `check_status` or does not come within
-/// `check_timeout`. A passing check brings a server back, also one that passive health took out.
+/// `upstream_health.check_path`: every `check_interval` each server is asked for the path — over
+/// TLS for an `https://` server, with the same verification as requests — and is out while its
+/// answer's status is not in `check_status` or does not come within `check_timeout`. A passing
+/// check brings a server back, also one that passive health took out.
+///
+/// Each server is checked on a thread of its own (never a loop: a check waits for a server that
+/// may be slow, which is the point), so a server that hangs until `check_timeout` delays no
+/// other server's verdict — checked one after another, three hanging servers at a 5 s timeout
+/// would leave a fourth's failure unnoticed for 15 s. The threads are detached and end at `stop`.
 final class HealthChecker: @unchecked Sendable {
     private let group: UpstreamGroup
     private let tls: UpstreamTLSClient?
@@ -25,11 +29,14 @@ final class HealthChecker: @unchecked Sendable {
     deinit { if wake >= 0 { close(wake) } }
 
     func start() {
-        do {
-            _ = try startThread { [self] in run(wakeFD: wake) }
-        } catch {
-            group.log.error("cannot start the upstream health-check thread; servers are not checked",
-                            ["error": error.description, "setting": "upstream_health.check_path"])
+        for i in group.servers.indices {
+            do {
+                pthread_detach(try startThread { [self] in run(i) })
+            } catch {
+                group.log.error("cannot start an upstream health-check thread; the server is not checked",
+                                ["server": group.servers[i].label, "error": error.description,
+                                 "setting": "upstream_health.check_path"])
+            }
         }
     }
 
@@ -39,17 +46,23 @@ final class HealthChecker: @unchecked Sendable {
         _ = write(wake, &one, 8)
     }
 
-    private func run(wakeFD: Int32) {
+    /// Server `i`'s checks: one every `check_interval` from the start of the last (back to back
+    /// while a check takes longer), until `stop`.
+    private func run(_ i: Int) {
         let settings = group.health
+        let s = group.servers[i]
+        let tls = group.tls.isEmpty ? tls : group.tls[i]
         while !stopping.load(ordering: .relaxed) {
-            for (i, s) in group.servers.enumerated() {
-                if stopping.load(ordering: .relaxed) { return }
-                let problem = check(s, resolver: group.resolvers[i], tls: group.tls.isEmpty ? tls : group.tls[i], settings)
-                record(i, s, problem)
-            }
-            // Sleeps until the next round, or until `stop` writes to the pipe.
-            var p = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-            _ = poll(&p, 1, Int32(min(settings.checkInterval / 1_000_000, UInt64(Int32.max))))
+            let started = EventLoop.monotonicNow()
+            let problem = check(s, resolver: group.resolvers[i], tls: tls, settings)
+            if stopping.load(ordering: .relaxed) { return }
+            record(i, s, problem)
+            // Sleeps until the next check, or until `stop` writes to the eventfd (never read:
+            // it stays readable, so it wakes every server's thread).
+            let took = EventLoop.monotonicNow() - started
+            let rest = settings.checkInterval > took ? settings.checkInterval - took : 0
+            var p = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, Int32(min(rest / 1_000_000, UInt64(Int32.max))))
         }
     }
 
