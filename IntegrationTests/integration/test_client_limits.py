@@ -104,6 +104,28 @@ def test_behind_a_trusted_proxy_the_forwarded_client_is_limited(proxy_factory, u
     assert status(p, headers=[("X-Forwarded-For", "203.0.113.50, 198.51.100.1")])[0] == 429
 
 
+def test_a_rule_whose_table_is_full_lets_new_clients_pass_and_says_which_setting_to_raise(proxy_factory, upstream, tmp_path):
+    """`clients: 1024`: 3,000 addresses within one refill period do not fit; the ones tracked stay
+    limited, the rest pass uncounted, counted and logged (once a second) naming the setting."""
+    p = limited(proxy_factory, upstream, tmp_path,
+                "trusted_proxies: [127.0.0.1/32]\nrate_limits: [{ name: site, rate: 1/m, clients: 1024 }]\n")
+    started = time.monotonic()
+    with HTTPConn(p.port) as c:
+        for i in range(3_000):
+            c.request("GET", "/echo", headers=[("X-Forwarded-For", f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}")])
+            r = c.read_response()
+            assert r.status == 200, (i, r.status)
+    took = time.monotonic() - started
+    untracked = value(samples(scrape(p)), "callback_proxy_client_limit_untracked_total", rule="site")
+    assert 3_000 - 1_024 <= untracked < 3_000, untracked
+    # A tracked client is still limited: its second request is refused.
+    second = [status(p, headers=[("X-Forwarded-For", f"10.0.{(i >> 8) & 255}.{i & 255}")])[0] for i in range(40)]
+    assert 429 in second, second
+    lines = log_lines(p, "request not rate limited: the rule tracks as many clients as it can")
+    assert 1 <= len(lines) <= took + 2, f"{len(lines)} lines in {took:.1f} s"
+    assert lines[0]["setting"] == "rate_limits (site).clients" and lines[0]["clients"] == "1024", lines[0]
+
+
 def test_http2_streams_count_like_requests(proxy_factory, upstream, tmp_path):
     p = limited(proxy_factory, upstream, tmp_path, "http2: { cleartext: true }\nrate_limits: [{ name: site, rate: 2/m }]\n")
     # Three streams on one connection (nghttp: curl 7.88 cannot reuse an h2c connection).

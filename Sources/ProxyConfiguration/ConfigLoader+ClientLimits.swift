@@ -41,6 +41,7 @@ extension ConfigLoader {
             if entry.node("rate") == nil { entry.problems.add("\(path).rate", item.line, "is required (like 20/s)") }
             var rule = RateRule(name: name, rate: rate ?? RateLimit(count: 1, periodSeconds: 1))
             if let n = entry.int("burst", in: 1...1_000_000) { rule.burst = n }
+            if let n = entry.int("clients", in: RateRule.clientRange) { rule.clients = n }
             if let list = entry.strings("paths") {
                 for text in list {
                     switch PathPrefix.parse(text) {

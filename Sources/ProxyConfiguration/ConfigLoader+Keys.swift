@@ -49,6 +49,7 @@ extension ConfigLoader {
         ConfigKey("rate_limits[].paths", .list),
         ConfigKey("rate_limits[].rate"),
         ConfigKey("rate_limits[].burst"),
+        ConfigKey("rate_limits[].clients"),
         ConfigKey("rate_limits[].dry_run"),
         ConfigKey("timeouts", .section),
         ConfigKey("timeouts.client_header"),

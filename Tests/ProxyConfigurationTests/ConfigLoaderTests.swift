@@ -475,6 +475,7 @@ import Testing
         ("rate_limits: [{ name: a }]", "rate_limits[0].rate: is required (like 20/s)"),
         ("rate_limits: [{ rate: 10/d }]", "rate_limits[0].rate: '10/d' is not a rate like 20/s, 600/m or 10000/h"),
         ("rate_limits: [{ rate: 10/s, burst: 0 }]", "rate_limits[0].burst:"),
+        ("rate_limits: [{ rate: 10/s, clients: 100 }]", "rate_limits[0].clients: '100' is not a whole number from 1024 to 16777216"),
         ("rate_limits: [{ rate: 10/s, paths: [/a/../b] }]", "rate_limits[0].paths: '/a/../b'"),
         ("rate_limits: [{ rate: 10/s, per: ip }]", "rate_limits[0].per: unknown key"),
         ("rate_limits: [{ name: a, rate: 1/s }, { name: a, rate: 2/s }]", "rate_limits[1].name: 'a' names another rule too"),

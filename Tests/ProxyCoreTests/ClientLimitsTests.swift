@@ -156,6 +156,54 @@ import Testing
         Array(p.utf8).withUnsafeBytes(body)
     }
 
+    @Test func aRuleTracksAsManyClientsAsItsClientsSettingSays_andAChangeGetsFreshBuckets() {
+        let state = ClientLimits(clients: 1, metrics: ClientLimitMetrics(registry: MetricsRegistry()))
+        var rule = RateRule(name: "all", rate: RateLimit(count: 1, periodSeconds: 60))
+        rule.clients = 2_048
+        let buckets = state.buckets(for: rule)
+        let t0: UInt64 = 100 * Self.second
+        var untracked = 0
+        for i in 0..<4_096 where buckets.admit(ClientKey(hash: UInt(i + 1)), now: t0) == .untracked { untracked += 1 }
+        #expect(untracked == 2_048)
+        #expect(buckets.tracked(now: t0) == 2_048)
+        // A reload that keeps the rule keeps its buckets (and who is limited); one that resizes
+        // the table starts new ones.
+        #expect(state.buckets(for: rule) === buckets)
+        rule.clients = 4_096
+        #expect(state.buckets(for: rule) !== buckets)
+        #expect(RateRule(name: "x", rate: RateLimit(count: 1, periodSeconds: 1)).clients == 131_072)
+    }
+
+    @Test func aClientNoRuleCouldTrackIsAllowedAndSaidSo_butAnotherRulesRefusalWins() throws {
+        let policy = try #require(Self.policy {
+            var small = RateRule(name: "small", rate: RateLimit(count: 1_000, periodSeconds: 60))
+            small.clients = 1_024
+            var strict = RateRule(name: "strict", rate: RateLimit(count: 1, periodSeconds: 60))
+            strict.paths = [try! PathPrefix.parse("/login").get()]
+            $0.rules = [small, strict]
+        })
+        var untracked = 0
+        Self.path("/") { p in
+            for i in 0..<2_048 {
+                switch policy.admit(client: ClientKey(hash: UInt(i + 1)), path: p, now: Self.second) {
+                case .untracked(let rule): untracked += 1; #expect(rule.settings.name == "small")
+                case .allowed: break
+                default: Issue.record("refused")
+                }
+            }
+        }
+        #expect(untracked == 1_024)
+        // Untracked by `small`, refused by `strict` at its second request: the refusal stands.
+        Self.path("/login") { p in
+            let client = ClientKey(hash: 2_000)
+            _ = policy.admit(client: client, path: p, now: Self.second)
+            guard case .refused(let rule, _) = policy.admit(client: client, path: p, now: Self.second) else {
+                Issue.record("allowed"); return
+            }
+            #expect(rule.settings.name == "strict")
+        }
+    }
+
     @Test func theDefaultCapIsHalfTheBudgetAndZeroTurnsItOff() {
         #expect(Self.policy({ _ in })?.connectionCap == 500)
         #expect(Self.policy({ $0.maxConnectionsPerClient = 0 }) == nil)

@@ -40,7 +40,15 @@ public struct RateRule: Sendable, Equatable {
     public var paths: [PathPrefix] = []
     public var rate: RateLimit
     public var burst: Int? = nil
+    /// Client addresses the rule tracks at once (its table's slots, 16 bytes each, touched
+    /// ones only resident). Past that a new client passes uncounted
+    /// (`callback_proxy_client_limit_untracked_total`): size it above the addresses a flood
+    /// can bring within one refill period.
+    public var clients = RateRule.defaultClients
     public var dryRun = false
+
+    public static let defaultClients = 1 << 17
+    public static let clientRange = 1_024...(1 << 24)
 
     public init(name: String, rate: RateLimit) {
         self.name = name

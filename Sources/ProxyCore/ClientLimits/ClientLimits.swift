@@ -13,6 +13,7 @@ final class ClientLimits: Sendable {
         let count: Int
         let period: Int
         let burst: Int
+        let clients: Int
     }
 
     private struct WeakBuckets {
@@ -28,11 +29,11 @@ final class ClientLimits: Sendable {
     /// The buckets for `rule`: those of the same rule in the configuration being replaced, or new.
     func buckets(for rule: RateRule) -> RateBuckets {
         let key = BucketsKey(name: rule.name, count: rule.rate.count, period: rule.rate.periodSeconds,
-                             burst: rule.burst ?? rule.rate.count)
+                             burst: rule.burst ?? rule.rate.count, clients: rule.clients)
         return buckets.withLock { table in
             if let existing = table[key]?.value { return existing }
             table = table.filter { $0.value.value != nil }
-            let fresh = RateBuckets(limit: rule.rate, burst: rule.burst)
+            let fresh = RateBuckets(limit: rule.rate, burst: rule.burst, clients: rule.clients)
             table[key] = WeakBuckets(value: fresh)
             return fresh
         }
@@ -115,6 +116,8 @@ final class ClientLimitPolicy: Sendable {
     /// A request's verdict under the rate rules.
     enum RequestVerdict {
         case allowed
+        /// Allowed uncounted by this rule: its table had no room for the client.
+        case untracked(Rule)
         case wouldRefuse(Rule)
         case refused(Rule, retryAfterSeconds: Int)
     }
@@ -129,10 +132,14 @@ final class ClientLimitPolicy: Sendable {
                 continue
             case .untracked:
                 rule.metrics.untracked.increment()
+                if case .allowed = verdict { verdict = .untracked(rule) }
             case .refused(let wait, _):
                 if rule.dryRun {
                     rule.metrics.wouldRefuse.increment()
-                    if case .allowed = verdict { verdict = .wouldRefuse(rule) }
+                    switch verdict {
+                    case .allowed, .untracked: verdict = .wouldRefuse(rule)
+                    case .wouldRefuse, .refused: break
+                    }
                     continue
                 }
                 rule.metrics.refused.increment()

@@ -21,6 +21,12 @@ extension ClientExchange {
         switch view.withPath({ policy.admit(client: client, path: $0, now: loop.now) }) {
         case .allowed:
             return true
+        case .untracked(let rule):
+            logProblem(.warn, "request not rate limited: the rule tracks as many clients as it can", key: "untracked \(rule.settings.name)", [
+                ("rule", rule.settings.name), ("client", view.clientAddress), ("clients", String(rule.settings.clients)),
+                ("setting", "rate_limits (\(rule.settings.name)).clients"),
+            ])
+            return true
         case .wouldRefuse(let rule):
             logProblem(.warn, "request rate limit reached (dry run: allowed)", key: "dry run \(rule.settings.name)", [
                 ("rule", rule.settings.name), ("client", view.clientAddress),
