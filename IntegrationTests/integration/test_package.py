@@ -69,6 +69,12 @@ def test_the_package_says_what_it_is(deb):
     fields = dict(line.split(": ", 1) for line in run("dpkg-deb", "-f", deb, "Package", "Version",
                                                           "Architecture", "Depends").stdout.splitlines())
     assert fields["Package"] == PACKAGE and fields["Architecture"] == "amd64"
+    # The release, the commits on the branch and the commit: builds of one release order by commit.
+    count = run("git", "-C", REPO_ROOT, "rev-list", "--count", "HEAD").stdout.strip()
+    head = run("git", "-C", REPO_ROOT, "rev-parse", "--short=12", "HEAD").stdout.strip()
+    assert re.fullmatch(rf"\d+\.\d+\.\d+\+git{count}\.{head}(\.dirty)?", fields["Version"]), (fields["Version"], count, head)
+    older = fields["Version"].replace(f"+git{count}.", f"+git{int(count) - 1}.")
+    assert run("dpkg", "--compare-versions", fields["Version"], "gt", older, check=False).returncode == 0
     # Depends computed by dpkg-shlibdeps from what the binary links: Debian's C libraries, and
     # no Swift runtime (linked in).
     depends = fields["Depends"]
