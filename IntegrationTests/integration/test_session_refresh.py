@@ -296,3 +296,17 @@ def test_check_accepts_refresh_with_server_side_sessions(proxy_bin, tmp_path, id
     path.write_text(config(idp))
     out = subprocess.run([proxy_bin, "check", "--upstream", "http://127.0.0.1:3000", "--config", str(path)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_check_online_has_no_note_for_an_oidc_idp_that_lists_offline_access(proxy_bin, tmp_path, idp, monkeypatch):
+    """The test IdP's discovery lists offline_access in scopes_supported: `check --online` passes
+    without the note it gives for an IdP whose list leaves it out (ProviderProbeTests)."""
+    monkeypatch.setenv("SESSION_SECRET", SECRET)
+    monkeypatch.setenv("WEB_SECRET", "test-web-secret-not-a-real-one")
+    path = tmp_path / "check.yaml"
+    path.write_text(config(idp, kind="oidc"))
+    out = subprocess.run([proxy_bin, "check", "--online", "--upstream", "http://127.0.0.1:3000", "--config", str(path)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "online: every provider's documents fetched and usable" in out.stdout, out.stdout
+    assert "offline_access" not in out.stdout, out.stdout

@@ -68,7 +68,9 @@ enum Check {
             }
             for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
             guard options.online else { return 0 }
-            let problems = OnlineCheck.problems(c)
+            let found = OnlineCheck.problems(c)
+            for note in found where note.isNote { print("note: \(note)") }
+            let problems = found.filter { !$0.isNote }
             for p in problems { print("\(options.configPath ?? "configuration"): \(p)") }
             if !problems.isEmpty { print("\(problems.count) problem(s) online") } else if !c.oauth.providers.isEmpty {
                 print("online: every provider's documents fetched and usable")

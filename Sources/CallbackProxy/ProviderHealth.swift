@@ -77,7 +77,9 @@ final class ProviderHealth: Sendable {
         }
     }
 
-    private func record(_ name: String, _ found: [ProviderProbe.Problem], round: Int) {
+    private func record(_ name: String, _ probed: [ProviderProbe.Problem], round: Int) {
+        // Notes (`check --online` prints them) say nothing about whether a sign-in can complete.
+        let found = probed.filter { !$0.isNote }
         // nil: a reload replaced this round; else whether the provider was down before.
         let wasDown: Bool? = state.withLock { s in
             guard s.round == round else { return nil }

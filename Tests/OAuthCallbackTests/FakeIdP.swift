@@ -225,6 +225,9 @@ final class FakeIdP: HTTPFetching, Sendable {
         state.withLock { $0.oidcClients[clientID] = client }
     }
 
+    /// The discovery document as served now (a test that overrides it starts from this one).
+    func discoveryBody() -> [UInt8] { state.withLock { oidcDiscovery($0).body } }
+
     /// The `issuer` the discovery document claims (a mismatch test sets another one).
     func setDiscoveryIssuer(_ issuer: String) { state.withLock { $0.discoveryIssuer = issuer } }
 

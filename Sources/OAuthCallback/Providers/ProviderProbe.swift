@@ -10,10 +10,13 @@ public struct ProviderProbe: Sendable {
         /// The key path of the setting to fix.
         public let setting: String
         public let message: String
+        /// Worth saying, but not a fault: `check --online` prints it as a note and still passes.
+        public let isNote: Bool
         public var description: String { "\(setting): \(message)" }
-        public init(setting: String, message: String) {
+        public init(setting: String, message: String, isNote: Bool = false) {
             self.setting = setting
             self.message = message
+            self.isNote = isNote
         }
     }
 
@@ -39,7 +42,9 @@ public struct ProviderProbe: Sendable {
                 case .success(let body):
                     switch checkDiscovery(body, provider, url: url) {
                     case .failure(let problem): done([problem])
-                    case .success(let jwksURL): probeKeys(jwksURL, provider, on: loop, done)
+                    case .success(let jwksURL):
+                        let notes = offlineAccessNote(body, provider).map { [$0] } ?? []
+                        probeKeys(jwksURL, provider, on: loop) { done($0 + notes) }
                     }
                 }
             }
@@ -98,6 +103,23 @@ public struct ProviderProbe: Sendable {
             of: document, issuer: provider.endpoints.issuer ?? "", tokenOverride: provider.endpoints.token,
             jwksOverride: provider.endpoints.jwks, context: "discovery \(ProviderText.withoutQuery(url))", label: provider.name)
         return found.map(\.jwks).mapError { Problem(setting: $0.setting ?? base, message: $0.logDetail) }
+    }
+
+    /// With `oauth.session.refresh_interval`, sign-in asks an OIDC provider for `offline_access`
+    /// (`SessionLayer.offlineAccessParameters`). A discovery document whose `scopes_supported`
+    /// lists other scopes and not that one says the IdP may refuse the sign-in (`invalid_scope`)
+    /// or issue no refresh token (the session then lasts one interval). A note, not a problem:
+    /// the list is optional and often partial, and many IdPs accept scopes they do not list.
+    func offlineAccessNote(_ body: [UInt8], _ provider: ProviderSettings) -> Problem? {
+        guard provider.kind == .oidc, provider.handoff == .session, settings.session?.refreshIntervalSeconds != nil,
+              case .array(let listed)? = (try? JSONParser.parse(body))?.objectValue?["scopes_supported"] else { return nil }
+        let scopes = listed.compactMap(\.stringValue)
+        guard !scopes.isEmpty, !scopes.contains("offline_access") else { return nil }
+        return Problem(setting: "oauth.session.refresh_interval",
+                       message: "providers.\(provider.name): the discovery document's scopes_supported (\(scopes.joined(separator: " "))) "
+                           + "does not list offline_access, which sign-in asks for so that sessions can be refreshed: "
+                           + "if the IdP refuses it (invalid_scope) or issues no refresh token, turn refresh off or allow the scope there",
+                       isNote: true)
     }
 
     /// A JWKS must hold a key for one of the algorithms the provider's id_tokens may use.
