@@ -87,8 +87,25 @@ extension ConfigLoader {
             return
         }
         if let sentinelURL { topology = .sentinel(sentinelURL, sentinels) }
-        if let outsidePassword { auth.password = outsidePassword }
+        if let outsidePassword {
+            // `redis://user@host` with the password given outside the file: the lone name is
+            // the ACL user (operations.md's form). Alone it is a password, as redis-cli reads it
+            // — but a password the outside one replaces cannot have been meant.
+            if auth.username == nil, let text = storeText, Self.hasLoneUserinfo(text) { auth.username = auth.password?.value }
+            auth.password = outsidePassword
+        }
         c.store = .redis(RedisSpec(topology, auth: auth, tls: tls, wait: wait))
+    }
+
+    /// Whether the URL's userinfo (before the authority's last `@`) is one token without `:`.
+    static func hasLoneUserinfo(_ url: String) -> Bool {
+        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        // "scheme:", "", authority, rest
+        guard parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty else { return false }
+        let authority = parts[2]
+        guard let at = authority.lastIndex(of: "@") else { return false }
+        let userinfo = authority[..<at]
+        return !userinfo.isEmpty && !userinfo.contains(":")
     }
 
     /// `store_tls_ca`, `store_tls_client_cert`, `store_tls_client_key`: only with a

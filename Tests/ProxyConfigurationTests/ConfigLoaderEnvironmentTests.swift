@@ -132,6 +132,19 @@ import Testing
         #expect(outside.store.redis?.auth == RedisAuth(username: "app", password: Secret("outside")))
     }
 
+    @Test func aLoneNameInTheURLIsTheACLUserWhenThePasswordComesFromOutside() throws {
+        let acl = try load("store: redis://proxy@10.0.0.7:6379/0\n", ["CALLBACK_PROXY_REDIS_PASSWORD": "outside"]).get()
+        #expect(acl.store.redis?.auth == RedisAuth(username: "proxy", password: Secret("outside")))
+        let cluster = try load("store: redis+cluster://pro%78y@10.0.0.7:7000,10.0.0.8:7000\n",
+                               ["CALLBACK_PROXY_REDIS_PASSWORD": "outside"]).get()
+        #expect(cluster.store.redis?.auth == RedisAuth(username: "proxy", password: Secret("outside")))
+        // Without one it is the password, as redis-cli reads it; `:secret@` is always a password.
+        let alone = try load("store: redis://secret@10.0.0.7:6379/0\n", [:]).get()
+        #expect(alone.store.redis?.auth == RedisAuth(username: nil, password: Secret("secret")))
+        let classic = try load("store: redis://:in-url@10.0.0.7:6379/0\n", ["CALLBACK_PROXY_REDIS_PASSWORD": "outside"]).get()
+        #expect(classic.store.redis?.auth == RedisAuth(username: nil, password: Secret("outside")))
+    }
+
     /// A reload keeps the running store exactly when the specs are equal.
     @Test func theStoreSpecChangesWithTheStoreSettingsOnly() throws {
         let file = "store: redis+sentinel://10.0.0.1/cbp/0\nstore_sentinel_password_env: S\n"
