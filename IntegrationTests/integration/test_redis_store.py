@@ -418,3 +418,56 @@ def test_a_redis_name_that_resolves_only_later_is_followed_without_a_reload(prox
         status = callback(p, idp.get_code(IOS)).status
     assert status == 200, "the store must come up by itself once its name resolves"
     assert log_lines(p, "redis addresses")[-1]["addresses"] == f"127.0.0.1:{redis.port}"
+
+
+# ---------------------------------------------------------------------------------------------
+# check --online tries every command the proxy sends (StoreProbe)
+
+
+def check_online(proxy_bin, tmp_path, store_lines, env=None):
+    config = tmp_path / "check-store.yaml"
+    config.write_text(f"upstream: http://127.0.0.1:9\n{store_lines}\n")
+    out = subprocess.run([proxy_bin, "check", "--online", "--config", str(config)], capture_output=True, text=True,
+                         timeout=30, env={**os.environ, **(env or {})})
+    return out.returncode, out.stdout
+
+
+def redis_cli(redis, *args):
+    return subprocess.run(["redis-cli", "-p", str(redis.port), *args], capture_output=True, text=True, timeout=5).stdout
+
+
+@pytest.mark.parametrize("redis_kind", ["redis", "tls_redis"])
+def test_check_online_tries_the_store(proxy_bin, tmp_path, redis_kind, request):
+    redis = request.getfixturevalue(redis_kind)
+    code, out = check_online(proxy_bin, tmp_path, redis.store_config())
+    assert code == 0, out
+    assert "online: the store answered every command the proxy sends" in out, out
+    if redis_kind == "redis":
+        assert redis_cli(redis, "--scan", "--pattern", "*check:*").strip() == "", "the check key was left behind"
+
+
+def test_check_online_names_the_command_an_acl_user_lacks(proxy_bin, tmp_path, redis):
+    """operations.md's ACL line, as written there, passes; without `+eval` (sessions'
+    compare-and-set) the check says which command was refused. The user is named as
+    operations.md shows it, `redis://user@host`, with the password from the variable."""
+    store = f"store: redis://proxy@127.0.0.1:{redis.port}/0"
+    env = {"CALLBACK_PROXY_REDIS_PASSWORD": "proxy-pw"}
+    assert redis_cli(redis, "ACL", "SETUSER", "proxy", "on", ">proxy-pw", "~cbp:*",
+                     "+get", "+set", "+getdel", "+del", "+eval").strip() == "OK"
+    code, out = check_online(proxy_bin, tmp_path, store, env)
+    assert code == 0, out
+    assert redis_cli(redis, "ACL", "SETUSER", "proxy", "-eval").strip() == "OK"
+    code, out = check_online(proxy_bin, tmp_path, store, env)
+    assert code == 1, out
+    line = [l for l in out.splitlines() if ": store: " in l]
+    assert line and "EVAL (the compare-and-set script) on a check key failed" in line[0] and "NOPERM" in line[0], out
+    assert "proxy-pw" not in out
+    # A wrong password is named as such, and never printed.
+    code, out = check_online(proxy_bin, tmp_path, store, {"CALLBACK_PROXY_REDIS_PASSWORD": "not-it"})
+    assert code == 1 and "AUTH refused" in out and "not-it" not in out, out
+
+
+def test_check_online_says_when_the_store_is_not_there(proxy_bin, tmp_path):
+    from helpers import closed_port
+    code, out = check_online(proxy_bin, tmp_path, f"store: redis://127.0.0.1:{closed_port()}/0")
+    assert code == 1 and ": store: SET NX" in out and "Connection refused" in out, out

@@ -45,9 +45,11 @@ enum Check {
         // passes check starts.
         var loaded = load(options)
         var notes: [String] = []
+        var storeTLS: UpstreamTLSClient? = nil
         if case .success(let c) = loaded {
             do throws(ConfigProblems) {
                 let tls = try TLSWiring(c)
+                storeTLS = tls.store
                 for staple in tls.credentials?.ocspStaples ?? [] {
                     if let why = staple.unstapleable { notes.append("tls.ocsp_stapling: \(staple.subject) will not be stapled: \(why)") }
                 }
@@ -68,12 +70,13 @@ enum Check {
             }
             for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
             guard options.online else { return 0 }
-            let found = OnlineCheck.problems(c)
+            let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
             let problems = found.filter { !$0.isNote }
             for p in problems { print("\(options.configPath ?? "configuration"): \(p)") }
-            if !problems.isEmpty { print("\(problems.count) problem(s) online") } else if !c.oauth.providers.isEmpty {
-                print("online: every provider's documents fetched and usable")
+            if !problems.isEmpty { print("\(problems.count) problem(s) online") } else {
+                if !c.oauth.providers.isEmpty { print("online: every provider's documents fetched and usable") }
+                if c.store.redis != nil { print("online: the store answered every command the proxy sends") }
             }
             return problems.isEmpty ? 0 : 1
         case .failure(let problems):
