@@ -120,8 +120,9 @@ final class SecondsClock: Sendable {
 }
 
 /// Passes everything to `inner`, but while `holding`, keeps `set` and `replace` calls back
-/// until `release` (a write on its way to Redis while other commands overtake it).
-final class HeldWritesStore: Store, @unchecked Sendable {
+/// until `release` (a write on its way to Redis while other commands overtake it). Not holding,
+/// a plain pass-through (StoreProbeTests builds a faulty store on it).
+class HeldWritesStore: Store, @unchecked Sendable {
     let inner: any Store
     private let state = Mutex<(holding: Bool, queue: [@Sendable () -> Void])>((false, []))
 

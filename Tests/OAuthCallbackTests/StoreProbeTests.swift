@@ -28,29 +28,12 @@ import Testing
 }
 
 /// A store whose `replace` with an expected value never replaces (a script the server refused
-/// silently, say): everything else is the memory store's.
-private final class IgnoresExpected: Store {
-    let inner = MemoryStore(clock: ManualClock().read)
+/// silently, say): everything else passes to the memory store.
+private final class IgnoresExpected: HeldWritesStore, @unchecked Sendable {
+    init() { super.init(inner: MemoryStore(clock: ManualClock().read)) }
 
-    func setIfAbsent(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
-                     _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
-        inner.setIfAbsent(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion)
-    }
-    func getAndDelete(key: String, on loop: EventLoop, _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
-        inner.getAndDelete(key: key, on: loop, completion)
-    }
-    func get(key: String, on loop: EventLoop, _ completion: @escaping (Result<[UInt8]?, StoreError>) -> Void) {
-        inner.get(key: key, on: loop, completion)
-    }
-    func set(key: String, value: [UInt8], ttlSeconds: Int64, on loop: EventLoop,
-             _ completion: @escaping (Result<Void, StoreError>) -> Void) {
-        inner.set(key: key, value: value, ttlSeconds: ttlSeconds, on: loop, completion)
-    }
-    func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
-                 _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
-        inner.replace(key: key, value: value, ttlSeconds: ttlSeconds, ifHolding: expected.map { _ in [] }, on: loop, completion)
-    }
-    func delete(key: String, on loop: EventLoop, _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
-        inner.delete(key: key, on: loop, completion)
+    override func replace(key: String, value: [UInt8], ttlSeconds: Int64, ifHolding expected: [UInt8]?, on loop: EventLoop,
+                          _ completion: @escaping (Result<Bool, StoreError>) -> Void) {
+        super.replace(key: key, value: value, ttlSeconds: ttlSeconds, ifHolding: expected.map { _ in [] }, on: loop, completion)
     }
 }
