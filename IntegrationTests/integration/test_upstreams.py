@@ -248,6 +248,31 @@ upstream_health: {{ check_path: /up, check_interval: 1s, check_timeout: 5s }}
             h.close()
 
 
+def test_a_reload_keeps_a_server_that_fails_its_checks_out(proxy_factory, tmp_path, apps):
+    """The group a reload builds takes over what the last one knew: the hung server is not sent
+    requests (nor logged out again) while its first check in the new group waits for its timeout."""
+    from test_reload import reload
+    hung, good = Hung(), apps("good")
+    try:
+        text = f"""upstreams: [{{ url: {hung.url} }}, {{ url: {good.url} }}]
+upstream_health: {{ check_path: /up, check_interval: 1s, check_timeout: 2s }}
+"""
+        p = proxy_with(proxy_factory, tmp_path, text)
+        deadline = time.monotonic() + 5
+        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=hung.url) != 0:
+            assert time.monotonic() < deadline, "the hung server was never taken out"
+            time.sleep(0.05)
+        assert p.stderr_text().count("failed its health check") == 1
+        (tmp_path / "upstreams.yaml").write_text(text.replace("check_interval: 1s", "check_interval: 3s"))
+        reload(p, "configuration reloaded")
+        assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=hung.url) == 0
+        assert who(p, 4) == ["good"] * 4
+        time.sleep(2.5)   # the new group's first check of the hung server has timed out
+        assert p.stderr_text().count("failed its health check") == 1, "logged out again after the reload"
+    finally:
+        hung.close()
+
+
 def test_without_health_checks_a_server_comes_back_after_fail_timeout(proxy_factory, tmp_path, apps):
     good, sick = apps("good"), apps("sick")
     sick.status = 502

@@ -99,6 +99,7 @@ struct Generation {
             }
         }
         old?.upstreams?.stopChecks()
+        upstreams?.inheritHealth(from: old?.upstreams)
         upstreams?.activate()
     }
 

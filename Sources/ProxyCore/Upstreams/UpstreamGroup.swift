@@ -112,6 +112,26 @@ public final class UpstreamGroup: Sendable {
         }
     }
 
+    /// Takes over what `old` (the group a reload replaces) knew of each server it shares with
+    /// this one: a server failing its checks stays out, and one passive health took out stays
+    /// out for the rest of its time — rather than getting requests until its first check here
+    /// (up to `check_timeout` for a server that hangs) and being logged out again. A server
+    /// only this group has starts in. Call before `activate`.
+    public func inheritHealth(from old: UpstreamGroup?) {
+        guard let old else { return }
+        for s in servers {
+            guard let was = old.servers.first(where: { $0.label == s.label }) else { continue }
+            // Out by checks only while this configuration checks too (else nothing would bring it back).
+            if health.checkPath != nil, old.health.checkPath != nil {
+                s.checkPassed.store(was.checkPassed.load(ordering: .relaxed), ordering: .relaxed)
+            }
+            if passive {
+                s.outUntil.store(was.outUntil.load(ordering: .relaxed), ordering: .relaxed)
+            }
+            s.problem.withLock { $0 = was.problem.withLock { $0 } }
+        }
+    }
+
     /// Stops them (a reload replaced this group).
     public func stopChecks() {
         checker.withLock { $0?.stop(); $0 = nil }
