@@ -212,6 +212,20 @@ import Testing
         #expect(SessionLayer.noSession(.success(nil), json: true).status == 401)
     }
 
+    @Test func aStoreOutageIsLoggedOnceASecondNotOncePerRequest() throws {
+        let capture = try LogCapture()
+        let layer = try SessionLayer(oauth: Self.settings(), store: FailingStore(.unavailable), identityProviders: [:],
+                                     serverSide: true, log: capture.logger, clock: { 1_800_000_000 })
+        for _ in 0..<50 {
+            let found = loop.ask { loop, done in layer.lookup(Array(repeating: 7, count: 32), on: loop) { done($0) } }
+            #expect(found.map { if case .failure = $0 { true } else { false } } == true, "fails closed every time")
+        }
+        let lines = capture.text().split(separator: "\n").filter { $0.contains("session lookup failed") }
+        // One a second: 50 lookups take milliseconds (a stalled machine could cross a second or two).
+        #expect((1...3).contains(lines.count), "\(lines.count) lines for 50 lookups")
+        #expect(lines.first?.contains(#""setting":"store""#) == true)
+    }
+
     // MARK: The state cookie
 
     /// Merges Set-Cookie answers into a jar the way a browser does: a new value replaces one of

@@ -83,7 +83,9 @@ extension SessionLayer {
             case .success(nil):
                 completion(.success(nil))
             case .failure(let error):
-                log.warn("session lookup failed", ["reason": "store_unavailable", "detail": error.description])
+                if storeFailureLog.isDue(provider: "session", setting: "lookup", now: loop.nowNanoseconds) {
+                    log.warn("session lookup failed", ["reason": "store_unavailable", "detail": error.description, "setting": "store"])
+                }
                 completion(.failure(error))
             }
         }
@@ -110,11 +112,11 @@ extension SessionLayer {
     private func touch(_ session: ProxySession, id: [UInt8], read: [UInt8], now: Int64, on loop: EventLoop) {
         var seen = session
         seen.seenAt = now
-        let log = self.log
+        let log = self.log, failures = storeFailureLog
         store.replace(key: Self.storeKey(id), value: SessionCookie.payload(seen).serialized(), ttlSeconds: storeTTL(seen, now: now),
                       ifHolding: read, on: loop) { result in
-            if case .failure(let error) = result {
-                log.warn("session activity not recorded", ["reason": "store_unavailable", "detail": error.description])
+            if case .failure(let error) = result, failures.isDue(provider: "session", setting: "touch", now: loop.nowNanoseconds) {
+                log.warn("session activity not recorded", ["reason": "store_unavailable", "detail": error.description, "setting": "store"])
             }
         }
     }

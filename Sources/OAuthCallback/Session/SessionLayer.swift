@@ -43,6 +43,9 @@ public final class SessionLayer: Sendable {
     let configFailures = ConfigFailureLog()
     /// Session refresh failure lines, once a minute per provider and reason.
     let refreshFailureLog = ConfigFailureLog()
+    /// A store outage fails every request's session lookup the same way: one line a second per
+    /// kind of failure, not one per request (`callback_proxy_store_errors_total` counts them all).
+    let storeFailureLog = ConfigFailureLog(interval: 1_000_000_000)
     /// Access-rule refusal lines, once a second per provider, rule and place.
     let refusalLog = ConfigFailureLog(interval: 1_000_000_000)
     /// `allowed_emails_file`, read and watched (nil without one).
