@@ -27,6 +27,7 @@ class App:
         self.health = 200
         self.hits = 0
         self.checks = 0
+        self.bodies = []   # request bodies as received (chunked ones decoded)
         app = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,7 +43,15 @@ class App:
                     app.hits += 1
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
-                    self.rfile.read(length)
+                    app.bodies.append(self.rfile.read(length))
+                elif self.headers.get("Transfer-Encoding") == "chunked":
+                    body = b""
+                    while size := int(self.rfile.readline().split(b";")[0], 16):
+                        body += self.rfile.read(size)
+                        self.rfile.readline()
+                    while self.rfile.readline() not in (b"\r\n", b""):
+                        pass
+                    app.bodies.append(body)
                 body = app.name.encode()
                 self.send_response(app.health if self.path == "/up" else app.status)
                 self.send_header("Content-Length", str(len(body)))
@@ -297,6 +306,52 @@ upstream_health: {{ max_fails: 100 }}
     posts = [get(p, method="POST", body=b"order=1").status for _ in range(2)]
     assert sorted(posts) == [200, 502], "a POST the app may have acted on is not sent twice"
     assert "upstream request moved to another server" in p.stderr_text()
+
+
+def test_a_body_for_a_server_that_refuses_the_connection_goes_to_another_and_the_refusal_counts(proxy_factory, tmp_path, apps):
+    # Nothing reaches a server whose connection never opened, so the request moves whatever its
+    # method, with the body bytes already read (they waited unsent behind the head).
+    good = apps("good")
+    dead = closed_port()
+    dead_url = f"http://127.0.0.1:{dead}"
+    p = proxy_with(proxy_factory, tmp_path, f"""upstreams: [{{ url: "{dead_url}" }}, {{ url: {good.url} }}]
+upstream_health: {{ max_fails: 100 }}
+""")
+    sent = [b"x=1", b"order=" + b"7" * 200_000, b"y=2", b"z" * 3_000_000]
+    statuses = [get(p, method="POST", body=b).status for b in sent]
+    assert statuses == [200] * 4, statuses
+    chunked = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    for _ in range(2):
+        r = get(p, method="POST", body=chunked, headers=[("Transfer-Encoding", "chunked")])
+        assert r.status == 200 and r.one("x-server") == "good"
+    assert good.bodies == sent + [b"hello world"] * 2, "every body arrived whole, once"
+    s = samples(scrape(p))
+    # Round robin over two: every other request was sent to the dead server first.
+    assert value(s, "callback_proxy_upstream_server_failures_total", server=dead_url, kind="connect") == 3
+
+
+def test_a_post_that_finds_a_server_refusing_connections_takes_it_out(proxy_factory, tmp_path, apps):
+    good = apps("good")
+    dead_url = f"http://127.0.0.1:{closed_port()}"
+    p = proxy_with(proxy_factory, tmp_path, f"""upstreams: [{{ url: "{dead_url}" }}, {{ url: {good.url} }}]
+upstream_health: {{ fail_timeout: 30s }}
+""")
+    assert [get(p, method="POST", body=b"x=1").status for _ in range(4)] == [200] * 4
+    assert good.bodies == [b"x=1"] * 4
+    status, body = readyz(p)
+    assert status == 200 and body["upstreams"][dead_url].startswith("connect:"), body
+    assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=dead_url) == 0
+
+
+def test_a_body_for_the_only_server_refusing_connections_gets_502_and_the_refusal_counts(proxy_factory, tmp_path):
+    dead = closed_port()
+    dead_url = f"http://127.0.0.1:{dead}"
+    p = proxy_with(proxy_factory, tmp_path, f"""upstreams: [{{ url: "{dead_url}" }}]
+upstream_health: {{ max_fails: 100 }}
+""")
+    assert [get(p, method="POST", body=b"a=1" * 1000).status for _ in range(2)] == [502, 502]
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_upstream_server_failures_total", server=dead_url, kind="connect") == 2
 
 
 def test_every_server_out_gets_the_engines_own_503(proxy_factory, tmp_path, apps):

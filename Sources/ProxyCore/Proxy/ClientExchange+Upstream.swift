@@ -576,11 +576,11 @@ extension ClientExchange {
     }
 
     /// A connection that never opened (refused, timed out): nothing was sent, so a name's next
-    /// address may take the request — unless body bytes already went into the failed one.
-    /// False when none is left to try (a fixed address has none).
+    /// address, or another server, may take the request whatever its method — with the body
+    /// bytes already read, which wait unsent behind the head. False when none is left to try.
     private func tryNextAddress(after up: UpstreamConnection, _ reason: String) -> Bool {
         addressFailed(up.address, reason)
-        guard requestBodyBytes == 0 else { return false }
+        if requestBodyBytes > 0 && !takeBackUnsentBody(from: up) { return false }
         guard Int(connectAttempts) < up.pool.maxAttempts else {
             // The server's addresses are all tried: another server, if there is one.
             return tryAnotherServer(.connect, reason)
@@ -588,6 +588,21 @@ extension ClientExchange {
         upstream = nil
         up.abort()
         connectUpstream(fresh: true, after: up.address)
+        return true
+    }
+
+    /// The body bytes read so far, queued behind the head on a connection that never opened
+    /// (a connection writes only once connected, and splicing or straight writes need it
+    /// connected too): back into `bodyBuffer`, which `connectUpstream` sends after the head on
+    /// the next connection. False (nothing taken) if the connection had opened.
+    private func takeBackUnsentBody(from up: UpstreamConnection) -> Bool {
+        guard up.state == .connecting || up.state == .handshaking else { return false }
+        let queued = up.output.readableBytes
+        let headLength = upstreamHead.readable
+        if queued.count > headLength {
+            current!.bodyBuffer.append(UnsafeRawBufferPointer(rebasing: queued[headLength...]))
+        }
+        up.output.clear()
         return true
     }
 
