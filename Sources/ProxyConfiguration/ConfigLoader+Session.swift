@@ -154,7 +154,7 @@ extension ConfigLoader {
         var seen: [String: String] = [:]
         for key in ["user", "email", "preferred_username", "groups", "access_token"] {
             guard let name = m.string(key) else { continue }
-            let lower = name.lowercased()
+            let lower = name.asciiLowercased()
             if let problem = Self.identityHeaderNameProblem(name) {
                 m.problems.add(m.child(key), m.node(key)?.line, problem)
                 continue
@@ -197,7 +197,7 @@ extension ConfigLoader {
         let signing = key("signing_key", required: true)
         let previous = key("previous_signing_key", required: false)
         if let name = m.string("header") {
-            let lower = name.lowercased()
+            let lower = name.asciiLowercased()
             if let problem = Self.identityHeaderNameProblem(name) {
                 m.problems.add(m.child("header"), m.node("header")?.line, problem)
             } else if [names.user, names.email, names.preferredUsername, names.groups, names.accessToken].contains(where: { $0.lowercased() == lower }) {
@@ -230,7 +230,7 @@ extension ConfigLoader {
     /// Why `name` cannot carry an identity header, or nil: it must be a token, and not one the
     /// engine or HTTP itself gives a meaning to.
     static func identityHeaderNameProblem(_ name: String) -> String? {
-        let lower = name.lowercased()
+        let lower = name.asciiLowercased()
         if !HeaderRules.isName(name) { return "'\(name)' is not a header name" }
         if reservedHeaders.contains(lower) || lower.hasPrefix("proxy-") {
             return "'\(name)' is a header the proxy or HTTP itself uses: pick another name"
@@ -251,7 +251,7 @@ extension ConfigLoader {
         var r = AccessRule()
         if let list = m.strings("allowed_email_domains") {
             for d in list {
-                let lower = d.lowercased()
+                let lower = d.asciiLowercased()
                 let bare = lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)
                 if EmailAddress.isDomain(bare) { r.emailDomains.append(lower) } else {
                     m.problems.add(m.child("allowed_email_domains"), m.node("allowed_email_domains")?.line,
@@ -261,8 +261,8 @@ extension ConfigLoader {
         }
         if let list = m.strings("allowed_emails") {
             for e in list {
-                let parts = e.lowercased().split(separator: "@", omittingEmptySubsequences: false)
-                if parts.count == 2 && !parts[0].isEmpty && EmailAddress.isDomain(parts[1]) { r.emails.append(e.lowercased()) } else {
+                let parts = e.asciiLowercased().split(separator: "@", omittingEmptySubsequences: false)
+                if parts.count == 2 && !parts[0].isEmpty && EmailAddress.isDomain(parts[1]) { r.emails.append(e.asciiLowercased()) } else {
                     m.problems.add(m.child("allowed_emails"), m.node("allowed_emails")?.line, "'\(e)' is not an email address with an ASCII domain")
                 }
             }
@@ -271,7 +271,7 @@ extension ConfigLoader {
         if let list = m.strings("allowed_groups") { r.groups = list.filter { !$0.isEmpty } }
         if let list = m.strings("allowed_hosted_domains") {
             for d in list {
-                if EmailAddress.isDomain(Substring(d.lowercased())) { r.hostedDomains.append(d.lowercased()) } else {
+                if EmailAddress.isDomain(Substring(d.asciiLowercased())) { r.hostedDomains.append(d.asciiLowercased()) } else {
                     m.problems.add(m.child("allowed_hosted_domains"), m.node("allowed_hosted_domains")?.line, "'\(d)' is not a domain")
                 }
             }

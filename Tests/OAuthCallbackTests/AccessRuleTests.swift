@@ -105,4 +105,61 @@ import Testing
         """)
         #expect(list == ["alice@example.com", "bob@example.com"])
     }
+
+    // MARK: Only ASCII folds, and only the same bytes match
+
+    @Test func theKelvinSignIsNoK() {
+        // U+212A lower-cases to "k" under Unicode rules; the IdP holds the two accounts apart.
+        #expect(Self.rule(emails: ["kim@partner.test"]).check(Self.who("\u{212A}im@partner.test")) == .email)
+        #expect(Self.rule(domains: ["kettle.example"]).check(Self.who("tom@\u{212A}ettle.example")) == .email)
+        #expect(Self.rule(hd: ["kettle.example"]).check(Self.who("a@kettle.example", hd: "\u{212A}ettle.example")) == .hostedDomain)
+        #expect(Self.rule(emails: ["kim@partner.test"]).check(Self.who("KIM@partner.test")) == nil)
+        #expect("\u{212A}IM".asciiLowercased() == "\u{212A}im")
+    }
+
+    @Test func canonicallyEquivalentSpellingsAreDifferentIdentifiers() {
+        // Å as U+00C5 and as U+212B (Angstrom sign): equal to Swift's ==, not to an IdP.
+        let composed = "\u{C5}sa@example.com", angstrom = "\u{212B}sa@example.com"
+        #expect(composed == angstrom)
+        #expect(Self.rule(emails: [composed]).check(Self.who(angstrom)) == .email)
+        #expect(Self.rule(emails: [composed]).check(Self.who(composed)) == nil)
+        #expect(Self.rule(groups: ["\u{C5}"]).check(Self.who(nil, groups: ["\u{212B}"])) == .group)
+        let file = AllowedEmailsFile.parse(composed)
+        #expect(file.first.map { $0.sameBytes(angstrom) } == false)
+    }
+
+    // MARK: /_oauth/auth's per-call restrictions
+
+    @Test func perCallRestrictionsAreReadAsWritten() throws {
+        let rule = try #require(try SessionLayer.perCallRule("allowed_groups=admins,%20ops&allowed_emails=Bob@Example.COM&allowed_email_domains=.Corp.test").get())
+        #expect(rule.groups == ["admins", "ops"])
+        #expect(rule.emails == ["bob@example.com"])
+        #expect(rule.emailDomains == [".corp.test"])
+        #expect(try SessionLayer.perCallRule(nil).get() == nil)
+        #expect(try SessionLayer.perCallRule("").get() == nil)
+    }
+
+    @Test(arguments: [
+        ("allowed_groups=admins&", PerCallRuleProblem.unreadable),
+        ("allowed_groups=admins&flag", .unreadable),
+        ("allowed_groups=admins&x=%ZZ", .unreadable),
+        ("allowed_groups=admins&&y=1", .unreadable),
+        ("allowed_groups=admins&note=a%00b", .unreadable),
+        ("allowed_groups=R&D", .unreadable),
+        ("allowed_groups=R&D=x", .unknownParameter("D")),
+        ("allowed_group=admins", .unknownParameter("allowed_group")),
+        ("allowed_groups=a&allowed_groups=b", .repeated("allowed_groups")),
+        ("allowed_groups=", .empty("allowed_groups")),
+        ("allowed_groups=%20,%20", .empty("allowed_groups")),
+        ("allowed_emails=bob", .notAnEntry("allowed_emails")),
+        ("allowed_email_domains=ex%C3%A4mple.com", .notAnEntry("allowed_email_domains")),
+        ("allowed_email_domains=\u{212A}ettle.example", .unreadable),
+    ])
+    func aPerCallRestrictionThatCannotBeReadIsAProblem(_ query: String, _ problem: PerCallRuleProblem) {
+        guard case .failure(let found) = SessionLayer.perCallRule(query) else {
+            Issue.record("read \(query) as a restriction")
+            return
+        }
+        #expect(found == problem)
+    }
 }

@@ -39,14 +39,16 @@ extension AccessRule {
             guard let email = subject.email, !email.isEmpty else { return .noEmail }
             guard subject.emailVerified else { return .unverifiedEmail }
             guard let address = EmailAddress(email) else { return .email }
-            let allowed = emails.contains(address.address) || emailDomains.contains(where: address.domainMatches)
+            let allowed = emails.contains(where: address.address.sameBytes) || emailDomains.contains(where: address.domainMatches)
                 || (listed?(address.address) ?? false)
             if !allowed { return .email }
         }
-        // Group names compare exactly: they are the IdP's identifiers (`/Admins` in Keycloak).
-        if !groups.isEmpty && !groups.contains(where: subject.groups.contains) { return .group }
+        // Group names compare exactly, byte for byte: they are the IdP's identifiers (`/Admins`
+        // in Keycloak).
+        if !groups.isEmpty && !groups.contains(where: { g in subject.groups.contains(where: g.sameBytes) }) { return .group }
         if !hostedDomains.isEmpty {
-            guard let hd = subject.hostedDomain?.lowercased(), hostedDomains.contains(hd) else { return .hostedDomain }
+            guard let hd = subject.hostedDomain?.asciiLowercased(), EmailAddress.isDomain(Substring(hd)),
+                  hostedDomains.contains(where: hd.sameBytes) else { return .hostedDomain }
         }
         return nil
     }

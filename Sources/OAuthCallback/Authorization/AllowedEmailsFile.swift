@@ -37,7 +37,8 @@ public final class AllowedEmailsFile: Sendable {
     /// passed since the last look.
     public func contains(_ address: String, now: UInt64) -> Bool {
         refreshIfDue(now: now)
-        return state.withLock { $0.emails.contains(address) }
+        // The set finds canonically equivalent strings; only the same bytes count.
+        return state.withLock { s in s.emails.firstIndex(of: address).map { s.emails[$0].sameBytes(address) } ?? false }
     }
 
     private func refreshIfDue(now: UInt64) {

@@ -1,14 +1,15 @@
 /// The parts of an email address that access rules compare, or nil when the address cannot be
 /// trusted to mean one thing: exactly one `@`, a non-empty local part, and a domain of ASCII
-/// letters, digits, `-` and `.` (no empty label, no trailing dot). Lower-cased: providers keep
-/// the case the user typed, and mail routing ignores it in the domain (and, in practice, in
-/// the local part too).
+/// letters, digits, `-` and `.` (no empty label, no trailing dot). ASCII letters lower-cased:
+/// providers keep the case the user typed, and mail routing ignores it in the domain (and, in
+/// practice, in the local part too). Only ASCII: Unicode folding would turn the Kelvin sign
+/// (U+212A) into `k`, so `\u{212A}im@…` would pass for `kim@…`, an account the IdP holds apart.
 public struct EmailAddress: Equatable {
     let address: String
     let domain: Substring
 
     init?(_ text: String) {
-        let lower = text.lowercased()
+        let lower = text.asciiLowercased()
         let parts = lower.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, Self.isDomain(parts[1]) else { return nil }
         address = lower
@@ -34,6 +35,20 @@ public struct EmailAddress: Equatable {
         if pattern.hasPrefix(".") { return domain.count > pattern.count && domain.hasSuffix(pattern) }
         return domain == pattern
     }
+}
+
+extension StringProtocol {
+    /// With A–Z turned into a–z and every other character kept as it is (`lowercased()` folds
+    /// Unicode too, which identity comparisons must not).
+    public func asciiLowercased() -> String {
+        var bytes = Array(utf8)
+        for i in bytes.indices where bytes[i] >= 0x41 && bytes[i] <= 0x5a { bytes[i] |= 0x20 }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The same bytes: Swift's `==` on strings compares canonical equivalence, so `Å` written as
+    /// U+212B (Angstrom sign) equals U+00C5 — two different identifiers to an IdP.
+    func sameBytes<Other: StringProtocol>(_ other: Other) -> Bool { utf8.elementsEqual(other.utf8) }
 }
 
 extension Substring {

@@ -64,15 +64,63 @@ extension SessionLayer {
         .policy, code: "forbidden", userMessage: Messages.forbidden,
         logDetail: "the account is not allowed by oauth.session's access rules (no session made)")
 
-    /// `/_oauth/auth`'s per-call restrictions from its query: comma-separated lists.
-    static func perCallRule(_ query: String?) -> AccessRule? {
-        func list(_ name: String) -> [String] {
-            (queryValue(query, name) ?? "").split(separator: ",").map { $0.trimming(" ") }.filter { !$0.isEmpty }
-        }
+    /// `/_oauth/auth`'s per-call restrictions from its query: comma-separated lists; nil when
+    /// the query names none. The operator writes this query into the gateway's configuration
+    /// (nginx `auth_request`, Traefik `forwardAuth`), so anything in it that cannot be read as
+    /// written — a query that does not decode strictly (`R&D` unescaped, a stray `&`), an unknown
+    /// or repeated parameter (`allowed_group=`), an empty list, an entry that is no address or
+    /// domain — is a problem, and the caller refuses: a restriction that cannot be read must
+    /// never read as "no restriction".
+    static func perCallRule(_ query: String?) -> Result<AccessRule?, PerCallRuleProblem> {
+        guard let query, !query.isEmpty else { return .success(nil) }
+        guard case .success(let fields) = QueryDecoding.decode(query) else { return .failure(.unreadable) }
         var rule = AccessRule()
-        rule.groups = list("allowed_groups")
-        rule.emails = list("allowed_emails").map { $0.lowercased() }
-        rule.emailDomains = list("allowed_email_domains").map { $0.lowercased() }
-        return rule.isEmpty ? nil : rule
+        var seen: Set<String> = []
+        for field in fields {
+            guard Self.perCallNames.contains(field.name) else { return .failure(.unknownParameter(field.name)) }
+            guard seen.insert(field.name).inserted else { return .failure(.repeated(field.name)) }
+            let list = field.value.split(separator: ",").map { $0.trimming(" ") }.filter { !$0.isEmpty }
+            guard !list.isEmpty else { return .failure(.empty(field.name)) }
+            switch field.name {
+            case "allowed_groups":
+                rule.groups = list
+            case "allowed_emails":
+                for e in list {
+                    guard let address = EmailAddress(e) else { return .failure(.notAnEntry(field.name)) }
+                    rule.emails.append(address.address)
+                }
+            default:  // allowed_email_domains
+                for d in list {
+                    let lower = d.asciiLowercased()
+                    guard EmailAddress.isDomain(lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)) else {
+                        return .failure(.notAnEntry(field.name))
+                    }
+                    rule.emailDomains.append(lower)
+                }
+            }
+        }
+        return .success(rule)
+    }
+
+    static let perCallNames: Set<String> = ["allowed_groups", "allowed_emails", "allowed_email_domains"]
+}
+
+/// Why `/_oauth/auth`'s query could not be read as restrictions. The text names parameters,
+/// never values (they may hold addresses).
+enum PerCallRuleProblem: Error, Equatable {
+    case unreadable
+    case unknownParameter(String)
+    case repeated(String)
+    case empty(String)
+    case notAnEntry(String)
+
+    var reason: String {
+        switch self {
+        case .unreadable: return "the query does not decode strictly (escape & , = and % in values, no stray &)"
+        case .unknownParameter(let n): return "unknown parameter '\(n.prefix(40))' (allowed_groups, allowed_emails, allowed_email_domains)"
+        case .repeated(let n): return "'\(n)' is given more than once"
+        case .empty(let n): return "'\(n)' is empty"
+        case .notAnEntry(let n): return "'\(n)' has an entry that is not an address or domain"
+        }
     }
 }

@@ -158,7 +158,18 @@ public final class SessionLayer: Sendable {
             }
         case Self.authPath:
             let pass = settings.passAccessToken
-            let perCall = Self.perCallRule(request.query)
+            let perCall: AccessRule?
+            switch Self.perCallRule(request.query) {
+            case .success(let rule): perCall = rule
+            case .failure(let problem):
+                if refusalLog.isDue(provider: "", setting: "auth query", now: loop.nowNanoseconds) {
+                    log.warn("forward-auth restriction cannot be read; refused", [
+                        "reason": problem.reason,
+                        "setting": "the /_oauth/auth URL in the gateway's forward-auth configuration",
+                    ])
+                }
+                return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
+            }
             return withSession(cookies, on: loop) { [self] found in
                 guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: false)) }
                 let now = loop.nowNanoseconds
