@@ -273,7 +273,8 @@ def web_idp(tmp_path_factory):
          "token_endpoint_auth_method": ["client_secret_post", "client_secret_basic"],
          "redirect_uris": [WEB_REDIRECT], "post_logout_redirect_uris": [SIGNED_OUT]},
         {"client_id": IOS, "type": "native", "platform": "ios", "token_endpoint_auth_method": "none",
-         "redirect_uris": ["com.googleusercontent.apps.123-ios:/oauth2redirect"]}]}))
+         "redirect_uris": ["com.googleusercontent.apps.123-ios:/oauth2redirect"],
+         "post_logout_redirect_uris": [SIGNED_OUT]}]}))
     with IdP.start(make_test_pki(str(d)), log_dir=d, clients_file=str(clients)) as srv:
         yield srv
 

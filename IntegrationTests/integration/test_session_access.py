@@ -63,6 +63,11 @@ def wait_for(predicate, timeout=5.0, what="condition"):
     ("allowed_hosted_domains: [corp.test]", "wil@corp.test", {"hd": "corp.test"}, True, None),
     ("allowed_hosted_domains: [corp.test]", "wil@corp.test", None, False, "hosted_domain"),
     ("allowed_hosted_domains: [corp.test]", "wil@corp.test", {"hd": "other.test"}, False, "hosted_domain"),
+    # Only ASCII letters fold: the Kelvin sign (U+212A) lower-cases to "k" in Unicode.
+    ("allowed_emails: [kim@partner.test]", "\u212aim@partner.test", None, False, "email"),
+    ("allowed_email_domains: [kettle.test]", "tom@\u212aettle.test", None, False, "email"),
+    ("allowed_hosted_domains: [kettle.test]", "wil@kettle.test", {"hd": "\u212aettle.test"}, False, "hosted_domain"),
+    ("allowed_emails: [kim@partner.test]", "KIM@Partner.TEST", None, True, None),
 ])
 def test_a_native_sign_in_is_let_in_or_refused_before_any_cookie(gate, idp, upstream, access, username, login, allowed,
                                                                   rule):
@@ -81,7 +86,8 @@ def test_a_native_sign_in_is_let_in_or_refused_before_any_cookie(gate, idp, upst
     assert value(s, "callback_proxy_callbacks_total", provider="google", platform="ios", outcome="forbidden") == 1
     line = refusal_lines(p)[0]
     assert line["rule"] == rule and line["during"] == "sign_in" and line["setting"].startswith("oauth.session.")
-    assert line["email_domain"] == username.split("@")[1]
+    domain = username.split("@")[1]
+    assert line["email_domain"] == (domain if domain.isascii() else ""), "only an address that reads as one"
     assert username not in p.stderr_text(), "the whole address is never logged at info level"
 
 
@@ -159,6 +165,29 @@ def test_auth_and_userinfo_apply_the_rules_and_auth_takes_per_call_restrictions(
     assert get(p, "/_oauth/auth?allowed_emails=bob@example.test", cookies=s).status == 403
     assert get(p, "/_oauth/auth?allowed_email_domains=example.test&allowed_groups=staff", cookies=s).status == 202
     assert get(p, "/_oauth/auth?allowed_groups=admins").status == 401, "no session: 401, not 403"
+
+
+@pytest.mark.parametrize("query", [
+    "allowed_groups=admins&", "allowed_groups=admins&flag", "allowed_groups=admins&x=%ZZ",
+    "allowed_groups=admins&&y=1", "allowed_groups=admins&note=a%00b",
+    "allowed_groups=R&D",                       # a group "R&D" written unescaped
+    "allowed_group=admins",                     # a misspelt name
+    "allowed_groups=admins&allowed_groups=staff", "allowed_groups=", "allowed_groups=,",
+    "allowed_emails=bob", "allowed_email_domains=ex%C3%A4mple.test",
+])
+def test_a_per_call_restriction_that_cannot_be_read_refuses(gate, idp, query):
+    # Alice is in `staff`, not in `admins`: a restriction that cannot be read as written must
+    # refuse her, never read as "no restriction".
+    p = gate("allowed_email_domains: [example.test]")
+    r, _, _, _ = sign_in(p, idp, login={"groups": "staff"})
+    s = session(r)
+    assert get(p, "/_oauth/auth?allowed_groups=staff", cookies=s).status == 202
+    refused = get(p, "/_oauth/auth?" + query, cookies=s)
+    assert refused.status == 403 and refused.one("x-auth-request-email") is None, query
+    assert get(p, "/_oauth/auth?" + query).status == 403, "refused before any session lookup"
+    line = next(json.loads(l) for l in p.stderr_text().splitlines() if "forward-auth restriction cannot be read" in l)
+    assert "/_oauth/auth URL" in line["setting"] and line["reason"]
+    assert "admins" not in line["reason"], "names, never values, are logged"
 
 
 def test_check_refuses_session_mode_without_a_rule(proxy_bin, tmp_path, idp):
@@ -322,6 +351,24 @@ def test_sign_out_continues_to_the_providers_end_session_endpoint(web_proxy_fact
     # ends only in the browser that drops it: that is what server_side is for).
     if server_side:
         assert get(p, "/private/x", cookies=cookies, headers=JSON).status == 401
+
+
+def test_sign_out_at_the_provider_after_a_native_sign_in_names_the_native_client(web_proxy_factory, web_idp):
+    # The hint is the id_token the native client redeemed: its aud is that client, and the
+    # provider refuses a hint whose audience is not client_id (RP-Initiated Logout 1.0 §2).
+    from test_session import IOS, SIGNED_OUT
+    import urllib.parse
+    extra = (f", sign_out: {{ at_provider: true, post_logout_redirect_uri: \"{SIGNED_OUT}\" }}")
+    p = web_proxy_factory(name="rpnative", extra_session=extra,
+                          endpoints_extra=f", end_session: {web_idp.base_url}/end_session")
+    r, _, _, _ = sign_in(p, web_idp)
+    assert r.status == 302, r
+    out = get(p, "/_oauth/sign_out?rd=/bye", cookies=session_of(r))
+    location = out.one("location")
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
+    assert q["client_id"] == IOS and q["id_token_hint"]
+    back = web_idp.request("GET", location, allow_redirects=False)
+    assert back.status_code == 302 and back.headers["Location"] == SIGNED_OUT, (back.status_code, back.text)
 
 
 def test_without_at_provider_sign_out_stays_local(web_proxy_factory, web_idp):

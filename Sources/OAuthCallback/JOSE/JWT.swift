@@ -57,3 +57,15 @@ public struct JWT: Sendable {
         return members
     }
 }
+
+extension JWT {
+    /// The clients the token names, its `azp` first, then its `aud` (a string or an array):
+    /// unverified, so only for choosing among configured clients.
+    var audienceCandidates: [String] {
+        var out: [String] = []
+        if let azp = claims["azp"]?.stringValue { out.append(azp) }
+        if let aud = claims["aud"]?.stringValue { out.append(aud) }
+        out += claims["aud"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return out
+    }
+}

@@ -72,11 +72,7 @@ extension SessionLayer {
     /// that is one of a listed provider's native clients.
     private func bearerAudience(_ token: String) -> (BearerIssuer, String)? {
         guard let jwt = try? JWT(compact: token) else { return nil }
-        var candidates: [String] = []
-        if let azp = jwt.claims["azp"]?.stringValue { candidates.append(azp) }
-        if let aud = jwt.claims["aud"]?.stringValue { candidates.append(aud) }
-        candidates += jwt.claims["aud"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        for audience in candidates {
+        for audience in jwt.audienceCandidates {
             if let issuer = bearerIssuers.first(where: { $0.audiences.contains(audience) }) { return (issuer, audience) }
         }
         return nil

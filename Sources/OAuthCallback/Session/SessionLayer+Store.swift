@@ -177,7 +177,9 @@ extension SessionLayer {
 
     /// Where a sign-out lands: `rd`, or the ended session's provider's end-session endpoint
     /// with `client_id`, `id_token_hint` (when the session kept it) and the configured
-    /// `post_logout_redirect_uri` (RP-Initiated Logout 1.0 §2).
+    /// `post_logout_redirect_uri` (RP-Initiated Logout 1.0 §2). `client_id` is the client the
+    /// hint was issued to — after a native sign-in, the native client, not the app's web
+    /// client: the provider refuses a hint whose audience is not `client_id`.
     private func signedOutTarget(_ ended: ProxySession?, rd: String, on loop: EventLoop, _ done: @escaping (String) -> Void) {
         guard settings.signOutAtProvider, let ended, let provider = providers[ended.provider],
               let endpoints = identityProviders[ended.provider] as? any EndSessionProviding else { return done(rd) }
@@ -185,10 +187,20 @@ extension SessionLayer {
         endpoints.endSessionEndpoint(on: loop) { url in
             guard let url else { return done(rd) }
             var fields: [(String, String)] = []
-            if let client = provider.appClient?.clientID { fields.append(("client_id", client)) }
+            if let client = Self.logoutClient(provider, idToken: ended.idToken) { fields.append(("client_id", client)) }
             if let hint = ended.idToken { fields.append(("id_token_hint", hint)) }
             if let postLogout { fields.append(("post_logout_redirect_uri", postLogout)) }
             done(url + (url.contains("?") ? "&" : "?") + FormEncoding.encode(fields))
         }
+    }
+
+    /// The configured client the id_token names (`azp`, else `aud`), else the app's web client.
+    static func logoutClient(_ provider: ProviderSettings, idToken: String?) -> String? {
+        let configured = [provider.appClient?.clientID].compactMap { $0 } + provider.native.values.map(\.clientID)
+        if let idToken, let jwt = try? JWT(compact: idToken),
+           let named = jwt.audienceCandidates.first(where: configured.contains) {
+            return named
+        }
+        return provider.appClient?.clientID
     }
 }
