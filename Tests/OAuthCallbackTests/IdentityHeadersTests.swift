@@ -14,6 +14,8 @@ import Testing
         "X-Auth-Request-User", "x_auth_request_user", "X-Auth-Request-Email", "X_AUTH_REQUEST_EMAIL",
         "X-Auth-Request-Preferred-Username", "X-Auth_Request-Preferred_Username", "X-Auth-Request-Groups",
         "X-Auth-Request-Access-Token", "x_auth_request_access_token",
+        // Every X-Auth-Request-* name, not only those the proxy sets: gateways set others.
+        "X-Auth-Request-Uid", "x_auth_request_uid", "X-Auth-Request-Redirect", "X-AUTH-REQUEST-ROLES", "X-Auth-Request-X",
     ]
 
     @Test(arguments: variants)
@@ -26,7 +28,7 @@ import Testing
         "X-Forwarded-Emails", "X-Forwarded-Emai", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
         "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Users", "X-Forwarded-Email ", " X-Forwarded-Email",
         "X-Forwarded--Email", "X-ForwardedEmail", "XForwarded-Email", "X-Forwarded.Email", "X-Forwarded Email",
-        "Forwarded", "X-Real-IP", "X-Auth-Request-Redirect", "X-Email", "Email", "Cookie", "Authorization",
+        "Forwarded", "X-Real-IP", "X-Auth-Request-", "X-Auth-Request", "X-Auth-Requests-User", "X-Email", "Email", "Cookie", "Authorization",
         "Proxy-Authorization", "X-Forwarded-Access-Tokens", "X-Forwarded-User\u{0}", "X-Forwarded-\u{0130}mail", "",
         "X", "X-",
     ]
@@ -34,6 +36,13 @@ import Testing
     @Test(arguments: lookAlikes)
     func lookAlikeIsNotAnIdentityHeader(name: String) {
         #expect(!IdentityHeaders.isIdentityHeader(name))
+    }
+
+    @Test func groupsThatHoldACommaCannotReadAsOthers() {
+        // An app that splits on commas must not see `admins` in a group named `viewer,admins`.
+        #expect(IdentityHeaders.groupsValue(["viewer,admins", "ops"]) == "viewer%2Cadmins,ops")
+        #expect(IdentityHeaders.groupsValue(["100%", "a b"]) == "100%25,a b")
+        #expect(IdentityHeaders.groupsValue(["/Admins", "staff"]) == "/Admins,staff")
     }
 
     @Test(arguments: ["Authorization", "authorization", "AUTHORIZATION", "aUtHoRiZaTiOn"])

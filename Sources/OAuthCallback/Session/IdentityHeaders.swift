@@ -51,9 +51,10 @@ public enum IdentityHeaders {
     public static let authRequestAccessToken = "X-Auth-Request-Access-Token"
     public static let authorization = "Authorization"
 
-    /// Every name the proxy may set, except `Authorization` (see `isIdentityHeader`). The
-    /// `X-Auth-Request-*` names are stripped from requests too: nginx copies them from the
-    /// auth subrequest into upstream headers, and a client must not be able to pre-set them.
+    /// Every name the proxy may set, except `Authorization` (see `isIdentityHeader`). Every
+    /// `X-Auth-Request-*` name is stripped from requests too, these and any other
+    /// (`X-Auth-Request-Uid`…): nginx copies them from the auth subrequest into upstream
+    /// headers, other gateways set more of them, and a client must not be able to pre-set one.
     public static let names: [String] = [
         forwardedUser, forwardedEmail, forwardedPreferredUsername, forwardedGroups, forwardedAccessToken, jwtAssertion,
         authRequestUser, authRequestEmail, authRequestPreferredUsername, authRequestGroups, authRequestAccessToken,
@@ -74,7 +75,7 @@ public enum IdentityHeaders {
         for candidate in foldedNames where candidate.count == name.count {
             if matches(name, candidate) { return true }
         }
-        return false
+        return name.count > authRequestPrefix.count && matches(name.prefix(authRequestPrefix.count), authRequestPrefix)
     }
 
     /// A matcher for the request path: the default names, `Authorization` when asked, and
@@ -125,8 +126,25 @@ public enum IdentityHeaders {
         append(user, userValue(session, userClaim), to: &out)
         append(email, session.verifiedEmail, to: &out)
         append(preferredUsername, session.preferredUsername, to: &out)
-        if !session.groups.isEmpty { append(groups, session.groups.joined(separator: ","), to: &out) }
+        if !session.groups.isEmpty { append(groups, groupsValue(session.groups), to: &out) }
         return out
+    }
+
+    /// The groups, comma-separated as apps split them, each with `%` and `,` percent-encoded:
+    /// a group named `viewer,admins` must not read as `admins` to an app that splits on commas.
+    static func groupsValue(_ groups: [String]) -> String {
+        groups.map { g in
+            guard g.utf8.contains(where: { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "%") }) else { return g }
+            var out = ""
+            for c in g.unicodeScalars {
+                switch c {
+                case ",": out += "%2C"
+                case "%": out += "%25"
+                default: out.unicodeScalars.append(c)
+                }
+            }
+            return out
+        }.joined(separator: ",")
     }
 
     /// What the user header (and the assertion's `user` claim) holds for `claim`.
@@ -153,6 +171,7 @@ public enum IdentityHeaders {
     /// Lowercase, `_` folded to `-`.
     private static let foldedNames: [[UInt8]] = names.map { Array($0.utf8).map(fold) }
     private static let authorizationFolded: [UInt8] = Array(authorization.utf8).map(fold)
+    private static let authRequestPrefix: [UInt8] = Array("x-auth-request-".utf8)
 
     private static func fold(_ byte: UInt8) -> UInt8 {
         if byte == UInt8(ascii: "_") { return UInt8(ascii: "-") }
