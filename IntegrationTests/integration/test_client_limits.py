@@ -72,6 +72,18 @@ def test_a_rule_counts_only_its_paths_and_a_burst_spreads_requests(proxy_factory
     assert status(p, "/echo/login")[0] == 200
 
 
+def test_a_rule_counts_every_spelling_of_its_paths_that_protect_would(proxy_factory, upstream, tmp_path):
+    # Rails routes /users/sign_in(.:format); case-insensitive routers fold case; Spring trims
+    # whitespace: each spelling is the same action, so each spends the same tokens.
+    p = limited(proxy_factory, upstream, tmp_path,
+                "rate_limits: [{ name: login, paths: [/echo/sign_in], rate: 1/m }]\n")
+    assert status(p, "/echo/sign_in")[0] == 200
+    for spelling in ("/echo/sign_in.json", "/ECHO/Sign_In", "/echo/sign_in%09", "/echo/sign_in;jsessionid=1",
+                     "/echo/sign_in/"):
+        assert status(p, spelling)[0] == 429, spelling
+    assert status(p, "/echo/sign_in_help")[0] == 200
+
+
 def test_exempt_clients_and_a_dry_run_refuse_nothing(proxy_factory, upstream, tmp_path):
     p = limited(proxy_factory, upstream, tmp_path, f"""limits: {{ exempt_clients: [{B}/32] }}
 rate_limits:

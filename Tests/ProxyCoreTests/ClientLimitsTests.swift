@@ -152,8 +152,8 @@ import Testing
         return ClientLimitPolicy(s, budget: budget, state: ClientLimits(clients: 1, metrics: ClientLimitMetrics(registry: MetricsRegistry())))
     }
 
-    static func path(_ p: String, _ body: (UnsafeRawBufferPointer) -> Void) {
-        Array(p.utf8).withUnsafeBytes(body)
+    static func path(_ p: String, _ body: (PathReadings) -> Void) {
+        #expect(PathReadings.of(p) { body($0) } != nil, "\(p) is refused")
     }
 
     @Test func aRuleTracksAsManyClientsAsItsClientsSettingSays_andAChangeGetsFreshBuckets() {
@@ -185,7 +185,7 @@ import Testing
         var untracked = 0
         Self.path("/") { p in
             for i in 0..<2_048 {
-                switch policy.admit(client: ClientKey(hash: UInt(i + 1)), path: p, now: Self.second) {
+                switch policy.admit(client: ClientKey(hash: UInt(i + 1)), readings: p, now: Self.second) {
                 case .untracked(let rule): untracked += 1; #expect(rule.settings.name == "small")
                 case .allowed: break
                 default: Issue.record("refused")
@@ -196,8 +196,8 @@ import Testing
         // Untracked by `small`, refused by `strict` at its second request: the refusal stands.
         Self.path("/login") { p in
             let client = ClientKey(hash: 2_000)
-            _ = policy.admit(client: client, path: p, now: Self.second)
-            guard case .refused(let rule, _) = policy.admit(client: client, path: p, now: Self.second) else {
+            _ = policy.admit(client: client, readings: p, now: Self.second)
+            guard case .refused(let rule, _) = policy.admit(client: client, readings: p, now: Self.second) else {
                 Issue.record("allowed"); return
             }
             #expect(rule.settings.name == "strict")
@@ -220,18 +220,34 @@ import Testing
         })
         let a = Self.key("a")
         Self.path("/assets/app.css") { p in
-            for _ in 0..<5 { guard case .allowed = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("limited"); return } }
+            for _ in 0..<5 { guard case .allowed = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("limited"); return } }
         }
         Self.path("/users/sign_in") { p in
-            guard case .allowed = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("first refused"); return }
-            guard case .refused(let rule, 60) = policy.admit(client: a, path: p, now: Self.second) else {
+            guard case .allowed = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("first refused"); return }
+            guard case .refused(let rule, 60) = policy.admit(client: a, readings: p, now: Self.second) else {
                 Issue.record("second allowed"); return
             }
             #expect(rule.reason == "too many requests: rate_limits 'login' allows 1/m per client, 1 at once")
         }
         // Segment boundaries, as everywhere else.
         Self.path("/users/sign_in_help") { p in
-            guard case .allowed = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("limited"); return }
+            guard case .allowed = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("limited"); return }
+        }
+    }
+
+    @Test(arguments: ["/users/sign_in", "/USERS/Sign_In", "/users/sign_in.json", "/users/sign_in/", "/users/sign_in;x",
+                      "/users%2Fsign_in", "/users/sign_in%09", "/users/sign_in%2Ejson"])
+    func aRuleCountsEveryReadingOfItsPathsAsProtectDoes(_ path: String) throws {
+        // Each spelling reaches the same Rails action, so each must spend the same tokens.
+        let policy = try #require(Self.policy {
+            var rule = RateRule(name: "login", rate: RateLimit(count: 1, periodSeconds: 60))
+            rule.paths = [try! PathPrefix.parse("/users/sign_in").get()]
+            $0.rules = [rule]
+        })
+        let a = Self.key("a")
+        Self.path(path) { p in
+            guard case .allowed = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("first refused"); return }
+            guard case .refused = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("\(path) escaped the rule"); return }
         }
     }
 
@@ -243,8 +259,8 @@ import Testing
         })
         let a = Self.key("a")
         Self.path("/") { p in
-            guard case .allowed = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("first"); return }
-            guard case .wouldRefuse(let rule) = policy.admit(client: a, path: p, now: Self.second) else { Issue.record("second"); return }
+            guard case .allowed = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("first"); return }
+            guard case .wouldRefuse(let rule) = policy.admit(client: a, readings: p, now: Self.second) else { Issue.record("second"); return }
             #expect(rule.settings.name == "all")
         }
         var peer = try #require(PeerAddress(text: "203.0.113.7"))

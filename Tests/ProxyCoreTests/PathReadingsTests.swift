@@ -36,6 +36,19 @@ import Testing
         #expect(Self.readings("/public%5C..%5Cadmin").contains("/admin"))
     }
 
+    @Test(arguments: ["/admin%20", "/admin%09", "/admin%0A", "/admin%0d", "/admin%0B", "/admin%0C", "/admin%1F",
+                      "/%09admin", "/admin%09/x", "/admin%20%09.", "/%20%09/admin"])
+    func whitespaceAtEitherEndOfASegmentIsReadTrimmed(_ path: String) {
+        // Spring trims segments with Java's isWhitespace (CVE-2016-5007); IIS drops trailing spaces.
+        let admin = try! PathPrefix.parse("/admin").get()
+        #expect(PathReadings.of(path) { r in r.any(admin.matches) } == true, "\(path): \(Self.readings(path))")
+    }
+
+    @Test func whitespaceInsideASegmentStays() {
+        let admin = try! PathPrefix.parse("/admin").get()
+        #expect(PathReadings.of("/ad%09min") { r in r.any(admin.matches) } == false)
+    }
+
     @Test func aReadingThatClimbsStaysAtTheRoot() {
         #expect(Self.readings("/%2E%2E%2Fadmin").contains("/admin"))
     }
@@ -51,7 +64,7 @@ import Testing
 @Suite struct PathPrefixTests {
     static func matches(_ prefix: String, _ path: String, foldingCase: Bool = false) -> Bool {
         let p = try! PathPrefix.parse(prefix).get()
-        return Array(path.utf8).withUnsafeBytes { foldingCase ? p.matchesFoldingCase($0) : p.matches($0) }
+        return Array(path.utf8).withUnsafeBytes { foldingCase ? p.covers($0) : p.matches($0) }
     }
 
     @Test func matchesOnSegmentBoundaries() {
@@ -65,22 +78,32 @@ import Testing
         #expect(!Self.matches("/public", "/Public"))
     }
 
-    static func matchesFoldingCase(_ prefix: String, _ path: String) -> Bool {
+    static func covers(_ prefix: String, _ path: String) -> Bool {
         matches(prefix, path, foldingCase: true)
     }
 
     @Test func foldingCaseFoldsASCIILettersOnlyAndKeepsSegmentBoundaries() {
-        #expect(Self.matchesFoldingCase("/public", "/Public"))
-        #expect(Self.matchesFoldingCase("/public", "/PUBLIC/A.CSS"))
-        #expect(Self.matchesFoldingCase("/Public", "/public"))
-        #expect(Self.matchesFoldingCase("/api/v1", "/API/V1/x"))
-        #expect(!Self.matchesFoldingCase("/public", "/PUBLICADMIN"))
-        #expect(!Self.matchesFoldingCase("/public", "/Public.admin"))
-        #expect(!Self.matchesFoldingCase("/public", "/PUB"))
+        #expect(Self.covers("/public", "/Public"))
+        #expect(Self.covers("/public", "/PUBLIC/A.CSS"))
+        #expect(Self.covers("/Public", "/public"))
+        #expect(Self.covers("/api/v1", "/API/V1/x"))
+        #expect(!Self.covers("/public", "/PUBLICADMIN"))
+        #expect(!Self.covers("/public", "/Public-admin"))
+        #expect(!Self.covers("/public", "/PUB"))
         // '@' (0x40) and '`' (0x60), '~' (0x7E) and '^' (0x5E) differ by the case bit but are not letters.
-        #expect(!Self.matchesFoldingCase("/a@b", "/a`b"))
-        #expect(!Self.matchesFoldingCase("/a~b", "/a^b"))
-        #expect(Self.matchesFoldingCase("/", "/ANY"))
+        #expect(!Self.covers("/a@b", "/a`b"))
+        #expect(!Self.covers("/a~b", "/a^b"))
+        #expect(Self.covers("/", "/ANY"))
+    }
+
+    @Test func coversAFormatSuffixInTheLastSegmentOnly() {
+        // Rails routes /admin(.:format): /admin.json is the admin action.
+        #expect(Self.covers("/admin", "/admin.json"))
+        #expect(Self.covers("/admin", "/ADMIN.JSON"))
+        #expect(Self.covers("/users/sign_in", "/users/sign_in.json"))
+        #expect(!Self.covers("/admin", "/admin.json/x"))
+        #expect(!Self.covers("/admin", "/administrator.json"))
+        #expect(!Self.matches("/admin", "/admin.json"), "matches (skip's) stays exact")
     }
 
     @Test func aTrailingSlashIsDroppedAndTheRootMatchesAll() {

@@ -84,14 +84,14 @@ public struct SessionSettings: Sendable, Equatable {
         switch protect {
         case .none: return false
         case .all: return true
-        case .prefixes(let list): return readings.any { p in list.contains { $0.matchesFoldingCase(p) } }
+        case .prefixes(let list): return readings.any { p in list.contains { $0.covers(p) } }
         }
     }
 
     /// The path rules that apply to a request: those whose prefix matches any reading of its
     /// path, letter case folded (as `protect`).
     public func pathRules(for readings: PathReadings) -> [PathAccessRule] {
-        pathRules.filter { rule in readings.any(rule.prefix.matchesFoldingCase) }
+        pathRules.filter { rule in readings.any(rule.prefix.covers) }
     }
 
     /// The same for a path as a client might send it (configuration checks, tests). A path the

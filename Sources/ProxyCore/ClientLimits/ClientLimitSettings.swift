@@ -55,8 +55,10 @@ public struct RateRule: Sendable, Equatable {
         self.rate = rate
     }
 
-    /// Whether a request for the canonical `path` counts against this rule.
-    func applies(to path: UnsafeRawBufferPointer) -> Bool {
-        paths.isEmpty || paths.contains { $0.matches(path) }
+    /// Whether a request counts against this rule: under any reading of its path, letter
+    /// case folded and a format suffix allowed, as `protect` (a limit on `/users/sign_in` must
+    /// count `/USERS/sign_in` and `/users/sign_in.json`, which Rails routes to the same action).
+    func applies(to readings: PathReadings) -> Bool {
+        paths.isEmpty || readings.any { p in paths.contains { $0.covers(p) } }
     }
 }

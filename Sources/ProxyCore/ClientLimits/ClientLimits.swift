@@ -122,11 +122,11 @@ final class ClientLimitPolicy: Sendable {
         case refused(Rule, retryAfterSeconds: Int)
     }
 
-    /// A request from `client` for the canonical `path` at `now`: counted against every rule
-    /// whose paths it lies under; refused by the first that has no token left for it.
-    func admit(client: ClientKey, path: UnsafeRawBufferPointer, now: UInt64) -> RequestVerdict {
+    /// A request from `client` for a path with these `readings` at `now`: counted against
+    /// every rule whose paths it lies under; refused by the first that has no token left for it.
+    func admit(client: ClientKey, readings: PathReadings, now: UInt64) -> RequestVerdict {
         var verdict = RequestVerdict.allowed
-        for rule in rules where rule.settings.applies(to: path) {
+        for rule in rules where rule.settings.applies(to: readings) {
             switch rule.buckets.admit(client, now: now) {
             case .allowed:
                 continue

@@ -7,7 +7,9 @@
 //   before decoding (`;…` as sent) or after it (`%3B` decoded first);
 // - percent-decoding of every escape, once (nginx's `location`, werkzeug's and Rack's
 //   `PATH_INFO`: `%2F` → `/`) or twice (servers and frameworks that decode again: `%252e` → `.`);
-// - the Windows form: `\` is `/` and trailing dots are dropped from segments (IIS);
+// - the Windows form: `\` is `/` and trailing dots and spaces are dropped from segments (IIS),
+//   and whitespace at either end of a segment too (Spring's path matcher trims every segment
+//   with Java's `Character.isWhitespace`: `/admin%09` is `/admin` there, CVE-2016-5007);
 //
 // and each result has its dot-segments removed and its slashes merged, as those servers then
 // do (a `..` at the root stays at the root there: it is only refused in the canonical path).
@@ -108,16 +110,23 @@ public struct PathReadings {
         return out
     }
 
-    /// `\` as `/`, and trailing dots and spaces dropped from each segment that is not all dots.
+    /// `\` as `/`, whitespace dropped from both ends of each segment, and trailing dots too
+    /// from each segment that is not all dots.
     static func windowsForm(_ s: [UInt8]) -> [UInt8] {
         let slashed = s.map { $0 == PathCanonicalizer.backslash ? PathCanonicalizer.slash : $0 }
         return segments(slashed).map { segment -> ArraySlice<UInt8> in
-            guard segment.contains(where: { $0 != PathCanonicalizer.dot }) else { return segment }
             var t = segment
-            while let last = t.last, last == PathCanonicalizer.dot || last == 0x20 { t = t.dropLast() }
+            while let first = t.first, isWhitespace(first) { t = t.dropFirst() }
+            while let last = t.last, isWhitespace(last) { t = t.dropLast() }
+            guard t.contains(where: { $0 != PathCanonicalizer.dot }) else { return t }
+            while let last = t.last, last == PathCanonicalizer.dot || isWhitespace(last) { t = t.dropLast() }
             return t
         }.joined(separator: [PathCanonicalizer.slash]).map { $0 }
     }
+
+    /// Java's `Character.isWhitespace` over ASCII: space, HT, LF, VT, FF, CR and the
+    /// separators U+001C–U+001F.
+    static func isWhitespace(_ b: UInt8) -> Bool { b == 0x20 || (0x09...0x0D).contains(b) || (0x1C...0x1F).contains(b) }
 
     /// Dot-segments removed (RFC 3986 §5.2.4, `..` at the root staying there) and empty
     /// segments merged; a trailing `/` kept.

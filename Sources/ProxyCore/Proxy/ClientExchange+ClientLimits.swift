@@ -18,7 +18,7 @@ extension ClientExchange {
             if peer.isUnix || policy.isExempt(peer) { return true }
             client = ClientKey(peer)
         }
-        switch view.withPath({ policy.admit(client: client, path: $0, now: loop.now) }) {
+        switch view.withPathReadings({ policy.admit(client: client, readings: $0, now: loop.now) }) {
         case .allowed:
             return true
         case .untracked(let rule):

@@ -8,9 +8,9 @@ import Glibc
 ///
 /// Case: RFC 3986 §6.2.2.1 leaves the path's case to the server, and servers disagree (Express
 /// with `caseSensitive: false`, ASP.NET Core routing, IIS and Spring's case-insensitive matchers
-/// route `/ADMIN` to `/admin`). `matches` compares exactly; `matchesFoldingCase` also matches
-/// under ASCII case folding, for rules that must fail closed (`protect`). Only the decision
-/// folds: the forwarded path keeps its case.
+/// route `/ADMIN` to `/admin`). `matches` compares exactly; `covers` also matches under ASCII
+/// case folding and with a format suffix, for rules that must fail closed (`protect`, path
+/// rules, rate limits). Only the decision folds: the forwarded path keeps its case.
 public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
     public let bytes: [UInt8]
 
@@ -42,15 +42,19 @@ public struct PathPrefix: Sendable, Equatable, CustomStringConvertible {
         return same && (path.count == n || path[n] == UInt8(ascii: "/"))
     }
 
-    /// Whether `path` is this prefix or lies below it when ASCII letters are compared without
-    /// case (`/ADMIN/x` is under `/admin`). Bytes ≥ 0x80 compare exactly: servers that fold
-    /// case fold ASCII; a Unicode fold would be one more reading, not a narrower one.
-    public func matchesFoldingCase(_ path: UnsafeRawBufferPointer) -> Bool {
+    /// Whether a rule on this prefix must apply to `path` under some server's reading: it is
+    /// this prefix or lies below it when ASCII letters are compared without case (`/ADMIN/x`
+    /// is under `/admin`), or it is this prefix with a format suffix in its last segment
+    /// (`/admin.json`: Rails routes `/admin(.:format)` to the same action, and so do other
+    /// frameworks' content negotiation by extension). Bytes ≥ 0x80 compare exactly: servers
+    /// that fold case fold ASCII; a Unicode fold would be one more reading, not a narrower one.
+    public func covers(_ path: UnsafeRawBufferPointer) -> Bool {
         let n = bytes.count
         if n == 1 { return true }
         guard path.count >= n else { return false }
         for i in 0..<n where Self.lower(path[i]) != Self.lower(bytes[i]) { return false }
-        return path.count == n || path[n] == UInt8(ascii: "/")
+        if path.count == n || path[n] == UInt8(ascii: "/") { return true }
+        return path[n] == UInt8(ascii: ".") && !path[(n + 1)...].contains(UInt8(ascii: "/"))
     }
 
     @inline(__always)
