@@ -3,6 +3,7 @@ against the strict test IdP with users whose claims differ — verified or not, 
 groups claim, Google's `hd`. A refused account gets a 403 and never a session cookie; a rule
 narrowed later (a reload, the emails file) ends the sessions that no longer qualify at their
 next request."""
+import base64
 import html
 import json
 import re
@@ -104,7 +105,8 @@ def test_a_path_rule_needs_more_than_the_global_rule_under_every_spelling(gate, 
              rules="protect: [/private], path_rules: [{ prefix: /admin, allowed_groups: [admins] }]")
     alice, _, _, _ = sign_in(p, idp)
     root, _, _, _ = sign_in(p, idp, username="root@example.test", login={"groups": "admins"})
-    for path in ("/admin", "/admin/users", "/ADMIN", "/Admin/users", "/%41dmin", "/x/../admin"):
+    for path in ("/admin", "/admin/users", "/ADMIN", "/Admin/users", "/%41dmin", "/x/../admin",
+                 "/admin%09", "/admin%20", "/%09admin/users", "/admin.json", "/Admin.JSON"):
         assert get(p, path, cookies=session(alice), headers=JSON).status == 403, path
         assert get(p, path, cookies=session(root), headers=JSON).status == 404, path
     # The path rule's path needs a session even though protect does not list it.
@@ -114,6 +116,53 @@ def test_a_path_rule_needs_more_than_the_global_rule_under_every_spelling(gate, 
     page = get(p, "/admin", cookies=session(alice))
     assert page.status == 403 and page.one("location") is None
     assert value(samples(scrape(p)), "callback_proxy_session_refusals_total", provider="google", rule="path_rule") >= 1
+
+
+def test_a_native_sign_in_refused_for_a_script_gets_json(gate, idp):
+    from test_session import IOS
+    import urllib.parse
+    p = gate("allowed_email_domains: [example.test]")
+    start = get(p, "/_oauth/start?rd=%2Fprivate")
+    q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(start.one("location")).query))
+    grant = idp.get_code(IOS, state=q["state"], nonce=q["nonce"], username="bob@other.test")
+    callback = "/_oauth_callback?" + urllib.parse.urlencode({
+        "provider": "google", "platform": "ios", "client_id": IOS, "redirect_uri": grant.redirect_uri,
+        "code": grant.code, "state": grant.state, "code_verifier": grant.code_verifier})
+    r = get(p, callback, cookies=set_cookies(start), headers=JSON)
+    assert r.status == 403 and r.one("content-type") == "application/json", r
+    assert r.json() == {"error": "forbidden"} and r.one("cache-control") == "no-store"
+
+
+def test_a_provider_removed_by_a_reload_ends_its_sessions(gate, idp):
+    p = gate("allowed_email_domains: [example.test]")
+    alice, _, _, _ = sign_in(p, idp)
+    assert get(p, "/private/x", cookies=session(alice), headers=JSON).status == 404
+    # google goes (another provider takes its place); the sessions it made go with it.
+    head, _ = p.config.read_text().split("providers:\n")
+    p.config.write_text(head + """providers:
+  corp:
+    kind: oidc
+    handoff: session
+    app_client: { id: corp-web, secret_env: WEB_SECRET }
+    endpoints: { issuer: https://corp.invalid, authorization: https://corp.invalid/authorize }
+    native: { ios: { client_id: corp-ios, redirect_uri: "com.example.corp:/cb" } }
+""")
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    wait_for(lambda: "configuration reloaded" in p.stderr_text() or "reload refused" in p.stderr_text(), what="reload")
+    assert "configuration reloaded" in p.stderr_text(), p.stderr_text()[-2000:]
+    assert get(p, "/private/x", cookies=session(alice), headers=JSON).status == 401
+    echo = get(p, "/echo", cookies=session(alice)).json()
+    assert not [k for k, _ in echo["headers"] if k.lower() == "x-forwarded-email"]
+
+
+def test_every_x_auth_request_header_a_client_sends_is_stripped(gate, idp):
+    p = gate("allowed_email_domains: [example.test]")
+    r, _, _, _ = sign_in(p, idp)
+    for cookies in (None, session(r)):
+        echo = get(p, "/echo", cookies=cookies, headers={"X-Auth-Request-Uid": "0", "x_auth_request_roles": "admin"}).json()
+        sent = {k.lower().replace("_", "-"): v for k, v in echo["headers"]}
+        assert "x-auth-request-uid" not in sent and "x-auth-request-roles" not in sent, sent
 
 
 def test_a_reload_that_narrows_the_rules_ends_the_sessions_it_no_longer_allows(gate, idp, upstream):
@@ -297,14 +346,22 @@ def test_a_bearer_token_that_does_not_verify_gets_401_and_never_a_redirect(gate,
     elif case == "another issuer":
         token = id_token(web_idp)  # same client id, another IdP's keys and iss
     elif case == "tampered":
+        # Claims that still name this IdP and client, one of them changed: only the signature tells.
         head, claims, sig = id_token(idp).split(".")
-        token = ".".join([head, claims[:-4] + ("AAAA" if claims[-4:] != "AAAA" else "BBBB"), sig])
+        decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+        decoded["email"] = "eve@example.test"
+        claims = base64.urlsafe_b64encode(json.dumps(decoded).encode()).rstrip(b"=").decode()
+        token = ".".join([head, claims, sig])
     else:
         token = "abc.def"
     for path in ("/private/api", "/echo"):
         r = get(p, path, headers=bearer(token))
-        if case == "not a JWT" and path == "/echo":
-            assert r.status == 200  # not a bearer JWT at all: an anonymous request like any other
+        if case in ("not a JWT", "another client", "another issuer") and path == "/echo":
+            # Not a token of a configured issuer and client (not a JWT at all, or the app's own
+            # JWTs): where no session is needed, the app's business — an anonymous request.
+            assert r.status == 200, r
+            sent = {k.lower(): v for k, v in r.json()["headers"]}
+            assert sent["authorization"] == "Bearer " + token and "x-forwarded-user" not in sent
             continue
         assert r.status == 401 and r.one("location") is None, (path, r)
         if case != "not a JWT":

@@ -91,6 +91,9 @@ public protocol IdentityProvider: Sendable {
 /// its own API calls. Signature by the provider's keys, `iss`, `aud` containing `audience`
 /// (and `azp`, when present, equal to it), `exp`/`iat` with the configured leeway.
 public protocol IDTokenVerifying: Sendable {
+    /// The `iss` values its id_tokens carry: a bearer token naming another issuer is not this
+    /// provider's to judge.
+    var acceptedIssuers: Set<String> { get }
     /// `completion` runs on `loop`, exactly once.
     func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
                        _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void)

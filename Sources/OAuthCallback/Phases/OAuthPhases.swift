@@ -86,7 +86,8 @@ public struct OAuthPhases: HTTPPhases {
         let cookies = SessionLayer.cookies(request.headers(named: "Cookie"))
         let handoff = Handoff(settings: pipeline.settings, relayCodes: relayCodes, session: session, cookies: cookies,
                               log: log, metrics: metrics, loop: loop, started: loop.nowNanoseconds,
-                              requestID: request.requestID, configFailures: configFailures)
+                              requestID: request.requestID, configFailures: configFailures,
+                              json: request.header("Accept").map(SessionLayer.acceptsJSON) ?? false)
         // Session mode: the sign-in must have been started in this browser (/_oauth/start's state
         // cookie) — refused before the code is spent — and the id_token must carry its nonce.
         var expectedNonce: String? = nil
@@ -159,6 +160,8 @@ struct Handoff: Sendable {
     let started: UInt64
     let requestID: String
     let configFailures: ConfigFailureLog
+    /// The client asked for JSON (`Accept`): the proxy's own failure answers come as JSON.
+    let json: Bool
 
     func complete(_ outcome: CallbackOutcome, _ sink: ResponseSink) {
         switch outcome {
@@ -232,6 +235,9 @@ struct Handoff: Sendable {
         }
         if let target = Self.appFailureTarget(failure, parameters, settings: settings) {
             return sink.proceed(UpstreamRewrite(target: target))
+        }
+        if json {
+            return sink.respond(SessionLayer.json(failure.status, ["error": .string(failure.code)]))
         }
         sink.respond(CallbackPage.error(status: failure.status, message: failure.userMessage))
     }

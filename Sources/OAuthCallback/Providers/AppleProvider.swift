@@ -143,6 +143,8 @@ private final class ClientSecretCache: Sendable {
 }
 
 extension AppleProvider: IDTokenVerifying {
+    public var acceptedIssuers: Set<String> { [issuer] }
+
     public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
                               _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
         let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: [issuer], audience: audience, leeway: options.leeway)

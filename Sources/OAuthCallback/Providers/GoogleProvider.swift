@@ -64,6 +64,8 @@ public struct GoogleProvider: IdentityProvider {
 }
 
 extension GoogleProvider: IDTokenVerifying {
+    public var acceptedIssuers: Set<String> { issuers }
+
     public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
                               _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
         let verifier = JWTVerifier(allowedAlgorithms: algorithms, issuers: issuers, audience: audience, leeway: options.leeway)

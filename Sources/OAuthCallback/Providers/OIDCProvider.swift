@@ -289,6 +289,8 @@ extension OIDCProvider: EndSessionProviding {
 }
 
 extension OIDCProvider: IDTokenVerifying {
+    public var acceptedIssuers: Set<String> { [issuer] }
+
     public func verifyIDToken(_ token: String, audience: String, on loop: EventLoop,
                               _ completion: @escaping (Result<VerifiedClaims, CallbackFailure>) -> Void) {
         let algorithms = self.algorithms

@@ -29,11 +29,15 @@ extension SessionLayer {
         return token.split(separator: ".", omittingEmptySubsequences: false).count == 3 ? token : nil
     }
 
-    /// The decision for a request that carries a bearer token.
-    func bearerDecision(_ token: String, pathRules: [PathAccessRule], on loop: EventLoop) -> RequestDecision {
+    /// The decision for a request that carries a bearer token; nil when the token names no
+    /// configured issuer and client and the path needs no session: it is then the app's own
+    /// business (an app behind may use JWTs of its own), and the request goes on as one
+    /// without a token.
+    func bearerDecision(_ token: String, needed: Bool, pathRules: [PathAccessRule], on loop: EventLoop) -> RequestDecision? {
         // Which provider and client: from the token's own azp/aud, before any signature work
         // (a token for no configured client costs nothing); the signature then decides.
         guard let (issuer, audience) = bearerAudience(token) else {
+            guard needed else { return nil }
             metrics?.bearerToken("unknown", result: "invalid")
             return .respond(Self.invalidBearer)
         }
@@ -68,12 +72,14 @@ extension SessionLayer {
         }
     }
 
-    /// The configured issuer and client a token names: its `azp`, else the first of its `aud`
-    /// that is one of a listed provider's native clients.
+    /// The configured issuer and client a token names: a listed provider whose issuer is the
+    /// token's `iss`, and its `azp`, else the first of its `aud`, that is one of that
+    /// provider's native clients.
     private func bearerAudience(_ token: String) -> (BearerIssuer, String)? {
-        guard let jwt = try? JWT(compact: token) else { return nil }
-        for audience in jwt.audienceCandidates {
-            if let issuer = bearerIssuers.first(where: { $0.audiences.contains(audience) }) { return (issuer, audience) }
+        guard let jwt = try? JWT(compact: token), let iss = jwt.claims["iss"]?.stringValue else { return nil }
+        let candidates = jwt.audienceCandidates
+        for issuer in bearerIssuers where issuer.verifier.acceptedIssuers.contains(iss) {
+            if let audience = candidates.first(where: issuer.audiences.contains) { return (issuer, audience) }
         }
         return nil
     }

@@ -60,7 +60,9 @@ extension SessionLayer {
             switch result {
             case .success(let bytes?):
                 let session = (try? JSONParser.parse(bytes)).flatMap(SessionCookie.session(from:))
-                guard let live = session.flatMap({ now < $0.expiresAt ? $0 : nil }) else { return completion(.success(nil)) }
+                guard let live = session.flatMap({ now < $0.expiresAt ? $0 : nil }).flatMap(ofConfiguredProvider) else {
+                    return completion(.success(nil))
+                }
                 if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt {
                     // The store's TTL ends an idle session; this check covers a store whose clock
                     // or TTL granularity lags.

@@ -198,8 +198,9 @@ public final class SessionLayer: Sendable {
                 (settings.requiresSession(r), settings.pathRules.isEmpty ? [] : settings.pathRules(for: r))
             }
             if !bearerIssuers.isEmpty, let authorization = request.header("Authorization"),
-               let token = Self.bearerToken(authorization) {
-                return bearerDecision(token, pathRules: pathRules, on: loop)
+               let token = Self.bearerToken(authorization),
+               let decision = bearerDecision(token, needed: needed, pathRules: pathRules, on: loop) {
+                return decision
             }
             // Scripts, and sub-resources (a favicon, an image: browsers say so in Sec-Fetch-Dest),
             // get a 401, not a redirect to sign-in: following it would start sign-ins nobody
@@ -428,12 +429,19 @@ public final class SessionLayer: Sendable {
         let mine = cookies.filter { cookie.isSessionCookieName($0.name) }
         guard !mine.isEmpty else { return nil }
         let now = clock()
-        guard let loop else { return cookie.session(from: mine, now: now) }
+        guard let loop else { return cookie.session(from: mine, now: now).flatMap(ofConfiguredProvider) }
         // Keyed by names and values, in the order sent (another order is only a miss): the
         // same value under another name (`_oauth_session_0=<a whole cookie>`) does not open,
         // so it must not find the entry of the name it does open under.
         let key = mine.count == 1 ? mine[0].name + "=" + mine[0].value : mine.map { $0.name + "=" + $0.value }.joined(separator: ";")
         return opened.value(for: key, on: loop, isFresh: { now < $0.expiresAt }) { cookie.session(from: mine, now: now) }
+            .flatMap(ofConfiguredProvider)
+    }
+
+    /// A session whose provider a reload removed is over: the operator took that way in away,
+    /// and its sessions must not live on until their lifetime ends.
+    func ofConfiguredProvider(_ session: ProxySession) -> ProxySession? {
+        providers[session.provider] == nil ? nil : session
     }
 
     static func authorizationEndpoint(_ p: ProviderSettings) -> String? {
