@@ -68,3 +68,12 @@ def test_check_refuses_rules_on_fields_the_proxy_owns(proxy_bin, tmp_path):
     assert rc != 0 and "line break" in out, out
     rc, out = check(proxy_bin, tmp_path, "headers: { response: { set: { X-Frame-Options: DENY }, remove: [Server] } }\n")
     assert rc == 0, out
+
+
+def test_check_refuses_a_misspelt_variable(proxy_bin, tmp_path):
+    # nginx refuses unknown variables; sent as written, a typo would never show.
+    rc, out = check(proxy_bin, tmp_path, 'headers: { request: { add: { X-Client: "{client_addres}" } } }\n')
+    assert rc != 0 and "headers.request.add.X-Client" in out and "{client_addres}" in out, out
+    rc, out = check(proxy_bin, tmp_path, 'headers: { response: { set: { X-Trace: "{request_id}/{client_address}", '
+                                         'X-Json: "{\\"a\\": 1}", X-Braces: "{} {1x} {a-b}" } } }\n')
+    assert rc == 0, out

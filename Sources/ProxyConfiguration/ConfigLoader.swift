@@ -249,6 +249,11 @@ public struct ConfigLoader {
                         fields.problems.add(fields.child(name), fields.node(name)?.line, "the value has a line break or a control character")
                         continue
                     }
+                    if let unknown = HeaderRules.unknownVariable(in: value) {
+                        fields.problems.add(fields.child(name), fields.node(name)?.line,
+                                            "names {\(unknown)}, which is no variable (there are {request_id} and {client_address})")
+                        continue
+                    }
                     let field = HeaderRules.Field(name: name, value: value)
                     if verb == "set" { direction.set.append(field) } else { direction.add.append(field) }
                 }

@@ -62,6 +62,24 @@ public struct HeaderRules: Sendable, Equatable {
         s.utf8.allSatisfy(ByteMatching.isFieldValueChar)
     }
 
+    /// The variables a value may name.
+    public static let variables = ["request_id", "client_address"]
+
+    /// The first `{name}` in `value` (a name: a letter or `_`, then letters, digits and `_`)
+    /// that is not a variable: a misspelt one would otherwise be sent as written, for ever.
+    public static func unknownVariable(in value: String) -> String? {
+        var rest = Substring(value)
+        while let open = rest.firstIndex(of: "{") {
+            rest = rest[rest.index(after: open)...]
+            guard let close = rest.firstIndex(of: "}") else { return nil }
+            let name = rest[..<close]
+            let isName = name.first.map { $0 == "_" || ($0.isASCII && $0.isLetter) } == true
+                && name.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+            if isName && !variables.contains(String(name)) { return String(name) }
+        }
+        return nil
+    }
+
     /// `{request_id}` and `{client_address}` replaced.
     static func expand(_ value: String, requestID: () -> String, clientAddress: () -> String) -> String {
         var v = value
