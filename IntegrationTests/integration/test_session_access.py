@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from helpers import HTTPConn
 from test_observability import samples, scrape, value
 from test_session import (SECRET, WEB_REDIRECT, get, idp, session_config, session_of, set_cookies, sign_in,  # noqa: F401
                           web_idp, web_proxy_factory, web_sign_in)
@@ -237,6 +238,75 @@ def test_a_per_call_restriction_that_cannot_be_read_refuses(gate, idp, query):
     line = next(json.loads(l) for l in p.stderr_text().splitlines() if "forward-auth restriction cannot be read" in l)
     assert "/_oauth/auth URL" in line["setting"] and line["reason"]
     assert "admins" not in line["reason"], "names, never values, are logged"
+
+
+def test_a_deny_rule_wins_over_the_allow_rules_at_sign_in_and_on_a_path(gate, idp):
+    p = gate("allowed_email_domains: [example.test], denied_emails: [bob@example.test], denied_groups: [suspended]",
+             rules="protect: [/private], path_rules: [{ prefix: /admin, denied_groups: [interns] }]")
+    bob, _, _, _ = sign_in(p, idp, username="bob@example.test")
+    assert bob.status == 403 and session(bob) == {}
+    sus, _, _, _ = sign_in(p, idp, username="sus@example.test", login={"groups": "staff,suspended"})
+    assert sus.status == 403
+    intern, _, _, _ = sign_in(p, idp, username="ivy@example.test", login={"groups": "interns"})
+    assert intern.status == 302
+    assert get(p, "/private/x", cookies=session(intern), headers=JSON).status == 404
+    for path in ("/admin", "/ADMIN.json", "/admin%09"):
+        assert get(p, path, cookies=session(intern), headers=JSON).status == 403, path
+    alice, _, _, _ = sign_in(p, idp)
+    assert get(p, "/admin", cookies=session(alice), headers=JSON).status == 404, "a deny-only path rule lets others by"
+    s = samples(scrape(p))
+    assert value(s, "callback_proxy_session_refusals_total", provider="google", rule="denied") == 2
+    line = next(l for l in refusal_lines(p) if l["rule"] == "denied")
+    assert line["setting"].startswith("oauth.session.denied_")
+
+
+def test_skip_routes_name_methods_and_a_cors_preflight_passes(gate, idp, upstream):
+    p = gate("allowed_email_domains: [example.test]",
+             rules='protect: all, skip: ["GET,HEAD /public", /health], skip_preflight: true')
+    assert get(p, "/public/x", headers=JSON).status == 404, "GET skipped: the upstream's own answer"
+    assert get(p, "/health", headers=JSON).status == 404
+    with HTTPConn(p.port) as c:
+        c.request("POST", "/public/x", body=b"a=1", headers=[("Accept", "application/json")])
+        assert c.read_response().status == 401, "POST is not skipped"
+    preflight = [("Origin", "https://spa.example.test"), ("Access-Control-Request-Method", "POST")]
+    with HTTPConn(p.port) as c:
+        c.request("OPTIONS", "/private/api", headers=preflight)
+        assert c.read_response().status == 404, "a preflight goes to the app without a session"
+    with HTTPConn(p.port) as c:
+        c.request("OPTIONS", "/private/api", headers=[("Accept", "application/json")])
+        assert c.read_response().status == 401, "a plain OPTIONS is no preflight"
+
+
+def test_forward_auth_judges_the_original_request_by_its_path_rules(gate, idp):
+    p = gate("allowed_email_domains: [example.test]",
+             rules="protect: [/private], path_rules: [{ prefix: /admin, allowed_groups: [admins] }]")
+    alice, _, _, _ = sign_in(p, idp)
+    s = session(alice)
+    assert get(p, "/_oauth/auth", cookies=s).status == 202, "no original URI: the global rule only"
+    for header in ("X-Original-URI", "X-Forwarded-Uri"):
+        for uri in ("/admin", "/admin/users?x=1", "/ADMIN", "/x/../admin", "/admin.json", "/%2Fadmin", "/admin%09"):
+            assert get(p, "/_oauth/auth", cookies=s, headers={header: uri}).status == 403, (header, uri)
+        assert get(p, "/_oauth/auth", cookies=s, headers={header: "/private/x"}).status == 202
+    for bad in ("/a%ZZ", "/x/%00", "admin", "https://evil.test/admin"):
+        assert get(p, "/_oauth/auth", cookies=s, headers={"X-Original-URI": bad}).status == 403, bad
+    root, _, _, _ = sign_in(p, idp, username="root@example.test", login={"groups": "admins"})
+    assert get(p, "/_oauth/auth", cookies=session(root), headers={"X-Original-URI": "/admin/x"}).status == 202
+
+
+def test_forward_auth_accepts_a_native_apps_bearer_token(gate, idp):
+    p = gate("allowed_email_domains: [example.test], bearer_tokens: [google]")
+    r = get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + id_token(idp)})
+    assert r.status == 202 and r.one("x-auth-request-email") == "alice@example.test"
+    r = get(p, "/_oauth/auth?allowed_groups=admins", headers={"Authorization": "Bearer " + id_token(idp)})
+    assert r.status == 403, "per-call restrictions hold for tokens too"
+    expired = id_token(idp)
+    head, claims, sig = expired.split(".")
+    assert get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + ".".join([head, claims, sig[:-4] + "AAAA"])}).status == 401
+    # A JWT of the app's own beside a session cookie: the cookie decides.
+    alice, _, _, _ = sign_in(p, idp)
+    foreign = id_token(idp, client=ANDROID)
+    assert get(p, "/_oauth/auth", cookies=session(alice), headers={"Authorization": "Bearer " + foreign}).status == 202
+    assert get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + foreign}).status == 401
 
 
 def test_check_refuses_session_mode_without_a_rule(proxy_bin, tmp_path, idp):

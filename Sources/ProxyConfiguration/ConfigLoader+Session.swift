@@ -79,8 +79,24 @@ extension ConfigLoader {
             }
         }
         if let list = m.strings("skip") {
-            s.skip = pathPrefixes(list, m, "skip", m.node("skip")?.line)
+            // `GET /api/public`, `GET,HEAD /feed`: for those methods only.
+            let line = m.node("skip")?.line
+            let (routes, plain) = (list.filter { !$0.hasPrefix("/") }, list.filter { $0.hasPrefix("/") })
+            s.skip = pathPrefixes(plain, m, "skip", line)
+            for entry in routes {
+                let parts = entry.split(separator: " ", omittingEmptySubsequences: true)
+                let methods = parts.first.map { $0.split(separator: ",", omittingEmptySubsequences: false).map { SessionSettings.MethodRoute.namable[String($0)] } } ?? []
+                guard parts.count == 2, !methods.isEmpty, methods.allSatisfy({ $0 != nil }) else {
+                    m.problems.add(m.child("skip"), line,
+                                   "'\(entry)' is neither a path nor METHOD[,METHOD…] /path (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH)")
+                    continue
+                }
+                for prefix in pathPrefixes([String(parts[1])], m, "skip", line) {
+                    s.skipRoutes.append(.init(methods: methods.compactMap { $0 }, prefix: prefix))
+                }
+            }
         }
+        if let b = m.bool("skip_preflight") { s.skipPreflight = b }
         if let b = m.bool("server_side") { s.serverSide = b }
         if let u = m.string("error_url") {
             if RedirectValidator(allowedHosts: s.allowedRedirectHosts).validate(u) == u { s.errorURL = u } else {
@@ -128,8 +144,8 @@ extension ConfigLoader {
                     let entry = MappingReader(item, path: path, pattern: m.childPattern("path_rules") + "[]", problems: m.problems)
                     let prefixText = entry.string("prefix", required: true)
                     let rule = readAccessRule(entry, allowFile: false, allowAnyUser: false)
-                    if rule.isEmpty {
-                        m.problems.add(path, item.line, "needs a rule: allowed_email_domains, allowed_emails, allowed_groups or allowed_hosted_domains")
+                    if rule.isEmpty && !rule.denies {
+                        m.problems.add(path, item.line, "needs a rule: allowed_email_domains, allowed_emails, allowed_groups, allowed_hosted_domains or a denied_… one")
                     }
                     if let prefixText {
                         switch PathPrefix.parse(prefixText) {
@@ -268,6 +284,23 @@ extension ConfigLoader {
             }
         }
         if allowFile, let f = m.string("allowed_emails_file") { r.emailsFile = f }
+        if let list = m.strings("denied_email_domains") {
+            for d in list {
+                let lower = d.asciiLowercased()
+                if EmailAddress.isDomain(lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)) { r.deniedEmailDomains.append(lower) } else {
+                    m.problems.add(m.child("denied_email_domains"), m.node("denied_email_domains")?.line,
+                                   "'\(d)' is not a domain or .domain (write internationalized names as xn-- A-labels)")
+                }
+            }
+        }
+        if let list = m.strings("denied_emails") {
+            for e in list {
+                if let address = EmailAddress(e) { r.deniedEmails.append(address.address) } else {
+                    m.problems.add(m.child("denied_emails"), m.node("denied_emails")?.line, "'\(e)' is not an email address with an ASCII domain")
+                }
+            }
+        }
+        if let list = m.strings("denied_groups") { r.deniedGroups = list.filter { !$0.isEmpty } }
         if let list = m.strings("allowed_groups") { r.groups = list.filter { !$0.isEmpty } }
         if let list = m.strings("allowed_hosted_domains") {
             for d in list {
@@ -279,6 +312,7 @@ extension ConfigLoader {
         if allowAnyUser, let any = m.bool("allow_any_authenticated_user"), any {
             var others = r
             others.anyAuthenticatedUser = false
+            // Deny rules may stand beside it: everyone but those.
             if !others.isEmpty {
                 m.problems.add(m.child("allow_any_authenticated_user"), m.node("allow_any_authenticated_user")?.line,
                                "lets everyone in, so it cannot stand next to allowed_… rules: remove one or the other")

@@ -162,4 +162,33 @@ import Testing
         }
         #expect(found == problem)
     }
+
+    // MARK: Deny beside allow
+
+    @Test func aDenyRuleWinsOverEveryAllowRule() {
+        var r = Self.rule(domains: ["example.com"], groups: ["staff"])
+        r.deniedEmails = ["bob@example.com"]
+        r.deniedEmailDomains = [".contractors.example.com"]
+        r.deniedGroups = ["suspended"]
+        #expect(r.check(Self.who("alice@example.com", groups: ["staff"])) == nil)
+        #expect(r.check(Self.who("Bob@Example.COM", groups: ["staff"])) == .denied)
+        #expect(r.check(Self.who("alice@example.com", groups: ["staff", "suspended"])) == .denied)
+        #expect(r.check(Self.who("x@eu.contractors.example.com", groups: ["staff"])) == .denied)
+        // Denied whether or not the provider vouches for the address; an address that cannot be
+        // read is denied too when addresses are denied.
+        #expect(r.check(Self.who("bob@example.com", verified: false, groups: ["staff"])) == .denied)
+        #expect(r.check(Self.who("bob@ex\u{e4}mple.com", groups: ["staff"])) == .denied)
+        #expect(r.check(Self.who("\u{212A}ob@example.com", groups: ["staff"])) == nil, "another account of the allowed domain, not bob")
+    }
+
+    @Test func denyRulesStandBesideAnyAuthenticatedUser() {
+        var r = AccessRule()
+        r.anyAuthenticatedUser = true
+        r.deniedGroups = ["suspended"]
+        #expect(r.check(Self.who(nil, verified: false)) == nil)
+        #expect(r.check(Self.who(nil, groups: ["suspended"])) == .denied)
+        var denyOnly = AccessRule()
+        denyOnly.deniedGroups = ["x"]
+        #expect(denyOnly.isEmpty && denyOnly.denies, "deny rules alone let nobody in")
+    }
 }

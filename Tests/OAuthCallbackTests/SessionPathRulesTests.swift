@@ -65,4 +65,16 @@ import ProxyCore
         #expect(Self.admin.requiresSession("/../admin"))
         #expect(Self.allButPublic.requiresSession("/public/%00"))
     }
+
+    @Test func aSkipRouteSkipsItsMethodsOnly() {
+        var s = Self.settings(protect: .all)
+        s.skipRoutes = [.init(methods: [.get, .head], prefix: try! PathPrefix.parse("/api/public").get())]
+        #expect(!s.requiresSession("/api/public/x", method: .get))
+        #expect(!s.requiresSession("/api/public", method: .head))
+        #expect(s.requiresSession("/api/public/x", method: .post))
+        #expect(s.requiresSession("/api/public/x", method: .options))
+        // Every reading, as for skip.
+        #expect(s.requiresSession("/api/public/..%2Fadmin", method: .get))
+        #expect(s.requiresSession("/API/public", method: .get))
+    }
 }

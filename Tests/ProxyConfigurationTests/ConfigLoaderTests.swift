@@ -451,6 +451,39 @@ import Testing
         #expect(s.requiresSession("/ADMIN/x"), "a path rule's path needs a session")
     }
 
+    @Test func denyRulesMethodRoutesAndPreflightLoad() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            denied_emails: [Bob@Example.NET]
+            denied_email_domains: [.Contractors.Example]
+            denied_groups: [suspended]
+            protect: all
+            skip: [/health, "GET /api/public", "GET,HEAD /feed"]
+            skip_preflight: true
+            path_rules: [{ prefix: /admin, denied_groups: [interns] }]
+        """ + "\n" + Self.sessionProvider).get()
+        let s = try #require(c.oauth.session)
+        #expect(s.access.anyAuthenticatedUser, "deny rules may stand beside it")
+        #expect(s.access.deniedEmails == ["bob@example.net"])
+        #expect(s.access.deniedEmailDomains == [".contractors.example"])
+        #expect(s.access.deniedGroups == ["suspended"])
+        #expect(s.skip.map(\.description) == ["/health"])
+        #expect(s.skipRoutes == [.init(methods: [.get], prefix: try! PathPrefix.parse("/api/public").get()),
+                                 .init(methods: [.get, .head], prefix: try! PathPrefix.parse("/feed").get())])
+        #expect(s.skipPreflight)
+        #expect(s.pathRules.first?.rule.deniedGroups == ["interns"], "a path rule may only deny")
+    }
+
+    @Test(arguments: ["FETCH /x", "GET", "GET /a /b", "get /x", "GET,, /x", "GET x"])
+    func aSkipEntryThatIsNeitherAPathNorARouteIsNamed(_ entry: String) {
+        let p = problems("oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true, skip: [\"\(entry)\"] } }\n"
+                         + Self.sessionProvider)
+        #expect(p.count == 1 && p.first?.hasPrefix("oauth.session.skip:") == true, "\(entry): \(p)")
+    }
+
     @Test func perClientLimitsLoad() throws {
         let c = try loader().load(text: """
         limits: { max_connections_per_client: 64, exempt_clients: [192.0.2.0/24, "2001:db8::/32"], dry_run: true }

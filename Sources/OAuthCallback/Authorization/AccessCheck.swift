@@ -27,13 +27,16 @@ public enum AccessRefusal: String, Sendable, Equatable, CaseIterable {
     case hostedDomain = "hosted_domain"
     /// A per-path rule (`oauth.session.path_rules`) refused what the global rule allowed.
     case pathRule = "path_rule"
+    /// A `denied_…` rule named the account.
+    case denied
 }
 
 extension AccessRule {
     /// Whether `subject` may enter. `listed` answers whether an address is in the emails file
     /// (nil: there is no file). The first rule that refuses is named.
     public func check(_ subject: AccessSubject, listed: ((String) -> Bool)? = nil) -> AccessRefusal? {
-        // The loader refuses this flag next to any other rule: it says "everyone".
+        if denies && isDenied(subject) { return .denied }
+        // The loader refuses this flag next to any other allow rule: it says "everyone".
         if anyAuthenticatedUser { return nil }
         if checksEmail {
             guard let email = subject.email, !email.isEmpty else { return .noEmail }
@@ -51,5 +54,14 @@ extension AccessRule {
                   hostedDomains.contains(where: hd.sameBytes) else { return .hostedDomain }
         }
         return nil
+    }
+
+    private func isDenied(_ subject: AccessSubject) -> Bool {
+        if !deniedGroups.isEmpty && deniedGroups.contains(where: { g in subject.groups.contains(where: g.sameBytes) }) { return true }
+        guard !deniedEmails.isEmpty || !deniedEmailDomains.isEmpty, let email = subject.email, !email.isEmpty else { return false }
+        // An address that cannot be read as one is kept out too: deny must not be escaped by
+        // spelling an address oddly.
+        guard let address = EmailAddress(email) else { return true }
+        return deniedEmails.contains(where: address.address.sameBytes) || deniedEmailDomains.contains(where: address.domainMatches)
     }
 }

@@ -25,13 +25,22 @@ public struct AccessRule: Sendable, Equatable {
     public var hostedDomains: [String] = []
     /// Every account the providers accept may enter (and nothing else is checked).
     public var anyAuthenticatedUser = false
+    /// Kept out whatever else allows them (deny wins, as Pomerium's `deny` beside `allow`):
+    /// addresses (lower-cased), domains as `emailDomains`, and groups compared exactly. An
+    /// address is denied whether or not the provider vouches for it.
+    public var deniedEmails: [String] = []
+    public var deniedEmailDomains: [String] = []
+    public var deniedGroups: [String] = []
 
     public init() {}
+
+    /// Whether a deny rule is configured.
+    public var denies: Bool { !deniedEmails.isEmpty || !deniedEmailDomains.isEmpty || !deniedGroups.isEmpty }
 
     /// Whether an email rule is configured (list, domains or file).
     var checksEmail: Bool { !emailDomains.isEmpty || !emails.isEmpty || emailsFile != nil }
 
-    /// Whether any rule is configured.
+    /// Whether no rule lets anyone in (deny rules alone let nobody in: they only narrow).
     public var isEmpty: Bool { !checksEmail && groups.isEmpty && hostedDomains.isEmpty && !anyAuthenticatedUser }
 }
 

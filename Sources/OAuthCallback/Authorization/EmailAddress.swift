@@ -5,10 +5,10 @@
 /// practice, in the local part too). Only ASCII: Unicode folding would turn the Kelvin sign
 /// (U+212A) into `k`, so `\u{212A}im@…` would pass for `kim@…`, an account the IdP holds apart.
 public struct EmailAddress: Equatable {
-    let address: String
+    public let address: String
     let domain: Substring
 
-    init?(_ text: String) {
+    public init?(_ text: String) {
         let lower = text.asciiLowercased()
         let parts = lower.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, Self.isDomain(parts[1]) else { return nil }

@@ -50,6 +50,7 @@ extension SessionLayer {
         case .group: return "oauth.session.allowed_groups (groups_claim)"
         case .hostedDomain: return "oauth.session.allowed_hosted_domains"
         case .pathRule: return "oauth.session.path_rules"
+        case .denied: return "oauth.session.denied_emails, denied_email_domains, denied_groups"
         }
     }
 
@@ -58,6 +59,19 @@ extension SessionLayer {
     static func forbidden(json: Bool) -> Response {
         json ? Self.json(403, ["error": .string("forbidden")])
             : CallbackPage.error(status: 403, message: Messages.forbidden, title: "Access denied")
+    }
+
+    /// `/_oauth/auth`'s refusal: bare, the gateway shows its own page.
+    static let authRefused = Response(status: 403, headers: [("Cache-Control", "no-store")])
+
+    /// `/_oauth/auth`'s 202 for `session`: the identity as `X-Auth-Request-*` (and the signed
+    /// assertion) for nginx's `auth_request_set` / Traefik's `authResponseHeaders` to pass on.
+    func authGranted(_ session: ProxySession, on loop: EventLoop) -> Response {
+        var headers = [("Cache-Control", "no-store")]
+            + IdentityHeaders.authRequestHeaders(for: session, passAccessToken: settings.passAccessToken,
+                                                 userClaim: settings.headers.userClaim)
+        if let assertion = assertionHeader(session, on: loop) { headers.append(assertion) }
+        return Response(status: 202, headers: headers)
     }
 
     static let refusedAtSignIn = CallbackFailure(
@@ -103,6 +117,23 @@ extension SessionLayer {
     }
 
     static let perCallNames: Set<String> = ["allowed_groups", "allowed_emails", "allowed_email_domains"]
+
+    /// The `path_rules` of the request a gateway asks `/_oauth/auth` about: its path from
+    /// `X-Original-URI` (nginx's usual `proxy_set_header X-Original-URI $request_uri`), else
+    /// `X-Forwarded-Uri` (Traefik, Caddy), canonicalized and read every way as for a proxied
+    /// request (Pomerium judges the original request's route the same way). Empty without
+    /// either header or without path rules; nil when the path is one the proxy would refuse
+    /// (a malformed escape, `%00`, not a path): the caller refuses too.
+    func forwardedPathRules(_ request: borrowing RequestView) -> [PathAccessRule]? {
+        guard !settings.pathRules.isEmpty else { return [] }
+        // (Not `??`: its autoclosure cannot capture the borrowed request.)
+        var found = request.header("X-Original-URI")
+        if found == nil { found = request.header("X-Forwarded-Uri") }
+        guard let uri = found else { return [] }
+        let path = uri.prefix { $0 != "?" && $0 != "#" }
+        guard path.hasPrefix("/") else { return nil }
+        return PathReadings.of(String(path)) { settings.pathRules(for: $0) }
+    }
 }
 
 /// Why `/_oauth/auth`'s query could not be read as restrictions. The text names parameters,

@@ -33,7 +33,10 @@ extension SessionLayer {
     /// configured issuer and client and the path needs no session: it is then the app's own
     /// business (an app behind may use JWTs of its own), and the request goes on as one
     /// without a token.
-    func bearerDecision(_ token: String, needed: Bool, pathRules: [PathAccessRule], on loop: EventLoop) -> RequestDecision? {
+    /// `forwardAuth`: for `/_oauth/auth` (with its per-call restriction): the answer is its
+    /// 202 with the identity, or a bare 401 / 403, instead of the request going upstream.
+    func bearerDecision(_ token: String, needed: Bool, pathRules: [PathAccessRule], forwardAuth: (AccessRule?)? = nil,
+                        on loop: EventLoop) -> RequestDecision? {
         // Which provider and client: from the token's own azp/aud, before any signature work
         // (a token for no configured client costs nothing); the signature then decides.
         guard let (issuer, audience) = bearerAudience(token) else {
@@ -59,12 +62,14 @@ extension SessionLayer {
                                            preferredUsername: claims.raw["preferred_username"]?.stringValue,
                                            groups: groups(claims.raw), hostedDomain: claims.raw["hd"]?.stringValue,
                                            issuedAt: now, expiresAt: claims.expiresAt)
-                if let r = refusal(session.accessSubject, pathRules: pathRules, now: loop.nowNanoseconds) {
+                let perCall = forwardAuth.flatMap { $0 }.flatMap { $0.check(session.accessSubject) }
+                if let r = refusal(session.accessSubject, pathRules: pathRules, now: loop.nowNanoseconds) ?? perCall {
                     metrics?.bearerToken(issuer.provider, result: "forbidden")
                     noteRefusal(r, provider: issuer.provider, subject: session.accessSubject, during: "bearer", now: loop.nowNanoseconds)
-                    return sink.respond(Self.forbidden(json: true))
+                    return sink.respond(forwardAuth == nil ? Self.forbidden(json: true) : Self.authRefused)
                 }
                 metrics?.bearerToken(issuer.provider, result: "accepted")
+                if forwardAuth != nil { return sink.respond(authGranted(session, on: loop)) }
                 var edits = HeaderEdits()
                 edits.add = identityHeaders(session, on: loop)
                 sink.proceed(UpstreamRewrite(edits: edits))

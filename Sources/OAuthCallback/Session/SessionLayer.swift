@@ -157,7 +157,6 @@ public final class SessionLayer: Sendable {
                 return .respond(Self.json(200, o))
             }
         case Self.authPath:
-            let pass = settings.passAccessToken
             let perCall: AccessRule?
             switch Self.perCallRule(request.query) {
             case .success(let rule): perCall = rule
@@ -168,20 +167,32 @@ public final class SessionLayer: Sendable {
                         "setting": "the /_oauth/auth URL in the gateway's forward-auth configuration",
                     ])
                 }
-                return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
+                return .respond(Self.authRefused)
+            }
+            guard let pathRules = forwardedPathRules(request) else {
+                if refusalLog.isDue(provider: "", setting: "auth original uri", now: loop.nowNanoseconds) {
+                    log.warn("forward-auth original path refused; refused", [
+                        "reason": "X-Original-URI / X-Forwarded-Uri is not a path the proxy would forward",
+                        "setting": "the header the gateway's forward-auth configuration sets",
+                    ])
+                }
+                return .respond(Self.authRefused)
+            }
+            // A native app's API call through the gateway: its id_token, when it names one of
+            // ours (a JWT of the app's own is left alone: the cookie session decides then).
+            if !bearerIssuers.isEmpty, let authorization = request.header("Authorization"),
+               let token = Self.bearerToken(authorization),
+               let decision = bearerDecision(token, needed: false, pathRules: pathRules, forwardAuth: .some(perCall), on: loop) {
+                return decision
             }
             return withSession(cookies, on: loop) { [self] found in
                 guard case .success(let s?) = found else { return .respond(Self.noSession(found, json: false)) }
                 let now = loop.nowNanoseconds
-                if let r = refusal(s.accessSubject, now: now) ?? perCall.flatMap({ $0.check(s.accessSubject) }) {
+                if let r = refusal(s.accessSubject, pathRules: pathRules, now: now) ?? perCall.flatMap({ $0.check(s.accessSubject) }) {
                     noteRefusal(r, provider: s.provider, subject: s.accessSubject, during: "auth", now: now)
-                    return .respond(Response(status: 403, headers: [("Cache-Control", "no-store")]))
+                    return .respond(Self.authRefused)
                 }
-                var headers = [("Cache-Control", "no-store")]
-                    + IdentityHeaders.authRequestHeaders(for: s, passAccessToken: pass, userClaim: settings.headers.userClaim)
-                // For nginx's auth_request_set / Traefik's authResponseHeaders to pass on.
-                if let assertion = assertionHeader(s, on: loop) { headers.append(assertion) }
-                return .respond(Response(status: 202, headers: headers))
+                return .respond(authGranted(s, on: loop))
             }
         case Self.webCallbackPath:
             guard request.method == .get else {
@@ -194,8 +205,12 @@ public final class SessionLayer: Sendable {
                 webCallback(query: query, host: host, cookies: cookies, on: loop) { sink.respond($0) }
             }
         default:
+            let method = request.method
+            // (Not `&&` over the header: its autoclosure cannot capture the borrowed request.)
+            var preflight = false
+            if settings.skipPreflight && method == .options { preflight = request.header("Access-Control-Request-Method") != nil }
             let (needed, pathRules) = request.withPathReadings { r in
-                (settings.requiresSession(r), settings.pathRules.isEmpty ? [] : settings.pathRules(for: r))
+                (!preflight && settings.requiresSession(r, method: method), settings.pathRules.isEmpty ? [] : settings.pathRules(for: r))
             }
             if !bearerIssuers.isEmpty, let authorization = request.header("Authorization"),
                let token = Self.bearerToken(authorization),
@@ -309,7 +324,7 @@ public final class SessionLayer: Sendable {
     }
 
     /// The `jwt_assertion` header for `s`, nil without that setting (or if signing failed).
-    private func assertionHeader(_ s: ProxySession, on loop: EventLoop) -> (name: String, value: String)? {
+    func assertionHeader(_ s: ProxySession, on loop: EventLoop) -> (name: String, value: String)? {
         guard let assertions, let token = assertions.assertion(for: s, user: IdentityHeaders.userValue(s, settings.headers.userClaim),
                                                                 on: loop, now: clock()) else { return nil }
         return (settings.headers.jwtAssertion, token)

@@ -30,6 +30,13 @@ public struct SessionSettings: Sendable, Equatable {
     public var protect: PathRule = .none
     /// Path prefixes that never need a session (matched on the path only, never the query).
     public var skip: [PathPrefix] = []
+    /// `skip` entries that name methods (`GET /api/public`, oauth2-proxy's
+    /// `--skip-auth-route=GET=^/api/public`): the path needs no session for those methods only.
+    public var skipRoutes: [MethodRoute] = []
+    /// A CORS preflight (`OPTIONS` with `Access-Control-Request-Method`) needs no session
+    /// (oauth2-proxy's `--skip-auth-preflight`): browsers send it without cookies, so a
+    /// protected API would otherwise fail every cross-origin call before it is made.
+    public var skipPreflight = false
     /// Who may have a session at all (`allowed_*`, `allow_any_authenticated_user`); checked at
     /// sign-in and again on every request, so a reload that narrows it takes effect at once.
     public var access = AccessRule()
@@ -69,6 +76,23 @@ public struct SessionSettings: Sendable, Equatable {
         case prefixes([PathPrefix])
     }
 
+    /// A path prefix for some methods only.
+    public struct MethodRoute: Sendable, Equatable {
+        public var methods: [HTTPMethod]
+        public var prefix: PathPrefix
+
+        public init(methods: [HTTPMethod], prefix: PathPrefix) {
+            self.methods = methods
+            self.prefix = prefix
+        }
+
+        /// The methods a route may name: the standard ones (an extension method cannot be told
+        /// apart from another here, so none may be skipped by name).
+        public static let namable: [String: HTTPMethod] = [
+            "GET": .get, "HEAD": .head, "POST": .post, "PUT": .put, "DELETE": .delete, "OPTIONS": .options, "PATCH": .patch,
+        ]
+    }
+
     public init() {}
 
     /// Whether the request path needs a session. Fails closed over the ways servers read a path
@@ -76,8 +100,12 @@ public struct SessionSettings: Sendable, Equatable {
     /// protected when any reading lies under a `protect` prefix with ASCII case folded too (a
     /// case-insensitive router sends `/ADMIN` to `/admin`'s handler). Prefixes match on segment
     /// boundaries.
-    public func requiresSession(_ readings: PathReadings) -> Bool {
+    public func requiresSession(_ readings: PathReadings, method: HTTPMethod) -> Bool {
         if !skip.isEmpty && readings.every({ p in skip.contains { $0.matches(p) } }) { return false }
+        if !skipRoutes.isEmpty {
+            let routes = skipRoutes.filter { $0.methods.contains(method) }
+            if !routes.isEmpty && readings.every({ p in routes.contains { $0.prefix.matches(p) } }) { return false }
+        }
         // A path with its own rule needs a session (unless skipped: `/admin/health` under a
         // `/admin` rule stays open when `skip` says so, exactly as written).
         if !pathRules.isEmpty && !pathRules(for: readings).isEmpty { return true }
@@ -96,7 +124,7 @@ public struct SessionSettings: Sendable, Equatable {
 
     /// The same for a path as a client might send it (configuration checks, tests). A path the
     /// engine would refuse counts as protected.
-    public func requiresSession(_ path: String) -> Bool {
-        PathReadings.of(path) { requiresSession($0) } ?? true
+    public func requiresSession(_ path: String, method: HTTPMethod = .get) -> Bool {
+        PathReadings.of(path) { requiresSession($0, method: method) } ?? true
     }
 }
