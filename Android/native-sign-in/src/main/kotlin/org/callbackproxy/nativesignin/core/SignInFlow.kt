@@ -18,6 +18,12 @@ package org.callbackproxy.nativesignin.core
  *   shows its failure page) and ends `failed` / `browser_did_not_start`.
  * - **Hand-back**: the site's own URL, unchanged; only a link on the site's origin with a
  *   configured path, while a hand-back sign-in runs, is taken back, once.
+ * - **The phone's lifecycle** (Android): a result the platform returns without our number
+ *   ([activityResult]) is matched to its launch by its state, else to the oldest launch still
+ *   out, so a superseded launch's late cancel is that launch's and is ignored; [saved] and the
+ *   `restored` parameter carry the sign-in across the activity's recreation; a result that finds
+ *   no sign-in at all (the process was restarted) completes from what it carries; [close]
+ *   ends nothing when the activity comes back.
  *
  * Single-threaded by contract: the glue calls it on the main thread (where WebView callbacks and
  * activity results arrive), so it holds no locks.
@@ -27,6 +33,8 @@ class SignInFlow(
     val settings: FlowSettings,
     private val browser: BrowserStarter,
     private val webView: WebViewLoader,
+    /** What the previous instance of the activity saved ([saved]); null: nothing was. */
+    restored: SavedSignIn? = null,
     /** Told how each sign-in ended, once per sign-in. */
     private val onOutcome: (SignInOutcome) -> Unit
 ) {
@@ -37,17 +45,50 @@ class SignInFlow(
     }
 
     private sealed class Route {
-        class Native(val request: AuthorizationRequest) : Route()
+        /**
+         * [returned]: a sign-in known only from saved state or from its result, whose [request] is
+         * rebuilt from the provider's configuration without a verifier; the platform returns that
+         * with the result.
+         */
+        class Native(val request: AuthorizationRequest, val returned: Boolean = false) : Route()
         /** The site's own callback (its `redirect_uri`), where the result is loaded. */
         class HandBack(val site: SiteCallback) : Route()
     }
 
-    private class Running(val number: Int, val siteUrl: String, val state: String, val route: Route) {
+    /** [number] is null for a sign-in met only through its result (it was started by an earlier process). */
+    private class Running(val number: Int?, val siteUrl: String, val state: String, val route: Route) {
         var session: Cancellable? = null
     }
 
+    private class Launch(val number: Int, val state: String)
+
     private var running: Running? = null
     private var started = 0
+    /**
+     * Browser sessions whose platform result has not arrived, oldest first, superseded and
+     * cancelled ones included: each launch gets exactly one result, and the platform delivers
+     * them in the order the launches ended.
+     */
+    private val launches = ArrayList<Launch>()
+    /**
+     * Whether this flow knows every launch whose result may still come: it started one, took
+     * one's result, or was restored. Only a flow that knows none takes a result for which it has
+     * no launch as a sign-in of an earlier process; any other such result is a second delivery.
+     */
+    private var knowsItsLaunches = restored != null
+
+    init {
+        if (restored != null) {
+            started = restored.started
+            for (launch in restored.launches) launches.add(Launch(launch.number, launch.state))
+            val was = restored.running
+            val provider = was?.let { r -> interceptor.providers.firstOrNull { it.name == r.provider } }
+            // A provider no longer configured cannot be finished; its launch's result is then ignored.
+            if (was != null && provider != null) {
+                running = Running(was.number, "", was.state, Route.Native(interceptor.returnedRequest(provider, was.state, null), true))
+            }
+        }
+    }
 
     /** Whether a sign-in is under way. */
     val isRunning: Boolean get() = running != null
@@ -88,10 +129,94 @@ class SignInFlow(
 
     /** Ends the running sign-in, if any: its session is cancelled and nothing is loaded. */
     fun cancel() {
+        end(cancelBrowser = true)
+    }
+
+    private fun end(cancelBrowser: Boolean) {
         val current = running ?: return
         running = null
-        current.session?.cancel()
+        if (cancelBrowser) current.session?.cancel()
         onOutcome(SignInOutcome(current.number, SignInOutcome.Kind.CANCELLED, null))
+    }
+
+    /** What [close] did. */
+    enum class Close {
+        /** The activity comes back (a configuration change, or the system reclaiming it): save [saved]. */
+        KEPT,
+        /** The activity is gone for good: the running sign-in, if any, ended `cancelled`. */
+        ENDED
+    }
+
+    /**
+     * The activity that holds the WebView is being destroyed. Only an activity that is finishing
+     * and not being recreated ends the sign-in: a rotation, a dark-mode switch or a resize
+     * destroys it too, and the result is then delivered to the new instance. The browser is not
+     * told: starting an activity from one being destroyed would bring the app back.
+     */
+    fun close(activityFinishing: Boolean, changingConfigurations: Boolean): Close {
+        if (!activityFinishing || changingConfigurations) return Close.KEPT
+        end(cancelBrowser = false)
+        return Close.ENDED
+    }
+
+    /** What the activity's saved state must hold for [SignInFlow]'s `restored` in its next instance. */
+    fun saved(): SavedSignIn {
+        val current = running
+        val native = current?.number?.let { number ->
+            when (val route = current.route) {
+                is Route.Native -> SavedSignIn.Running(number, current.state, route.request.provider)
+                // An App Link reaches the activity as an intent, not a result; it is not carried over.
+                is Route.HandBack -> null
+            }
+        }
+        return SavedSignIn(started, native, launches.map { SavedSignIn.Launch(it.number, it.state) })
+    }
+
+    /**
+     * A browser launch's result as the platform returns it, without our number. It belongs to the
+     * launch whose state it carries, else to the oldest launch still out (a cancel carries no
+     * state). A superseded or cancelled launch's result is ignored, and so is one that finds no
+     * launch (a second delivery). Only in a flow that knows no launch at all — the process was
+     * restarted and nothing was saved — the first result completes from what it carries (provider,
+     * state, verifier); when it carries too little, the sign-in ends `lost` and nothing is loaded.
+     */
+    fun activityResult(result: LaunchResult) {
+        val state = result.state
+        val launch = (if (state != null) launches.lastOrNull { it.state == state } else null) ?: launches.firstOrNull()
+        if (launch != null) {
+            launches.remove(launch)
+            complete(launch.number, result.result, result.request)
+            return
+        }
+        if (knowsItsLaunches) return
+        knowsItsLaunches = true
+        resume(result, state)
+    }
+
+    private fun resume(result: LaunchResult, state: String?) {
+        val returned = result.request
+        val provider = if (returned != null) {
+            interceptor.providers.firstOrNull { it.clientId == returned.clientId && it.redirectUri == returned.redirectUri }
+        } else {
+            (result.result as? BrowserResult.Redirect)?.let { providerOfRedirect(it.url) }
+        }
+        if (state == null || provider == null) {
+            onOutcome(SignInOutcome(null, SignInOutcome.Kind.LOST,
+                if (state == null) SignInOutcome.NO_STATE else SignInOutcome.UNKNOWN_PROVIDER))
+            return
+        }
+        running = Running(null, "", state, Route.Native(interceptor.returnedRequest(provider, state, null), true))
+        complete(null, result.result, returned)
+    }
+
+    private fun providerOfRedirect(url: String): Provider? {
+        val parts = UrlParts.parse(url) ?: return null
+        return interceptor.providers.firstOrNull { provider ->
+            val sent = UrlParts.parse(provider.redirectUri)
+            sent != null && parts.path == sent.path &&
+                parts.scheme?.let { Ascii.lower(it) } == sent.scheme?.let { Ascii.lower(it) } &&
+                parts.host?.let { Ascii.lower(it) } == sent.host?.let { Ascii.lower(it) }
+        }
     }
 
     /**
@@ -99,12 +224,32 @@ class SignInFlow(
      * superseded or cancelled session, or a second report, does nothing.
      */
     fun browserCompleted(session: Int, result: BrowserResult) {
+        launches.removeAll { it.number == session }
+        complete(session, result, null)
+    }
+
+    private fun complete(session: Int?, result: BrowserResult, returned: ReturnedRequest?) {
         val ended = running
         if (ended == null || ended.number != session) return
         running = null
         val route = ended.route
         when (route) {
-            is Route.Native -> finish(ended, route.request.outcome(result), null, null)
+            is Route.Native -> if (!route.returned) {
+                finish(ended, route.request.outcome(result), null, null)
+            } else {
+                val verifier = returned?.codeVerifier?.takeIf { returned.state == null || returned.state == ended.state }
+                val provider = interceptor.providers.first { it.name == route.request.provider }
+                val request = interceptor.returnedRequest(provider, ended.state, verifier)
+                val rebuilt = Running(ended.number, ended.siteUrl, ended.state, Route.Native(request))
+                val outcome = request.outcome(result)
+                if (outcome.code != null && provider.usesPkce && request.codeVerifier == null) {
+                    // A code is worthless to the site without the verifier its challenge was made from.
+                    finish(rebuilt, CallbackOutcome.error(CallbackError.SIGN_IN_FAILED, CallbackOutcome.Cause.BROWSER_FAILED),
+                        SignInOutcome.VERIFIER_LOST, null)
+                } else {
+                    finish(rebuilt, outcome, null, null)
+                }
+            }
             is Route.HandBack -> when (result) {
                 is BrowserResult.Cancelled ->
                     finish(ended, CallbackOutcome.error(CallbackError.CANCELLED, CallbackOutcome.Cause.USER_CANCELLED), null, null)
@@ -150,12 +295,17 @@ class SignInFlow(
         }
         val signIn = Running(number, siteUrl, request.state, route)
         running = signIn
+        val launch = Launch(number, request.state)
+        knowsItsLaunches = true
 
         if (route is Route.HandBack && !browser.supportsHttpsCallbacks) {
             // The default browser, then an App Link (openLink): nothing to cancel.
             if (browser.openExternally(start)) return
         } else {
+            // Listed before start(): a result reported during start() must find it.
+            launches.add(launch)
             val session = browser.start(start)
+            if (session == null) launches.remove(launch)
             if (session != null) {
                 // A completion reported during start() has already ended the sign-in.
                 if (running === signIn) signIn.session = session

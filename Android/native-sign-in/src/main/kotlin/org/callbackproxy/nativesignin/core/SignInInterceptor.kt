@@ -74,6 +74,22 @@ class SignInInterceptor(
             siteUrl = navigation.url, callbackPath = callbackPath))
     }
 
+    /**
+     * The native request of a sign-in this instance did not start, rebuilt for its callback from
+     * the provider's configuration, the [state] sent and the [verifier] the platform returned (a
+     * malformed one counts as none). It has no URL to open: the browser already ran.
+     */
+    internal fun returnedRequest(provider: Provider, state: String, verifier: String?): AuthorizationRequest {
+        val pair = if (provider.usesPkce && verifier != null) {
+            try { Pkce(verifier) } catch (e: NativeSignInError) { null }
+        } else null
+        return AuthorizationRequest(
+            provider = provider.name, platform = platform, clientId = provider.clientId,
+            redirectUri = provider.redirectUri, callbackScheme = provider.callbackScheme,
+            endpoint = "", parameters = emptyList(), state = state, pkce = pair,
+            siteUrl = "", callbackPath = callbackPath)
+    }
+
     private fun refuse(key: String, detail: String) = NavigationDecision.Refuse(NativeSignInError.navigation(key, detail))
 
     companion object {

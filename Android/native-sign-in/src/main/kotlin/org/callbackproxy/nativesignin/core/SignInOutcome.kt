@@ -18,7 +18,12 @@ data class SignInOutcome(val session: Int?, val kind: Kind, val reason: String?)
         /** The app called cancel(). */
         CANCELLED("cancelled"),
         /** The result arrived after the WebView was released; nothing was loaded. */
-        WEBVIEW_GONE("webview_gone")
+        WEBVIEW_GONE("webview_gone"),
+        /**
+         * A result that found no sign-in (the process was restarted) and carries too little to
+         * build the callback ([reason]: [NO_STATE], [UNKNOWN_PROVIDER]); nothing was loaded.
+         */
+        LOST("lost")
     }
 
     companion object {
@@ -26,5 +31,11 @@ data class SignInOutcome(val session: Int?, val kind: Kind, val reason: String?)
         const val INVALID_RESPONSE = "invalid_response"
         const val BROWSER_FAILED = "browser_failed"
         const val BROWSER_DID_NOT_START = "browser_did_not_start"
+        /** A code came back for a PKCE provider but its verifier did not: `error=sign_in_failed` was loaded. */
+        const val VERIFIER_LOST = "verifier_lost"
+        /** [Kind.LOST]: a cancel or a failure, which the platform returns without the state. */
+        const val NO_STATE = "no_state"
+        /** [Kind.LOST]: neither the returned request nor the redirect names a configured provider. */
+        const val UNKNOWN_PROVIDER = "unknown_provider"
     }
 }

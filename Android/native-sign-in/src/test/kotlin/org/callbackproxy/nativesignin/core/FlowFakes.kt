@@ -46,8 +46,29 @@ class FlowHarness(strategy: FlowSettings.Strategy = FlowSettings.Strategy.Native
     val log = FlowLog()
     val browser = FakeBrowser(log, httpsCallbacks)
     val webView = FakeWebView(log)
-    val flow = SignInFlow(Vectors.interceptor(), FlowSettings(initialUrl, strategy), browser, webView) { o ->
+    private val settings = FlowSettings(initialUrl, strategy)
+    var flow = newFlow(null)
+        private set
+
+    private fun newFlow(restored: SavedSignIn?) = SignInFlow(Vectors.interceptor(), settings, browser, webView, restored) { o ->
         log.lines.add("outcome ${o.session?.let { "s$it" }} ${o.kind.wireName} ${o.reason}")
+    }
+
+    /**
+     * The activity is recreated: the old instance's flow is closed as a configuration change closes
+     * it, and the new one starts from what it saved, passed through its string form as a Bundle
+     * would carry it. Returns what the close decided.
+     */
+    fun recreateActivity(): SignInFlow.Close {
+        val saved = flow.saved().encoded
+        val close = flow.close(activityFinishing = false, changingConfigurations = true)
+        flow = newFlow(SavedSignIn.decode(saved))
+        return close
+    }
+
+    /** The process is restarted: a new flow with nothing, only what the platform returns with a result. */
+    fun restartProcess() {
+        flow = newFlow(null)
     }
 
     fun navigate(url: String, target: Navigation.Target = Navigation.Target.MAIN_FRAME) = flow.decide(Navigation(url, target))
