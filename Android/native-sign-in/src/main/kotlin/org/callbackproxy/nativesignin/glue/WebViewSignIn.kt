@@ -2,16 +2,20 @@
 // and AppAuth (net.openid:appauth), which cannot be installed here (Debian has neither, and no Gradle or
 // Maven downloads are possible). It is kept thin on purpose: every decision — what is intercepted, the
 // native request, the callback, which sign-in is current, what a late or repeated result does — is
-// SignInFlow's and the core's (package ..core), which scripts/test-android compiles and tests on the JVM.
+// SignInFlow's and the core's (package ..core), which scripts/test-android compiles and tests on the JVM;
+// so are the lifecycle's: which launch a result belongs to, what is saved across recreation, what a
+// restarted process does with a result, whether close() ends the sign-in.
 // This file only maps Android calls onto SignInFlow. API names checked against AppAuth-Android 0.11
 // (AuthorizationManagementActivity puts the redirect Uri into the result Intent's data for successes,
-// provider errors and state mismatches alike) and the Android reference (WebView.WebViewTransport,
-// WebResourceRequest.isForMainFrame).
+// provider errors and state mismatches alike, and AuthorizationResponse.toIntent's extra carries the
+// request with its code verifier; a cancel carries only AuthorizationException's extra) and the Android
+// reference (WebView.WebViewTransport, WebResourceRequest.isForMainFrame, Activity.isChangingConfigurations).
 package org.callbackproxy.nativesignin.glue
 
 import android.content.ActivityNotFoundException
 import android.content.Intent
 import android.net.Uri
+import android.os.Bundle
 import android.os.Message
 import android.webkit.WebResourceRequest
 import android.webkit.WebView
@@ -22,6 +26,7 @@ import androidx.activity.result.ActivityResultLauncher
 import androidx.activity.result.contract.ActivityResultContracts
 import net.openid.appauth.AuthorizationException
 import net.openid.appauth.AuthorizationRequest
+import net.openid.appauth.AuthorizationResponse
 import net.openid.appauth.AuthorizationService
 import net.openid.appauth.AuthorizationServiceConfiguration
 import net.openid.appauth.ResponseTypeValues
@@ -30,8 +35,11 @@ import org.callbackproxy.nativesignin.core.BrowserStart
 import org.callbackproxy.nativesignin.core.BrowserStarter
 import org.callbackproxy.nativesignin.core.Cancellable
 import org.callbackproxy.nativesignin.core.FlowSettings
+import org.callbackproxy.nativesignin.core.LaunchResult
 import org.callbackproxy.nativesignin.core.Navigation
 import org.callbackproxy.nativesignin.core.Pkce
+import org.callbackproxy.nativesignin.core.ReturnedRequest
+import org.callbackproxy.nativesignin.core.SavedSignIn
 import org.callbackproxy.nativesignin.core.SignInFlow
 import org.callbackproxy.nativesignin.core.SignInInterceptor
 import org.callbackproxy.nativesignin.core.SignInOutcome
@@ -39,15 +47,18 @@ import org.callbackproxy.nativesignin.core.WebViewLoader
 import java.lang.ref.WeakReference
 
 /**
- * Native sign-in for one activity's WebView. Create it in `onCreate` (registerForActivityResult must
- * run before the activity is STARTED), call the four hooks from your own WebViewClient, WebChromeClient
- * and onNewIntent, and [close] it in `onDestroy`. Main thread only, as SignInFlow requires.
+ * Native sign-in for one activity's WebView. Create it in `onCreate` with its `savedInstanceState`
+ * (registerForActivityResult must run there, before the activity is STARTED, so that a result for
+ * the previous instance reaches this one), call the hooks from your own WebViewClient,
+ * WebChromeClient, onNewIntent and onSaveInstanceState, and [close] it in `onDestroy` — also on a
+ * rotation: the sign-in then carries on in the next instance. Main thread only, as SignInFlow requires.
  */
 class WebViewSignIn(
     private val activity: ComponentActivity,
     webView: WebView,
     interceptor: SignInInterceptor,
     settings: FlowSettings,
+    savedInstanceState: Bundle?,
     onOutcome: (SignInOutcome) -> Unit = {},
     /** A popup that is no sign-in: by default it is loaded in the main WebView. */
     private val onOtherPopup: (String) -> Unit = { url -> webView.loadUrl(url) }
@@ -55,11 +66,10 @@ class WebViewSignIn(
     private val webView = WeakReference(webView)
     /** One per activity, disposed in [close]: it holds a Custom Tabs service connection. */
     private val service = AuthorizationService(activity)
-    private var launchedSession = 0
+    val flow = SignInFlow(interceptor, settings, this, this,
+        SavedSignIn.decode(savedInstanceState?.getString(SavedSignIn.KEY)), onOutcome)
     private val launcher: ActivityResultLauncher<Intent> =
         activity.registerForActivityResult(ActivityResultContracts.StartActivityForResult()) { onResult(it) }
-
-    val flow = SignInFlow(interceptor, settings, this, this, onOutcome)
 
     // WebViewClient.shouldOverrideUrlLoading(view, request): `if (signIn.shouldOverrideUrlLoading(request)) return true`.
     fun shouldOverrideUrlLoading(request: WebResourceRequest): Boolean {
@@ -107,8 +117,14 @@ class WebViewSignIn(
         return intent.action == Intent.ACTION_VIEW && flow.openLink(data.toString())
     }
 
+    // onSaveInstanceState(outState): `signIn.onSaveInstanceState(outState)`.
+    fun onSaveInstanceState(outState: Bundle) {
+        outState.putString(SavedSignIn.KEY, flow.saved().encoded)
+    }
+
+    // onDestroy: the flow decides whether the sign-in ends (only when the activity is finishing for good).
     fun close() {
-        flow.cancel()
+        flow.close(activity.isFinishing, activity.isChangingConfigurations)
         service.dispose()
     }
 
@@ -134,7 +150,6 @@ class WebViewSignIn(
                 .mapNotNull { name -> kept(name)?.let { name to it } }.toMap())
             .build()
         return try {
-            launchedSession = start.session
             launcher.launch(service.getAuthorizationRequestIntent(request))
             object : Cancellable {
                 // A Custom Tab cannot be closed from outside; bringing this activity back to the top
@@ -157,22 +172,28 @@ class WebViewSignIn(
     }
 
     /**
-     * The raw redirect goes to the core, not AppAuth's AuthorizationResponse.fromIntent: AppAuth reads
-     * the first of a duplicated parameter, the core refuses the response (invalid_response).
+     * The raw redirect goes to the core, not AppAuth's reading of it: AppAuth reads the first of a
+     * duplicated parameter, the core refuses the response (invalid_response). AppAuth's response is
+     * read for its request only — the state sent, which names the launch, and the code verifier,
+     * which this instance may never have held. No data at all: AppAuth's activity was finished from
+     * outside (a newer launch brought this activity back to the top).
      */
     private fun onResult(result: ActivityResult) {
         val data: Intent? = result.data
         val redirect: Uri? = data?.data
         val browserResult = when {
             redirect != null -> BrowserResult.Redirect(redirect.toString())
-            data == null -> BrowserResult.Failed("AppAuth returned no result")
+            data == null -> BrowserResult.Failed("AppAuth's activity finished without a result")
             else -> {
                 val error = AuthorizationException.fromIntent(data)
                 if (error == AuthorizationException.GeneralErrors.USER_CANCELED_AUTH_FLOW) BrowserResult.Cancelled
                 else BrowserResult.Failed(error?.errorDescription ?: "AppAuth error")
             }
         }
-        flow.browserCompleted(launchedSession, browserResult)
+        val sent = data?.let { AuthorizationResponse.fromIntent(it) }?.request
+        flow.activityResult(LaunchResult(browserResult, sent?.let {
+            ReturnedRequest(it.state, it.clientId, it.redirectUri.toString(), it.codeVerifier)
+        }))
     }
 
     // WebViewLoader: a released WebView (or a destroyed activity) is "gone".
