@@ -256,6 +256,94 @@ def test_malformed_requests_are_errors_and_change_nothing(sim):
     assert sim.call(op="navigate", url=SITE, target="mainFrame")["events"][0]["session"] == "s1"
 
 
+# The phone's lifecycle (Android only): results as the platform returns them, without a session
+# number; the activity recreated from its saved state; the process restarted with nothing.
+
+def returned(state, verifier):
+    return {"state": state, "client_id": GID, "redirect_uri": GRED, "code_verifier": verifier}
+
+
+def code_result(sim, code, state, verifier):
+    return sim.call(op="activity_result", result={"redirect": GRED + f"?code={code}&state={state}"},
+                    request=returned(state, verifier))
+
+
+def test_a_double_tap_ignores_the_first_launchs_cancel_and_signs_in_with_the_second_code(sim):
+    configure(sim)
+    sim.call(op="navigate", url=SITE, target="mainFrame")
+    second = sim.call(op="navigate", url=SITE.replace("state=s1", "state=s2"), target="popup")["events"][-1]
+    # Clearing the first launch's activity returns RESULT_CANCELED without data, after the second launch.
+    assert sim.call(op="activity_result", result="finished") == {"events": []}
+    assert code_result(sim, "new", "s2", second["code_verifier"]) == {"events": [
+        {"event": "load", "url": HEAD + "&code=new&state=s2&code_verifier=" + second["code_verifier"]},
+        {"event": "outcome", "session": "s2", "outcome": "completed", "reason": None}]}
+
+
+def test_results_out_of_order_each_find_their_launch(sim):
+    configure(sim)
+    first = sim.call(op="navigate", url=SITE, target="mainFrame")["events"][0]
+    second = sim.call(op="navigate", url=SITE.replace("state=s1", "state=s2"), target="popup")["events"][-1]
+    assert code_result(sim, "new", "s2", second["code_verifier"])["events"][1] == {
+        "event": "outcome", "session": "s2", "outcome": "completed", "reason": None}
+    assert code_result(sim, "old", "s1", first["code_verifier"]) == {"events": []}
+    assert sim.call(op="activity_result", result="cancelled") == {"events": []}
+
+
+def test_rotation_mid_sign_in_keeps_it_and_the_result_completes_it(sim):
+    configure(sim)
+    verifier = sim.call(op="navigate", url=SITE, target="mainFrame")["events"][0]["code_verifier"]
+    assert sim.call(op="activity_recreated") == {
+        "events": [], "saved": "v=1&started=1&running=1&state=s1&provider=google&launch=1%3As1"}
+    assert code_result(sim, "c", "s1", verifier) == {"events": [
+        {"event": "load", "url": HEAD + "&code=c&state=s1&code_verifier=" + verifier},
+        {"event": "outcome", "session": "s1", "outcome": "completed", "reason": None}]}
+    assert sim.call(op="navigate", url=SITE, target="mainFrame")["events"][0]["session"] == "s2"
+
+
+def test_a_double_tap_then_rotation_still_ignores_the_first_launch(sim):
+    configure(sim)
+    sim.call(op="navigate", url=SITE, target="mainFrame")
+    verifier = sim.call(op="navigate", url=SITE.replace("state=s1", "state=s2"), target="popup")["events"][-1]["code_verifier"]
+    assert sim.call(op="activity_recreated")["events"] == []
+    assert sim.call(op="activity_result", result="finished") == {"events": []}
+    assert sim.call(op="activity_result", result="cancelled") == {"events": [
+        {"event": "load", "url": HEAD + "&state=s2&error=access_denied"},
+        {"event": "outcome", "session": "s2", "outcome": "user_cancelled", "reason": None}]}
+    assert code_result(sim, "late", "s2", verifier) == {"events": []}
+
+
+def test_after_a_process_restart_the_result_alone_completes_or_is_lost(sim):
+    configure(sim)
+    verifier = sim.call(op="navigate", url=SITE, target="mainFrame")["events"][0]["code_verifier"]
+    assert sim.call(op="process_restarted") == {"events": [], "saved": None}
+    assert code_result(sim, "c", "s1", verifier) == {"events": [
+        {"event": "load", "url": HEAD + "&code=c&state=s1&code_verifier=" + verifier},
+        {"event": "outcome", "session": None, "outcome": "completed", "reason": None}]}
+    assert code_result(sim, "c", "s1", verifier) == {"events": []}
+    sim.call(op="process_restarted")
+    assert sim.call(op="activity_result", result="cancelled") == {"events": [
+        {"event": "outcome", "session": None, "outcome": "lost", "reason": "no_state"}]}
+    sim.call(op="process_restarted")
+    assert sim.call(op="activity_result", result={"redirect": GRED + "?code=c&state=s1"}) == {"events": [
+        {"event": "load", "url": HEAD + "&state=s1&error=sign_in_failed"},
+        {"event": "outcome", "session": None, "outcome": "failed", "reason": "verifier_lost"}]}
+
+
+def test_an_activity_finishing_for_good_ends_the_sign_in_without_relaunching_it(sim):
+    configure(sim)
+    sim.call(op="navigate", url=SITE, target="mainFrame")
+    assert sim.call(op="activity_finished") == {"close": "ended", "events": [
+        {"event": "outcome", "session": "s1", "outcome": "cancelled", "reason": None}]}
+    assert sim.call(op="activity_result", result="cancelled") == {"events": []}
+
+
+def test_lifecycle_ops_are_checked_like_the_others(sim):
+    configure(sim)
+    assert sim.call(op="activity_result", result="closed")["error"].startswith("result must be an object")
+    assert sim.call(op="activity_result", result="cancelled", request={"state": "s1"}) == {"error": "client_id is required"}
+    assert sim.call(op="activity_recreated", extra=1) == {"error": 'unknown field "extra"'}
+
+
 # One protocol, two implementations: the same requests to the Swift (iOS-shaped) simulator.
 
 def _normalised(answer):

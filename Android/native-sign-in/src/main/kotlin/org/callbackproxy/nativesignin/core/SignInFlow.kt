@@ -140,11 +140,11 @@ class SignInFlow(
     }
 
     /** What [close] did. */
-    enum class Close {
+    enum class Close(val wireName: String) {
         /** The activity comes back (a configuration change, or the system reclaiming it): save [saved]. */
-        KEPT,
+        KEPT("kept"),
         /** The activity is gone for good: the running sign-in, if any, ended `cancelled`. */
-        ENDED
+        ENDED("ended")
     }
 
     /**

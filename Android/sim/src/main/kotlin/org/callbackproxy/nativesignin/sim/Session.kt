@@ -2,10 +2,13 @@ package org.callbackproxy.nativesignin.sim
 
 import org.callbackproxy.nativesignin.core.AuthorizationRequest
 import org.callbackproxy.nativesignin.core.BrowserResult
+import org.callbackproxy.nativesignin.core.LaunchResult
 import org.callbackproxy.nativesignin.core.NativeSignInError
 import org.callbackproxy.nativesignin.core.Navigation
 import org.callbackproxy.nativesignin.core.NavigationDecision
 import org.callbackproxy.nativesignin.core.Platform
+import org.callbackproxy.nativesignin.core.ReturnedRequest
+import org.callbackproxy.nativesignin.core.SavedSignIn
 import org.callbackproxy.nativesignin.core.SignInFlow
 import org.callbackproxy.nativesignin.core.SignInInterceptor
 import org.callbackproxy.nativesignin.core.callbackUrl
@@ -14,7 +17,10 @@ import org.callbackproxy.nativesignin.core.callbackUrl
  * One Android app: its interceptor once configured, the sign-ins under way by id (`decide` /
  * `callback`, the core's pure functions), and its one [SignInFlow] over a fake browser and a fake
  * WebView (`navigate`, `browser_complete`, …). Every decision is the core's; this only translates
- * JSON to its calls and back. The protocol: IntegrationTests/e2e/sim-protocol.md.
+ * JSON to its calls and back. The protocol: IntegrationTests/e2e/sim-protocol.md. The Android-only
+ * lifecycle ops replace the flow as the platform would: `activity_recreated` with a new one restored
+ * from the old one's saved state (as a string, as a Bundle carries it), `process_restarted` with one
+ * that knows nothing; the browser and the WebView stay (the platform's).
  *
  * Anything else, or a request the core throws on, is answered `{"error": message}` and changes nothing.
  */
@@ -26,6 +32,7 @@ class Session {
     private var issued = 0
     private val log = EventLog()
     private var flow: SignInFlow? = null
+    private var newFlow: ((SavedSignIn?) -> SignInFlow)? = null
     private var browser: SimBrowser? = null
     private var webView: SimWebView? = null
 
@@ -41,6 +48,10 @@ class Session {
             "cancel" -> flowOp(request) { it.cancel() }
             "webview_gone" -> flowOp(request) { webView?.gone = true }
             "open_link" -> openLink(request)
+            "activity_result" -> activityResult(request)
+            "activity_recreated" -> replaceFlow(request, recreated = true)
+            "process_restarted" -> replaceFlow(request, recreated = false)
+            "activity_finished" -> activityFinished(request)
             else -> throw SimError("unknown op \"$op\"")
         }
     } catch (e: SimError) {
@@ -57,10 +68,14 @@ class Session {
         if (interceptor != null && settings != null) {
             val browser = SimBrowser(app.httpsCallbacks, log)
             val webView = SimWebView(log)
-            flow = SignInFlow(interceptor, settings, browser, webView) { outcome ->
-                log.events.add(mapOf("event" to "outcome", "session" to EventLog.session(outcome.session),
-                    "outcome" to outcome.kind.wireName, "reason" to outcome.reason))
+            val newFlow = { restored: SavedSignIn? ->
+                SignInFlow(interceptor, settings, browser, webView, restored) { outcome ->
+                    log.events.add(mapOf("event" to "outcome", "session" to EventLog.session(outcome.session),
+                        "outcome" to outcome.kind.wireName, "reason" to outcome.reason))
+                }
             }
+            flow = newFlow(null)
+            this.newFlow = newFlow
             this.browser = browser
             this.webView = webView
         }
@@ -171,6 +186,50 @@ class Session {
         val flow = configuredFlow() ?: return mapOf("handled" to false, "events" to emptyList<Any>())
         val handled = flow.openLink(url)
         return mapOf("handled" to handled, "events" to log.take())
+    }
+
+    private fun activityResult(request: Request): Map<String, Any?> {
+        request.only("op", "result", "request")
+        val result = when (val value = request.value("result")) {
+            "cancelled" -> BrowserResult.Cancelled
+            // AppAuth's activity finished from outside (a newer launch): RESULT_CANCELED without data.
+            "finished" -> BrowserResult.Failed("finished without a result")
+            null -> throw SimError("result is {\"redirect\": URL}, \"cancelled\", \"finished\" or {\"failed\": reason}")
+            else -> {
+                val fields = Request.of(value, "result")
+                val reason = fields.optionalString("failed")
+                if (reason != null) {
+                    fields.only("failed")
+                    BrowserResult.Failed(reason)
+                } else {
+                    redirect(value)
+                }
+            }
+        }
+        val returned = request.value("request")?.let {
+            val fields = Request.of(it, "request")
+            fields.only("state", "client_id", "redirect_uri", "code_verifier")
+            ReturnedRequest(fields.optionalString("state"), fields.string("client_id"), fields.string("redirect_uri"),
+                fields.optionalString("code_verifier"))
+        }
+        configuredFlow()?.activityResult(LaunchResult(result, returned))
+        return mapOf("events" to log.take())
+    }
+
+    private fun replaceFlow(request: Request, recreated: Boolean): Map<String, Any?> {
+        request.only("op")
+        val old = configuredFlow() ?: return mapOf("events" to emptyList<Any>())
+        val saved = old.saved().encoded
+        // A killed process gets no onDestroy: only a recreated activity is closed.
+        if (recreated) old.close(activityFinishing = false, changingConfigurations = true)
+        flow = newFlow!!(if (recreated) SavedSignIn.decode(saved) else null)
+        return mapOf("events" to log.take(), "saved" to if (recreated) saved else null)
+    }
+
+    private fun activityFinished(request: Request): Map<String, Any?> {
+        request.only("op")
+        val close = configuredFlow()?.close(activityFinishing = true, changingConfigurations = false)
+        return mapOf("events" to log.take(), "close" to close?.wireName)
     }
 
     private fun redirect(value: Any): BrowserResult {
