@@ -155,7 +155,27 @@ class FlowApp:
 
     def complete(self, session: str, result) -> list[dict]:
         """The browser session's completion handler fires with `result`."""
-        events = self._happened(self.sim.browser_complete(session, result)["events"])
+        return self._completed(self.sim.browser_complete(session, result)["events"])
+
+    def activity_result(self, result, request=None) -> list[dict]:
+        """Android: a launch's result as the platform returns it, without a session number;
+        `request` is AppAuth's returned request (state, client_id, redirect_uri, code_verifier)."""
+        return self._completed(self.sim.activity_result(result, request)["events"])
+
+    def activity_recreated(self) -> dict:
+        """Android: the activity destroyed and created again (rotation): `{"events", "saved"}`."""
+        answer = self.sim.activity_recreated()
+        self._happened(answer["events"])
+        return answer
+
+    def process_restarted(self) -> dict:
+        """Android: the process killed and started again without saved state."""
+        answer = self.sim.process_restarted()
+        self._happened(answer["events"])
+        return answer
+
+    def _completed(self, events: list[dict]) -> list[dict]:
+        events = self._happened(events)
         for event in events:
             if event["event"] == "load":
                 code = dict(parse_qsl(urlsplit(event["url"]).query)).get("code")

@@ -86,6 +86,18 @@ class NativeSignInSim:
     def open_link(self, url: str) -> dict:
         return self.call(op="open_link", url=url)
 
+    # -- Android only: the phone's lifecycle (sim-protocol.md)
+
+    def activity_result(self, result, request=None) -> dict:
+        fields = {"request": request} if request is not None else {}
+        return self.call(op="activity_result", result=result, **fields)
+
+    def activity_recreated(self) -> dict:
+        return self.call(op="activity_recreated")
+
+    def process_restarted(self) -> dict:
+        return self.call(op="process_restarted")
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.stdin.close()

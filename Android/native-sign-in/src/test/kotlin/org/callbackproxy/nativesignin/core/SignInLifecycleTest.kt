@@ -95,6 +95,7 @@ class SignInLifecycleTest {
         app.log.take()
         // The old close() cancelled here: "cancelled s1", "outcome s1 cancelled".
         assertEquals(SignInFlow.Close.KEPT, app.recreateActivity())
+        assertEquals(SignInFlow.Close.KEPT, app.recreateActivity(), "a second rotation saves what the first restored")
         assertEquals(emptyList<String>(), app.log.take())
         assertTrue(app.flow.isRunning)
         app.flow.activityResult(code("c", "s1"))
