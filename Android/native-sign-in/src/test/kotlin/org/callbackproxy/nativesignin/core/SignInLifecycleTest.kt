@@ -211,6 +211,15 @@ class SignInLifecycleTest {
     }
 
     @Test
+    fun aResultsStateIsTheRequestsElseTheRedirectsOneState() {
+        assertEquals("sent", LaunchResult(BrowserResult.Redirect("$REDIRECT?code=c&state=back"), returned("sent")).state)
+        assertEquals("back", LaunchResult(BrowserResult.Redirect("$REDIRECT?code=c&state=back")).state)
+        assertNull(LaunchResult(BrowserResult.Redirect("$REDIRECT?code=c&state=a&state=b")).state)
+        assertNull(LaunchResult(BrowserResult.Redirect("$REDIRECT?code=c&state=")).state)
+        assertNull(userCancelled.state)
+    }
+
+    @Test
     fun aLaunchThatDidNotStartIsNoLaunchAResultLaterFinds() {
         val app = FlowHarness()
         app.browser.failNext = true
