@@ -8,13 +8,17 @@ iOS has no activity results and no activity to recreate). docs/native.md, "The p
 | the process restarted without saved state while the Custom Tab is in front | signed in from the result intent alone (AppAuth's returned request carries state, client and verifier) |
 | the same, the user closing the Custom Tab | nothing loaded, outcome `lost` / `no_state` (a cancel carries no state to build the site's failure callback from), not signed in |
 | a double tap: the first launch's RESULT_CANCELED arriving after the second launch | ignored; the second launch's code signs the user in |
+| hand-back: the activity recreated while the default browser is in front | the App Link still taken, the site's callback loaded, signed in |
 """
 
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from site_pages import open_home, sign_ins, status, tap_sign_in, wait_home
+import pytest
+
+from harness import APP_CALLBACK
+from site_pages import open_home, sign_ins, status, tap_sign_in, wait_for, wait_home
 
 
 def returned_request(started: dict) -> dict:
@@ -92,3 +96,23 @@ def test_a_double_tap_signs_in_with_the_second_code(webview, relay_proxy, flow_f
     events = app.activity_result(app.idp(second, username=username), returned_request(second))
     assert summary(events) == [("load", None, None), ("outcome", "s2", "completed")]
     assert_signed_in_once(webview, app, idp, username, second["state"])
+
+
+@pytest.fixture
+def plain_proxy(proxy_factory, rails):
+    """The proxy with no providers, in front of the app as it was (hand-back needs none)."""
+    return proxy_factory(None, upstream=rails.plain.url)
+
+
+def test_hand_back_survives_rotation_and_signs_in_through_the_app_link(webview, plain_proxy, flow_factory, username):
+    app = flow_factory(plain_proxy, "android", strategy="hand_back", https_callbacks=False, link_paths=[APP_CALLBACK])
+    open_home(webview, plain_proxy.url)
+    tap_sign_in(webview)
+    opened = app.wait_for(lambda e: e["event"] == "external_browser_opened", "the default browser opened")
+    link = app.site_idp(opened["url"], username=username)
+    assert app.activity_recreated()["events"] == []
+    answer = app.open_link(link)
+    assert answer["handled"] is True
+    assert summary(answer["events"]) == [("load", None, None), ("outcome", "s1", "completed")]
+    wait_for(webview, lambda d: status(d) == f"Signed in as {username}", f"the app to show {username}")
+    assert sign_ins(webview) == 1

@@ -329,6 +329,16 @@ def test_after_a_process_restart_the_result_alone_completes_or_is_lost(sim):
         {"event": "outcome", "session": None, "outcome": "failed", "reason": "verifier_lost"}]}
 
 
+def test_a_hand_back_sign_in_survives_rotation_and_takes_its_app_link(sim):
+    configure(sim, strategy="hand_back", https_callbacks=False, link_paths=["/users/auth/google_oauth2/callback"])
+    sim.call(op="navigate", url=SITE, target="mainFrame")
+    saved = sim.call(op="activity_recreated")["saved"]
+    assert saved.startswith("v=1&started=1&running=1&state=s1&site=https%3A%2F%2Faccounts.google.com"), saved
+    assert sim.call(op="open_link", url=CALLBACK + "?code=c&state=s1") == {"handled": True, "events": [
+        {"event": "load", "url": CALLBACK + "?code=c&state=s1"},
+        {"event": "outcome", "session": "s1", "outcome": "completed", "reason": None}]}
+
+
 def test_an_activity_finishing_for_good_ends_the_sign_in_without_relaunching_it(sim):
     configure(sim)
     sim.call(op="navigate", url=SITE, target="mainFrame")

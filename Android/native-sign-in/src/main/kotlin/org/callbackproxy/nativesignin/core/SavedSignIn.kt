@@ -2,9 +2,10 @@ package org.callbackproxy.nativesignin.core
 
 /**
  * What an activity keeps of the flow across its own recreation (Android's saved instance state):
- * how many sessions were started, the running native sign-in (number, state, provider), and every
- * launch whose result has not arrived yet (number and state), oldest first. No URL, no code and
- * no PKCE verifier: the platform returns those with the result ([LaunchResult]).
+ * how many sessions were started, the running sign-in (number, state, and its provider — or, for
+ * a hand-back sign-in, the site's URL it opened, from which its callback is found again), and
+ * every launch whose result has not arrived yet (number and state), oldest first. No code and no
+ * PKCE verifier: the platform returns those with the result ([LaunchResult]).
  *
  * [encoded] is one short string for `Bundle.putString`; [decode] of anything else — absent,
  * another version, damaged — is null, and the flow then starts with nothing, as after a process
@@ -15,7 +16,8 @@ class SavedSignIn internal constructor(
     internal val running: Running?,
     internal val launches: List<Launch>
 ) {
-    internal class Running(val number: Int, val state: String, val provider: String)
+    /** Exactly one of [provider] (native) and [site] (hand-back). */
+    internal class Running(val number: Int, val state: String, val provider: String?, val site: String?)
     internal class Launch(val number: Int, val state: String)
 
     val encoded: String
@@ -24,7 +26,8 @@ class SavedSignIn internal constructor(
             running?.let {
                 fields.add(QueryString.Field("running", it.number.toString()))
                 fields.add(QueryString.Field("state", it.state))
-                fields.add(QueryString.Field("provider", it.provider))
+                it.provider?.let { name -> fields.add(QueryString.Field("provider", name)) }
+                it.site?.let { url -> fields.add(QueryString.Field("site", url)) }
             }
             for (launch in launches) fields.add(QueryString.Field("launch", "${launch.number}:${launch.state}"))
             return QueryString.encode(fields)
@@ -60,7 +63,10 @@ class SavedSignIn internal constructor(
             val running = if (runningNumber == null) null else {
                 val number = positive(runningNumber) ?: return null
                 val state = values["state"]?.takeIf { it.isNotEmpty() } ?: return null
-                Running(number, state, values["provider"] ?: return null)
+                val provider = values["provider"]
+                val site = values["site"]
+                if ((provider == null) == (site == null)) return null
+                Running(number, state, provider, site)
             }
             if (launches.any { it.number > started } || (running != null && running.number > started)) return null
             return SavedSignIn(started, running, launches)

@@ -81,13 +81,27 @@ class SignInFlow(
         if (restored != null) {
             started = restored.started
             for (launch in restored.launches) launches.add(Launch(launch.number, launch.state))
-            val was = restored.running
-            val provider = was?.let { r -> interceptor.providers.firstOrNull { it.name == r.provider } }
-            // A provider no longer configured cannot be finished; its launch's result is then ignored.
-            if (was != null && provider != null) {
-                running = Running(was.number, "", was.state, Route.Native(interceptor.returnedRequest(provider, was.state, null), true))
-            }
+            restored.running?.let { was -> running = restoredRunning(was) }
         }
+    }
+
+    /**
+     * Null when the sign-in cannot be finished by this configuration (its provider or the
+     * hand-back strategy is gone): its launch's result, or its link, is then ignored.
+     */
+    private fun restoredRunning(was: SavedSignIn.Running): Running? {
+        val site = was.site
+        if (site != null) {
+            val strategy = settings.strategy as? FlowSettings.Strategy.HandBack ?: return null
+            val callback = try {
+                SiteCallback.of(site, settings.initialUrl, if (browser.supportsHttpsCallbacks) null else strategy.linkPaths)
+            } catch (e: NativeSignInError) {
+                return null
+            }
+            return Running(was.number, site, was.state, Route.HandBack(callback))
+        }
+        val provider = interceptor.providers.firstOrNull { it.name == was.provider } ?: return null
+        return Running(was.number, "", was.state, Route.Native(interceptor.returnedRequest(provider, was.state, null), true))
     }
 
     /** Whether a sign-in is under way. */
@@ -162,14 +176,13 @@ class SignInFlow(
     /** What the activity's saved state must hold for [SignInFlow]'s `restored` in its next instance. */
     fun saved(): SavedSignIn {
         val current = running
-        val native = current?.number?.let { number ->
+        val was = current?.number?.let { number ->
             when (val route = current.route) {
-                is Route.Native -> SavedSignIn.Running(number, current.state, route.request.provider)
-                // An App Link reaches the activity as an intent, not a result; it is not carried over.
-                is Route.HandBack -> null
+                is Route.Native -> SavedSignIn.Running(number, current.state, route.request.provider, null)
+                is Route.HandBack -> SavedSignIn.Running(number, current.state, null, current.siteUrl)
             }
         }
-        return SavedSignIn(started, native, launches.map { SavedSignIn.Launch(it.number, it.state) })
+        return SavedSignIn(started, was, launches.map { SavedSignIn.Launch(it.number, it.state) })
     }
 
     /**

@@ -204,10 +204,29 @@ class SignInLifecycleTest {
         assertEquals(saved, SavedSignIn.decode(saved)!!.encoded)
         assertEquals("v=1&started=0", FlowHarness().flow.saved().encoded)
         for (bad in listOf(null, "", "v=2&started=0", "v=1", "v=1&started=01", "v=1&started=1&launch=2%3As2",
-                "v=1&started=1&running=1&provider=google", "v=1&started=1&launch=1", "v=1&v=1&started=0", "v=1&started=%ZZ")) {
+                "v=1&started=1&running=1&provider=google", "v=1&started=1&launch=1", "v=1&v=1&started=0", "v=1&started=%ZZ",
+                "v=1&started=1&running=1&state=s1", "v=1&started=1&running=1&state=s1&provider=google&site=https%3A%2F%2Fx")) {
             assertNull(SavedSignIn.decode(bad), "$bad")
         }
         assertNotNull(SavedSignIn.decode("v=1&started=3"))
+    }
+
+    @Test
+    fun aHandBackSignInSurvivesRotationAndItsAppLinkIsStillTaken() {
+        val callback = "https://site.example/users/auth/google_oauth2/callback"
+        val site = "$GOOGLE?client_id=web&redirect_uri=https%3A%2F%2Fsite.example%2Fusers%2Fauth%2Fgoogle_oauth2%2Fcallback&state=s1"
+        val app = FlowHarness(FlowSettings.Strategy.HandBack(setOf("/users/auth/google_oauth2/callback")))
+        app.navigate(site)
+        app.log.take()
+        // The old glue lost it here: the link then was "not ours" and the sign-in never ended.
+        app.recreateActivity()
+        assertFalse(app.flow.openLink("https://site.example/elsewhere?code=c&state=s1"))
+        assertTrue(app.flow.openLink("$callback?code=c&state=s1"))
+        assertEquals(listOf("load $callback?code=c&state=s1", "outcome s1 completed null"), app.log.take())
+        // After a restart without saved state nothing runs: the link is the app's.
+        app.navigate(site.replace("state=s1", "state=s2"))
+        app.restartProcess()
+        assertFalse(app.flow.openLink("$callback?code=c&state=s2"))
     }
 
     @Test
