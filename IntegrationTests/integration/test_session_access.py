@@ -260,6 +260,31 @@ def test_a_deny_rule_wins_over_the_allow_rules_at_sign_in_and_on_a_path(gate, id
     assert line["setting"].startswith("oauth.session.denied_")
 
 
+def test_claim_rules_hold_through_native_sign_in_bearer_tokens_forward_auth_and_a_reload(gate, idp):
+    # The test IdP puts a user's groups in realm_access.roles too (Keycloak's shape) and hd when given.
+    p = gate("allowed_email_domains: [example.test], bearer_tokens: [google], "
+             "allowed_claims: [{ claim: realm_access.roles, contains: staff }]",
+             rules="protect: [/private], path_rules: [{ prefix: /corp, allowed_claims: [{ claim: hd, in: [corp.test] }] }]")
+    staff, _, _, _ = sign_in(p, idp, login={"groups": "staff", "hd": "corp.test"})
+    assert staff.status == 302
+    outsider, _, _, _ = sign_in(p, idp, username="out@example.test", login={"groups": "viewers"})
+    assert outsider.status == 403 and session(outsider) == {}
+    assert get(p, "/corp/x", cookies=session(staff), headers=JSON).status == 404
+    plain, _, _, _ = sign_in(p, idp, username="pat@example.test", login={"groups": "staff"})
+    assert get(p, "/corp/x", cookies=session(plain), headers=JSON).status == 403, "no hd: the path's claim rule refuses"
+    assert get(p, "/_oauth/auth", cookies=session(plain), headers={"X-Original-URI": "/corp/y"}).status == 403
+    assert get(p, "/_oauth/auth", cookies=session(staff), headers={"X-Original-URI": "/corp/y"}).status == 202
+    assert get(p, "/private/x", headers=bearer(id_token(idp, groups="staff"))).status == 404
+    assert get(p, "/private/x", headers=bearer(id_token(idp, groups="viewers"))).status == 403
+    # A reload that narrows the claim rule applies to the session at its next request.
+    p.config.write_text(p.config.read_text().replace("contains: staff", "contains: admins"))
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False
+    wait_for(lambda: "configuration reloaded" in p.stderr_text(), what="reload")
+    assert get(p, "/private/x", cookies=session(staff), headers=JSON).status == 403
+    assert value(samples(scrape(p)), "callback_proxy_session_refusals_total", provider="google", rule="claim") >= 2
+
+
 def test_skip_routes_name_methods_and_a_cors_preflight_passes(gate, idp, upstream):
     p = gate("allowed_email_domains: [example.test]",
              rules='protect: all, skip: ["GET,HEAD /public", /health], skip_preflight: true')

@@ -145,7 +145,7 @@ extension ConfigLoader {
                     let prefixText = entry.string("prefix", required: true)
                     let rule = readAccessRule(entry, allowFile: false, allowAnyUser: false)
                     if rule.isEmpty && !rule.denies {
-                        m.problems.add(path, item.line, "needs a rule: allowed_email_domains, allowed_emails, allowed_groups, allowed_hosted_domains or a denied_… one")
+                        m.problems.add(path, item.line, "needs a rule: allowed_email_domains, allowed_emails, allowed_groups, allowed_hosted_domains, allowed_claims or a denied_… one")
                     }
                     if let prefixText {
                         switch PathPrefix.parse(prefixText) {
@@ -301,6 +301,18 @@ extension ConfigLoader {
             }
         }
         if let list = m.strings("denied_groups") { r.deniedGroups = list.filter { !$0.isEmpty } }
+        if let node = m.node("allowed_claims") {
+            if case .sequence(let items, _) = node {
+                for (i, item) in items.enumerated() {
+                    let path = "\(m.child("allowed_claims"))[\(i)]"
+                    let entry = MappingReader(item, path: path, pattern: m.childPattern("allowed_claims") + "[]", problems: m.problems)
+                    if let rule = readClaimRule(entry, path: path, line: item.line) { r.claims.append(rule) }
+                    entry.finish()
+                }
+            } else {
+                m.problems.add(m.child("allowed_claims"), node.line, "must be a list of { claim, equals | contains | in }, not \(node.kindName)")
+            }
+        }
         if let list = m.strings("allowed_groups") { r.groups = list.filter { !$0.isEmpty } }
         if let list = m.strings("allowed_hosted_domains") {
             for d in list {
@@ -320,6 +332,30 @@ extension ConfigLoader {
             r.anyAuthenticatedUser = true
         }
         return r
+    }
+
+    /// One `allowed_claims` entry: `claim` (a name or dotted path) and exactly one of `equals`,
+    /// `contains` (a value) or `in` (a list).
+    private func readClaimRule(_ m: MappingReader, path: String, line: Int?) -> ClaimRule? {
+        let claim = m.string("claim", required: true)
+        let equals = m.string("equals"), contains = m.string("contains"), oneOf = m.strings("in")
+        if let claim, claim.isEmpty || claim.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+            m.problems.add("\(path).claim", line, "must be a claim name, or a dotted path like realm_access.roles")
+            return nil
+        }
+        let given = [equals != nil, contains != nil, oneOf != nil].filter { $0 }.count
+        guard given == 1 else {
+            m.problems.add(path, line, "needs exactly one of equals, contains or in")
+            return nil
+        }
+        if let oneOf, oneOf.isEmpty {
+            m.problems.add("\(path).in", line, "is empty: it would let nobody in")
+            return nil
+        }
+        guard let claim else { return nil }
+        if let equals { return ClaimRule(claim: claim, match: .equals(equals)) }
+        if let contains { return ClaimRule(claim: claim, match: .contains(contains)) }
+        return ClaimRule(claim: claim, match: .oneOf(oneOf!))
     }
 
     /// `protect`/`skip` entries: canonical paths (they are compared with the canonical request

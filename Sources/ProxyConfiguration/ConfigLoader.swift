@@ -55,7 +55,7 @@ public struct ConfigLoader {
         if let session = config.oauth.session, session.access.isEmpty,
            config.oauth.providers.values.contains(where: { $0.handoff == .session }) {
             problems.add("oauth.session", nil,
-                         "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups or allowed_hosted_domains — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
+                         "session mode needs a rule for who may enter: allowed_email_domains, allowed_emails, allowed_emails_file, allowed_groups, allowed_hosted_domains or allowed_claims — or allow_any_authenticated_user: true to let in every account the providers accept (with kind: google, every Google account)")
         }
         if let session = config.oauth.session {
             let identity = Set(session.headers.all.map { $0.lowercased() })

@@ -191,4 +191,37 @@ import Testing
         denyOnly.deniedGroups = ["x"]
         #expect(denyOnly.isEmpty && denyOnly.denies, "deny rules alone let nobody in")
     }
+
+    // MARK: Claims
+
+    @Test func aClaimRuleEqualsContainsOrIsOneOf() {
+        let claims: [String: JSONValue] = [
+            "department": .string("eng"), "level": .number("3"), "staff": .bool(true), "nothing": .null,
+            "realm_access": .object(["roles": .array([.string("ops"), .string("viewer")])]), "tier": .string("gold"),
+        ]
+        func holds(_ path: String, _ match: ClaimRule.Match) -> Bool {
+            ClaimRule(claim: path, match: match).holds(ClaimRule.value(at: path, in: claims))
+        }
+        #expect(holds("department", .equals("eng")))
+        #expect(!holds("department", .equals("Eng")), "byte for byte")
+        #expect(holds("level", .equals("3")) && holds("staff", .equals("true")))
+        #expect(holds("realm_access.roles", .contains("ops")) && !holds("realm_access.roles", .contains("admin")))
+        #expect(holds("department", .contains("eng")), "a single value is a one-element list")
+        #expect(holds("tier", .oneOf(["silver", "gold"])) && !holds("tier", .oneOf(["silver"])))
+        #expect(holds("realm_access.roles", .oneOf(["admin", "viewer"])))
+        #expect(!holds("missing", .equals("x")) && !holds("nothing", .equals("null")) && !holds("realm_access", .equals("x")))
+        #expect(!holds("realm_access.missing.deeper", .contains("x")))
+    }
+
+    @Test func everyClaimRuleMustHoldAndAMissingClaimRefuses() {
+        var r = AccessRule()
+        r.claims = [ClaimRule(claim: "department", match: .equals("eng")), ClaimRule(claim: "tier", match: .oneOf(["gold"]))]
+        #expect(!r.isEmpty)
+        func who(_ claims: [String: JSONValue]) -> AccessSubject {
+            AccessSubject(email: nil, emailVerified: false, groups: [], hostedDomain: nil, claims: claims)
+        }
+        #expect(r.check(who(["department": .string("eng"), "tier": .string("gold")])) == nil)
+        #expect(r.check(who(["department": .string("eng")])) == .claim)
+        #expect(r.check(who(["department": .string("ops"), "tier": .string("gold")])) == .claim)
+    }
 }

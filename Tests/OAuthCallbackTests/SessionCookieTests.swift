@@ -22,6 +22,16 @@ import Testing
         #expect(SessionCookie.session(from: SessionCookie.payload(seen)) == seen)
     }
 
+    @Test func theClaimsTheRulesReadRoundTrip() throws {
+        var s = Self.session
+        s.ruleClaims = ["department": .string("eng"), "realm_access.roles": .array([.string("ops")]), "level": .number("3")]
+        #expect(SessionCookie.session(from: SessionCookie.payload(s)) == s)
+        // Not an object where one belongs: the whole payload is refused, as for any other member.
+        guard case .object(var members) = SessionCookie.payload(s) else { Issue.record("not an object"); return }
+        members["cl"] = .array([])
+        #expect(SessionCookie.session(from: .object(members)) == nil)
+    }
+
     /// A session whose payload is large and compressible (a long access token, many groups)
     /// and still needs several cookies after compression (random token bytes).
     static func largeSession() throws -> ProxySession {

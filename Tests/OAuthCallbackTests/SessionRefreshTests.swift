@@ -81,9 +81,13 @@ import ProxyCore
         old.hostedDomain = "example.com"
         let claims: [String: JSONValue] = ["sub": .string("sub-1"), "email": .string("ann@example.org"),
                                            "email_verified": .string("true"), "groups": .array([.string("admins")])]
-        let s = SessionRefresh.renewed(old, with: Self.identity(claims), now: Self.now, passAccessToken: false,
-                                       keepIDToken: false, groups: Self.groups)
+        var withClaims = old
+        withClaims.ruleClaims = ["tier": .string("gold")]
+        let s = SessionRefresh.renewed(withClaims, with: Self.identity(claims), now: Self.now, passAccessToken: false,
+                                       keepIDToken: false, groups: Self.groups,
+                                       ruleClaims: { c in c["email_verified"].map { ["email_verified": $0] } ?? [:] })
         #expect(s.refreshToken == "rt-2" && s.refreshedAt == Self.now && s.refreshFailedAt == nil)
+        #expect(s.ruleClaims == ["email_verified": .string("true")], "the rules' claims are read anew, the old ones gone")
         #expect(s.email == "ann@example.org" && s.emailVerified && s.groups == ["admins"])
         #expect(s.hostedDomain == nil && s.name == nil, "claims the IdP no longer sends are gone, not kept")
         #expect(s.accessToken == nil, "kept only when passed upstream")
@@ -93,7 +97,7 @@ import ProxyCore
     @Test func aRenewalWithoutClaimsOrRotationKeepsWhatItHad() {
         let old = Self.session()
         let s = SessionRefresh.renewed(old, with: Self.identity(nil, refreshToken: nil, idToken: "new.id.token"), now: Self.now,
-                                       passAccessToken: true, keepIDToken: true, groups: Self.groups)
+                                       passAccessToken: true, keepIDToken: true, groups: Self.groups, ruleClaims: { _ in [:] })
         #expect(s.refreshToken == "rt-1" && s.groups == ["staff"] && s.email == old.email && s.emailVerified)
         #expect(s.accessToken == "at-2" && s.idToken == "new.id.token")
     }
@@ -103,7 +107,7 @@ import ProxyCore
             var claims: [String: JSONValue] = ["email": .string("ann@example.com")]
             claims["email_verified"] = verified
             let s = SessionRefresh.renewed(Self.session(), with: Self.identity(claims), now: Self.now, passAccessToken: false,
-                                           keepIDToken: false, groups: Self.groups)
+                                           keepIDToken: false, groups: Self.groups, ruleClaims: { _ in [:] })
             #expect(!s.emailVerified, "\(String(describing: verified))")
         }
     }

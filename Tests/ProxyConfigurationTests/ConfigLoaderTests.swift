@@ -477,6 +477,34 @@ import Testing
         #expect(s.pathRules.first?.rule.deniedGroups == ["interns"], "a path rule may only deny")
     }
 
+    @Test func claimRulesLoadGloballyAndPerPath() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allowed_claims: [{ claim: department, equals: eng }, { claim: realm_access.roles, contains: ops }]
+            path_rules: [{ prefix: /billing, allowed_claims: [{ claim: tier, in: [gold, platinum] }] }]
+        """ + "\n" + Self.sessionProvider).get()
+        let s = try #require(c.oauth.session)
+        #expect(s.access.claims == [ClaimRule(claim: "department", match: .equals("eng")),
+                                    ClaimRule(claim: "realm_access.roles", match: .contains("ops"))])
+        #expect(s.pathRules.first?.rule.claims == [ClaimRule(claim: "tier", match: .oneOf(["gold", "platinum"]))])
+        #expect(s.claimPaths == ["department", "realm_access.roles", "tier"])
+    }
+
+    @Test(arguments: [
+        ("{ claim: a }", "needs exactly one of equals, contains or in"),
+        ("{ claim: a, equals: x, contains: y }", "needs exactly one of equals, contains or in"),
+        ("{ claim: a.., equals: x }", "must be a claim name, or a dotted path"),
+        ("{ claim: a, in: [] }", "is empty: it would let nobody in"),
+        ("{ equals: x }", "claim"),
+    ])
+    func aClaimRuleThatCannotBeReadIsNamed(_ entry: String, _ message: String) {
+        let p = problems("oauth: { session: { secret_env: SESSION_SECRET, allowed_emails: [a@b.c], allowed_claims: [\(entry)] } }\n"
+                         + Self.sessionProvider)
+        #expect(p.count == 1 && p.first?.hasPrefix("oauth.session.allowed_claims[0]") == true && p.first?.contains(message) == true, "\(p)")
+    }
+
     @Test(arguments: ["FETCH /x", "GET", "GET /a /b", "get /x", "GET,, /x", "GET x"])
     func aSkipEntryThatIsNeitherAPathNorARouteIsNamed(_ entry: String) {
         let p = problems("oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true, skip: [\"\(entry)\"] } }\n"

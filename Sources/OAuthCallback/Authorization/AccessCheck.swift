@@ -6,12 +6,16 @@ public struct AccessSubject: Sendable, Equatable {
     public var groups: [String]
     /// The id_token's `hd` (Google Workspace domain).
     public var hostedDomain: String?
+    /// The claims `allowed_claims` rules read, by their dotted path (kept in the session: only
+    /// those, so a cookie stays small).
+    public var claims: [String: JSONValue]
 
-    public init(email: String?, emailVerified: Bool, groups: [String], hostedDomain: String?) {
+    public init(email: String?, emailVerified: Bool, groups: [String], hostedDomain: String?, claims: [String: JSONValue] = [:]) {
         self.email = email
         self.emailVerified = emailVerified
         self.groups = groups
         self.hostedDomain = hostedDomain
+        self.claims = claims
     }
 }
 
@@ -29,6 +33,8 @@ public enum AccessRefusal: String, Sendable, Equatable, CaseIterable {
     case pathRule = "path_rule"
     /// A `denied_…` rule named the account.
     case denied
+    /// An `allowed_claims` rule did not hold.
+    case claim
 }
 
 extension AccessRule {
@@ -53,6 +59,7 @@ extension AccessRule {
             guard let hd = subject.hostedDomain?.asciiLowercased(), EmailAddress.isDomain(Substring(hd)),
                   hostedDomains.contains(where: hd.sameBytes) else { return .hostedDomain }
         }
+        for rule in claims where !rule.holds(subject.claims[rule.claim]) { return .claim }
         return nil
     }
 

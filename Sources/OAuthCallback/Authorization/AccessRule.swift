@@ -23,6 +23,8 @@ public struct AccessRule: Sendable, Equatable {
     public var emailsFile: String? = nil
     public var groups: [String] = []
     public var hostedDomains: [String] = []
+    /// Rules on other claims (`allowed_claims`): every one must hold.
+    public var claims: [ClaimRule] = []
     /// Every account the providers accept may enter (and nothing else is checked).
     public var anyAuthenticatedUser = false
     /// Kept out whatever else allows them (deny wins, as Pomerium's `deny` beside `allow`):
@@ -41,7 +43,7 @@ public struct AccessRule: Sendable, Equatable {
     var checksEmail: Bool { !emailDomains.isEmpty || !emails.isEmpty || emailsFile != nil }
 
     /// Whether no rule lets anyone in (deny rules alone let nobody in: they only narrow).
-    public var isEmpty: Bool { !checksEmail && groups.isEmpty && hostedDomains.isEmpty && !anyAuthenticatedUser }
+    public var isEmpty: Bool { !checksEmail && groups.isEmpty && hostedDomains.isEmpty && claims.isEmpty && !anyAuthenticatedUser }
 }
 
 /// A rule for the paths under `prefix`, on top of the global one: `/admin` needs group

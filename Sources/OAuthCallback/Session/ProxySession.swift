@@ -37,6 +37,9 @@ public struct ProxySession: Sendable, Equatable {
     public var refreshedAt: Int64? = nil
     /// When a refresh last found the IdP unavailable: the next try waits (see `SessionRefresh`).
     public var refreshFailedAt: Int64? = nil
+    /// The claims `allowed_claims` rules read (by dotted path), kept from the id_token so a
+    /// reload that adds or narrows such a rule is applied at every request.
+    public var ruleClaims: [String: JSONValue] = [:]
     /// Seconds since the epoch.
     public var issuedAt: Int64
     /// Seconds since the epoch; the session is refused at or after this instant.
@@ -63,6 +66,6 @@ public struct ProxySession: Sendable, Equatable {
 
     /// What the access rules look at.
     public var accessSubject: AccessSubject {
-        AccessSubject(email: email, emailVerified: emailVerified, groups: groups, hostedDomain: hostedDomain)
+        AccessSubject(email: email, emailVerified: emailVerified, groups: groups, hostedDomain: hostedDomain, claims: ruleClaims)
     }
 }

@@ -143,7 +143,7 @@ public struct SessionCookie: Sendable {
     private enum Member {
         static let provider = "p", subject = "s", email = "e", emailVerified = "ev", name = "n"
         static let preferredUsername = "u", groups = "g", accessToken = "at", issuedAt = "iat", expiresAt = "exp"
-        static let hostedDomain = "hd", idToken = "it", seenAt = "sa"
+        static let hostedDomain = "hd", idToken = "it", seenAt = "sa", ruleClaims = "cl"
         static let refreshToken = "rt", refreshClient = "rc", refreshedAt = "ra", refreshFailedAt = "rf"
     }
 
@@ -167,6 +167,7 @@ public struct SessionCookie: Sendable {
         if let c = session.refreshClient { members[Member.refreshClient] = .string(c) }
         if let r = session.refreshedAt { members[Member.refreshedAt] = .number(r) }
         if let f = session.refreshFailedAt { members[Member.refreshFailedAt] = .number(f) }
+        if !session.ruleClaims.isEmpty { members[Member.ruleClaims] = .object(session.ruleClaims) }
         return .object(members)
     }
 
@@ -206,6 +207,10 @@ public struct SessionCookie: Sendable {
         }
         session.refreshToken = refreshToken
         session.refreshClient = refreshClient
+        if let claims = payload[Member.ruleClaims] {
+            guard let object = claims.objectValue else { return nil }
+            session.ruleClaims = object
+        }
         for (member, path) in [(Member.refreshedAt, \ProxySession.refreshedAt), (Member.refreshFailedAt, \.refreshFailedAt)] {
             guard let value = payload[member] else { continue }
             guard let seconds = value.int64Value else { return nil }

@@ -24,6 +24,16 @@ extension SessionLayer {
         return groups(identity.claims)
     }
 
+    /// The claims the `allowed_claims` rules (global and per path) read, from an id_token's
+    /// claims, by dotted path: what a session keeps for them.
+    func ruleClaims(_ claims: [String: JSONValue]) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for path in settings.claimPaths {
+            if let v = ClaimRule.value(at: path, in: claims) { out[path] = v }
+        }
+        return out
+    }
+
     /// The configured groups claim of an id_token's claims.
     func groups(_ claims: [String: JSONValue]) -> [String] {
         var value: JSONValue? = .object(claims)
@@ -51,6 +61,7 @@ extension SessionLayer {
         case .hostedDomain: return "oauth.session.allowed_hosted_domains"
         case .pathRule: return "oauth.session.path_rules"
         case .denied: return "oauth.session.denied_emails, denied_email_domains, denied_groups"
+        case .claim: return "oauth.session.allowed_claims"
         }
     }
 

@@ -57,11 +57,12 @@ extension SessionLayer {
                     return sink.respond(failure.retryable ? Self.json(503, ["error": .string("temporarily_unavailable")]) : Self.invalidBearer)
                 }
                 let now = clock()
-                let session = ProxySession(provider: issuer.provider, subject: claims.subject, email: claims.email,
+                var session = ProxySession(provider: issuer.provider, subject: claims.subject, email: claims.email,
                                            emailVerified: claims.emailVerified ?? false, name: claims.name,
                                            preferredUsername: claims.raw["preferred_username"]?.stringValue,
                                            groups: groups(claims.raw), hostedDomain: claims.raw["hd"]?.stringValue,
                                            issuedAt: now, expiresAt: claims.expiresAt)
+                session.ruleClaims = ruleClaims(claims.raw)
                 let perCall = forwardAuth.flatMap { $0 }.flatMap { $0.check(session.accessSubject) }
                 if let r = refusal(session.accessSubject, pathRules: pathRules, now: loop.nowNanoseconds) ?? perCall {
                     metrics?.bearerToken(issuer.provider, result: "forbidden")

@@ -102,7 +102,8 @@ extension SessionLayer {
         var renewed = session
         if case .renewed(let identity) = result {
             renewed = SessionRefresh.renewed(session, with: identity, now: now, passAccessToken: settings.passAccessToken,
-                                             keepIDToken: settings.signOutAtProvider, groups: groups(_:))
+                                             keepIDToken: settings.signOutAtProvider, groups: groups(_:),
+                                             ruleClaims: ruleClaims(_:))
             if renewed.seenAt != nil { renewed.seenAt = now }
         }
         let refused = { [self] (_: RefreshedIdentity) in refusal(renewed.accessSubject, now: loop.nowNanoseconds) != nil }

@@ -409,6 +409,7 @@ public final class SessionLayer: Sendable {
                                    issuedAt: now, expiresAt: now + settings.lifetimeSeconds)
         // Only for RP-initiated logout's id_token_hint: a cookie without it stays ~1 KiB smaller.
         if settings.signOutAtProvider { session.idToken = identity.tokens.idToken }
+        session.ruleClaims = ruleClaims(identity.claims)
         // Checked before any cookie or store record exists: a refused account leaves nothing.
         if let r = refusal(session.accessSubject, now: loop.nowNanoseconds) {
             noteRefusal(r, provider: record.provider, subject: session.accessSubject, during: "sign_in", now: loop.nowNanoseconds)

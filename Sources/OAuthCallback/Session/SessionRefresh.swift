@@ -69,7 +69,8 @@ enum SessionRefresh {
     /// with claims — the claims a sign-in would take from them (they replace the old ones: a
     /// group or address the IdP no longer lists is gone). `groups` reads the configured claim.
     static func renewed(_ session: ProxySession, with identity: RefreshedIdentity, now: Int64, passAccessToken: Bool,
-                        keepIDToken: Bool, groups: ([String: JSONValue]) -> [String]) -> ProxySession {
+                        keepIDToken: Bool, groups: ([String: JSONValue]) -> [String],
+                        ruleClaims: ([String: JSONValue]) -> [String: JSONValue]) -> ProxySession {
         var s = session
         s.refreshedAt = now
         s.refreshFailedAt = nil
@@ -87,6 +88,7 @@ enum SessionRefresh {
             s.preferredUsername = claims["preferred_username"]?.stringValue
             s.groups = groups(claims)
             s.hostedDomain = claims["hd"]?.stringValue
+            s.ruleClaims = ruleClaims(claims)
         }
         return s
     }

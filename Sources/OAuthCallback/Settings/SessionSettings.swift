@@ -95,6 +95,15 @@ public struct SessionSettings: Sendable, Equatable {
 
     public init() {}
 
+    /// Every claim path an `allowed_claims` rule reads, globally or per path.
+    public var claimPaths: [String] {
+        var out: [String] = []
+        for rule in [access] + pathRules.map(\.rule) {
+            for c in rule.claims where !out.contains(c.claim) { out.append(c.claim) }
+        }
+        return out
+    }
+
     /// Whether the request path needs a session. Fails closed over the ways servers read a path
     /// (`PathReadings`): skipped only when every reading lies under a `skip` prefix exactly,
     /// protected when any reading lies under a `protect` prefix with ASCII case folded too (a
