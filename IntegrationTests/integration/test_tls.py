@@ -7,6 +7,7 @@ a second unrelated CA ("wrong CA"), server certificates for several names, a cli
 Plain HTTP sent to the TLS port is answered with a plain-text 400 and the connection is closed.
 """
 
+import datetime
 import hashlib
 import json
 import os
@@ -974,8 +975,9 @@ def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path
 class Responder:
     """`openssl ocsp` answering for the certificates in its index (V good, R revoked)."""
 
-    def __init__(self, pki, ca, port, status="V", tmp=None):
+    def __init__(self, pki, ca, port, status="V", tmp=None, minutes=10):
         self.port = port
+        self.minutes = minutes
         self.index = os.path.join(tmp, "index.txt")
         self.log = open(os.path.join(tmp, "ocsp.log"), "w")
         self.proc = None
@@ -988,7 +990,7 @@ class Responder:
             f.write(f"{self.status}\t301231000000Z\t{revoked}\t{serial:X}\tunknown\t{subject}\n")
         self.proc = subprocess.Popen([OPENSSL, "ocsp", "-index", self.index, "-port", str(self.port),
                                       "-rsigner", self.pki.path(f"{self.ca}.pem"), "-rkey", self.pki.path(f"{self.ca}.key"),
-                                      "-CA", self.pki.path(f"{self.ca}.pem"), "-nmin", "10"],
+                                      "-CA", self.pki.path(f"{self.ca}.pem"), "-nmin", str(self.minutes)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         # Its own line says when it listens: a probe connection would hang it (it serves one
         # connection at a time and waits for the request on it).
@@ -1002,6 +1004,7 @@ class Responder:
         if self.proc:
             self.proc.kill()
             self.proc.wait()
+            self.proc = None
         self.log.close()
 
 
@@ -1019,8 +1022,8 @@ def ocsp_pki(pki, tmp_path):
     serial = pki.serial
     responders = []
 
-    def responder(status="V"):
-        r = Responder(pki, "ocspca", port, status=status, tmp=str(tmp_path))
+    def responder(status="V", minutes=10):
+        r = Responder(pki, "ocspca", port, status=status, tmp=str(tmp_path), minutes=minutes)
         responders.append(r)
         return r.start(serial, "/CN=stapled.test")
     yield str(chain), key, responder
@@ -1105,3 +1108,36 @@ def test_check_notes_a_certificate_that_cannot_be_stapled(proxy_bin, pki, tmp_pa
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out
     assert "note: tls.ocsp_stapling: /CN=default.test will not be stapled: the certificate names no OCSP responder" in out.stdout
+
+
+def stapled_gauge(proxy):
+    from test_observability import samples, scrape, value
+    return value(samples(scrape(proxy)), "callback_proxy_tls_ocsp_stapled", certificate="/CN=stapled.test")
+
+
+def test_a_response_is_not_stapled_past_its_next_update(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    """One-minute responses (the responder stays up): the next fetch is 5 minutes away, but
+    handshakes stop stapling at nextUpdate, and the gauge and the log say so."""
+    chain, key, responder = ocsp_pki
+    responder(minutes=1)
+    proxy = stapling_proxy(proxy_factory, upstream, tmp_path, chain, key)
+    wait_metric(proxy, "callback_proxy_tls_ocsp_stapled", certificate="/CN=stapled.test")
+    out = s_client_status(proxy.port, pki)
+    assert "Cert Status: good" in out, out
+    text = out.split("Next Update:")[1].splitlines()[0].strip()
+    next_update = datetime.datetime.strptime(text, "%b %d %H:%M:%S %Y GMT").replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert next_update - time.time() < 62, text
+
+    time.sleep(max(0, next_update - 3 - time.time()))
+    assert "Cert Status: good" in s_client_status(proxy.port, pki), "stapled until nextUpdate"
+    time.sleep(max(0, next_update + 1 - time.time()))
+    out = s_client_status(proxy.port, pki)
+    assert "OCSP response: no response sent" in out and "Verify return code: 0" in out, out
+    deadline = time.monotonic() + 5
+    while stapled_gauge(proxy) != 0:
+        assert time.monotonic() < deadline, "the gauge still says stapled"
+        time.sleep(0.1)
+    line = wait_for_log(proxy, "OCSP response expired")
+    assert line["level"] == "warn" and line["setting"] == "tls.ocsp_stapling" and line["certificate"] == "/CN=stapled.test"
+    assert line["responder"].startswith("http://127.0.0.1:"), line
+    assert proxy.stderr_text().count("OCSP response expired") == 1

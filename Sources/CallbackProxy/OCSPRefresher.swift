@@ -20,6 +20,8 @@ final class OCSPRefresher: Sendable {
     private let fetches: MetricFamily<Counter>
     private let stapled: MetricFamily<Gauge>
     private let log: Logger
+    /// Certificate subject → when its last expiry was logged (seconds since the epoch).
+    private let lastExpiryLogged = Mutex<[String: Int64]>([:])
 
     static let minimumInterval: Int64 = 300
     static let maximumInterval: Int64 = 12 * 3600
@@ -98,10 +100,40 @@ final class OCSPRefresher: Sendable {
             }
             staple.expire(now: now)
             stapled.labels(staple.subject).set(staple.isStapled ? 1 : 0)
+            // Handshakes stop stapling at nextUpdate by themselves; this timer only makes the
+            // gauge and the log say so when that comes before the next fetch.
+            if let expiry = staple.expiry, expiry - now < next {
+                loop.scheduleTimer(after: UInt64(max(expiry - now, 0)) * 1_000_000_000 + Self.expiryMargin) { [self] in
+                    expired(staple, url: url, round: expected)
+                }
+            }
             loop.scheduleTimer(after: UInt64(next) * 1_000_000_000) { [self] in
                 refresh(staple, http: http, round: expected, failures: failed, on: loop)
             }
         }
+    }
+
+    /// `now` above is a whole second behind the clock at most; the timer fires this much later
+    /// than `nextUpdate` so that the response has expired by then.
+    private static let expiryMargin: UInt64 = 1_000_000_000
+
+    /// A stapled response reached its `nextUpdate` before the next fetch.
+    private func expired(_ staple: OCSPStaple, url: String, round expected: Int) {
+        guard round.withLock({ $0 }) == expected else { return }
+        let now = Int64(time(nil))
+        staple.expire(now: now)
+        guard !staple.isStapled else { return }
+        stapled.labels(staple.subject).set(0)
+        // Short-lived responses expire before every fetch (at most every 5 minutes): once an
+        // hour per certificate says it; the gauge says the rest.
+        let logged = lastExpiryLogged.withLock { last -> Bool in
+            if let at = last[staple.subject], now - at < 3600 { return false }
+            last[staple.subject] = now
+            return true
+        }
+        guard logged else { return }
+        log.warn("OCSP response expired (its nextUpdate has passed); handshakes go on without a staple until the responder gives a new one", [
+            "certificate": staple.subject, "responder": url, "setting": "tls.ocsp_stapling"])
     }
 
     /// Counted every time; logged the first time and then every tenth in a row.

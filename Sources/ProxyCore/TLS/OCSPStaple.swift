@@ -77,6 +77,21 @@ public final class OCSPStaple: @unchecked Sendable {
     /// Whether a response is stapled now.
     public var isStapled: Bool { response.withLock { $0 != nil } }
 
+    /// The stapled response's `nextUpdate` (seconds since the epoch); nil: none stapled, or
+    /// one without a `nextUpdate`.
+    public var expiry: Int64? { response.withLock { $0?.nextUpdate } }
+
+    /// What a handshake at `now` (seconds since the epoch) staples: nothing from the response's
+    /// `nextUpdate` on, whether or not the refresher has dropped it yet (strict clients refuse
+    /// an expired staple, and nginx stops there too).
+    func stapledResponse(at now: Int64) -> [UInt8]? {
+        response.withLock { r in
+            guard let r, !r.der.isEmpty else { return nil }
+            if let next = r.nextUpdate, next <= now { return nil }
+            return r.der
+        }
+    }
+
     /// The DER OCSP request for this certificate (SHA-1 certificate id, as responders expect),
     /// or nil when it cannot be built.
     public func request() -> [UInt8]? {
@@ -137,8 +152,11 @@ public final class OCSPStaple: @unchecked Sendable {
             guard let thisUpdate, OCSP_check_validity(thisUpdate, nextUpdate, 300, -1) == 1 else {
                 return .refused("outside its validity (thisUpdate/nextUpdate)")
             }
-            return .stapled(thisUpdate: Self.epochSeconds(UnsafePointer(thisUpdate), now: now),
-                           nextUpdate: nextUpdate.flatMap { Self.epochSeconds(UnsafePointer($0), now: now) })
+            let next = nextUpdate.flatMap { Self.epochSeconds(UnsafePointer($0), now: now) }
+            // The leeway above is for a responder's clock ahead of ours (thisUpdate); past
+            // nextUpdate it would staple what clients must refuse.
+            if let next, next <= now { return .refused("expired (its nextUpdate has passed)") }
+            return .stapled(thisUpdate: Self.epochSeconds(UnsafePointer(thisUpdate), now: now), nextUpdate: next)
         }
         switch verdict {
         case .stapled(_, let next):
@@ -180,9 +198,11 @@ public final class OCSPStaple: @unchecked Sendable {
     }
 
     /// A client asked for the certificate's status (status_request): the stapled response, if any.
+    /// `nextUpdate` is wall-clock time, so this reads the wall clock: time(2) goes through the
+    /// vDSO, no system call, and only handshakes that ask for a status get here.
     private func staple(_ ssl: OpaquePointer) -> Int32 {
         guard COpenSSL_SSL_status_type(ssl) == TLSEXT_STATUSTYPE_ocsp,
-              let der = response.withLock({ $0?.der }), !der.isEmpty,
+              let der = stapledResponse(at: Int64(time(nil))),
               let copy = CRYPTO_malloc(der.count, nil, 0) else { return SSL_TLSEXT_ERR_NOACK }
         der.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress!, byteCount: der.count) }
         guard COpenSSL_SSL_set_ocsp_response(ssl, copy.assumingMemoryBound(to: UInt8.self), der.count) == 1 else {
