@@ -1115,6 +1115,59 @@ def stapled_gauge(proxy):
     return value(samples(scrape(proxy)), "callback_proxy_tls_ocsp_stapled", certificate="/CN=stapled.test")
 
 
+def ocsp_failures(proxy):
+    from test_observability import samples, scrape, value
+    return value(samples(scrape(proxy)), "callback_proxy_tls_ocsp_fetches_total", result="failure") or 0
+
+
+def test_a_reload_that_changes_the_configuration_keeps_the_staple_of_an_unchanged_certificate(
+        proxy_factory, upstream, pki, ocsp_pki, tmp_path):
+    """The responder is down when the configuration changes (an unrelated setting, then the
+    documented ticket key rotation): the certificate did not change, so its response stays
+    stapled. A renewed certificate does not inherit it."""
+    chain, key, responder = ocsp_pki
+    r = responder()
+    old, new = ticket_key(tmp_path / "old.key"), ticket_key(tmp_path / "new.key")
+    cfg = tmp_path / "ocsp.yaml"
+
+    def write(extra, cert=chain, cert_key=key):
+        cfg.write_text(f"tls: {{ cert: {cert}, key: {cert_key}, ocsp_stapling: true, {extra} }}\n")
+    write(f"hsts: {{ max_age: 300 }}, session_ticket_keys: [{old}]")
+    proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
+    wait_metric(proxy, "callback_proxy_tls_ocsp_stapled", certificate="/CN=stapled.test")
+    assert "Cert Status: good" in s_client_status(proxy.port, pki)
+    r.stop()
+
+    def reload():
+        before, failures = proxy.stderr_text().count('"configuration reloaded"'), ocsp_failures(proxy)
+        proxy.signal(signal.SIGHUP)
+        proxy.stopped_on_purpose = False
+        deadline = time.monotonic() + 10
+        # Reloaded, and the fetch a reload starts has failed (the responder is down).
+        while proxy.stderr_text().count('"configuration reloaded"') == before or ocsp_failures(proxy) == failures:
+            assert time.monotonic() < deadline, proxy.stderr_text()[-2000:]
+            time.sleep(0.05)
+
+    for extra in (f"hsts: {{ max_age: 301 }}, session_ticket_keys: [{old}]",
+                  f"hsts: {{ max_age: 301 }}, session_ticket_keys: [{new}, {old}]"):
+        write(extra)
+        reload()
+        out = s_client_status(proxy.port, pki)
+        assert "OCSP Response Status: successful" in out and "Cert Status: good" in out, (extra, out)
+        assert stapled_gauge(proxy) == 1, extra
+
+    port = r.port
+    renewed, renewed_key = pki.issue(f"renewed{port}", "stapled.test", ["stapled.test", "127.0.0.1"],
+                                     ca=("ocspca.pem", "ocspca.key"),
+                                     extra=[f"authorityInfoAccess=OCSP;URI:http://127.0.0.1:{port}"])
+    renewed_chain = tmp_path / "renewed-chain.pem"
+    renewed_chain.write_text(open(renewed).read() + open(pki.path("ocspca.pem")).read())
+    write(f"hsts: {{ max_age: 301 }}, session_ticket_keys: [{new}, {old}]", cert=renewed_chain, cert_key=renewed_key)
+    reload()
+    assert "OCSP response: no response sent" in s_client_status(proxy.port, pki)
+    assert stapled_gauge(proxy) == 0
+
+
 def test_a_response_is_not_stapled_past_its_next_update(proxy_factory, upstream, pki, ocsp_pki, tmp_path):
     """One-minute responses (the responder stays up): the next fetch is 5 minutes away, but
     handshakes stop stapling at nextUpdate, and the gauge and the log say so."""

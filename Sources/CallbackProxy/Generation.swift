@@ -22,7 +22,7 @@ struct Generation {
          previous: Generation? = nil) throws(ConfigProblems) {
         self.config = config
         // Certificates and keys: each file read once, here; a problem names the file.
-        let tls = try TLSWiring(config)
+        let tls = try TLSWiring(config, previous: previous?.tls.credentials)
         let oauth = try OAuthWiring(config, storeTLS: tls.store, log: log, metrics: metrics, reusing: previous?.oauth)
         self.oauth = oauth
         self.tls = tls

@@ -13,11 +13,12 @@ struct TLSWiring {
     /// For a `rediss://` store (`store_tls_*`).
     let store: UpstreamTLSClient?
 
-    init(_ config: AppConfig) throws(ConfigProblems) {
+    /// `previous`: the running generation's certificates, when this one is a reload's.
+    init(_ config: AppConfig, previous: TLSCredentials? = nil) throws(ConfigProblems) {
         var problems: [ConfigProblem] = []
         var credentials: TLSCredentials? = nil
         if let tls = config.tls {
-            do { credentials = try TLSCredentials(tls) } catch {
+            do { credentials = try TLSCredentials(tls, keeping: previous) } catch {
                 let path = error.file.map { tls.sessionTicketKeyFiles.contains($0) } == true ? "tls.session_ticket_keys" : "tls"
                 problems.append(ConfigProblem(path: path, line: nil, message: error.description))
             }

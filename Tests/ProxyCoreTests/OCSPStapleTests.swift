@@ -3,7 +3,7 @@ import Testing
 @testable import ProxyCore
 
 /// OCSP stapling (`OCSPStaple`): what a handshake staples as the clock passes the response's
-/// `nextUpdate`. The certificates and the responses
+/// `nextUpdate`, and which responses survive a reload. The certificates and the responses
 /// come from the `openssl` CLI (`openssl ocsp` answering a request file, no server).
 @Suite struct OCSPStapleTests {
     @Test func aResponseIsNotStapledFromItsNextUpdateOn() throws {
@@ -24,6 +24,32 @@ import Testing
         #expect(staple.isStapled && staple.expiry == nextUpdate)
         staple.expire(now: nextUpdate)
         #expect(!staple.isStapled)
+    }
+
+    @Test func anUnchangedCertificateKeepsItsResponseWhateverElseAReloadChanges() throws {
+        let pki = try OCSPTestPKI()
+        defer { pki.remove() }
+        let running = try TLSCredentials(pki.settings())
+        let staple = try #require(running.ocspStaples.first)
+        let response = try pki.response(for: staple, validMinutes: 60)
+        guard case .stapled = staple.accept(response, now: Int64(time(nil))) else {
+            Issue.record("a good response was not stapled")
+            return
+        }
+
+        var changed = pki.settings()
+        changed.hsts = HSTS(maxAge: 301)
+        changed.sessionTicketKeyFiles = [try pki.ticketKey()]
+        let reloaded = try TLSCredentials(changed, keeping: running)
+        #expect(reloaded.ocspStaples.first?.stapledResponse(at: Int64(time(nil))) == response)
+
+        // The same files re-read (SIGHUP, configuration unchanged).
+        try reloaded.reload()
+        #expect(reloaded.ocspStaples.first?.stapledResponse(at: Int64(time(nil))) == response)
+
+        // Another certificate (a renewal) never gets the previous one's response.
+        let renewed = try TLSCredentials(pki.settings(leaf: "renewed"), keeping: reloaded)
+        #expect(renewed.ocspStaples.first?.isStapled == false)
     }
 }
 

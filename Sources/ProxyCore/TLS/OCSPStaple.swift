@@ -176,8 +176,8 @@ public final class OCSPStaple: @unchecked Sendable {
 
     /// Carries a response over from the same certificate's staple of an earlier generation.
     func adopt(_ other: OCSPStaple) {
-        guard other.certificateDER == certificateDER, !certificateDER.isEmpty else { return }
-        let copied = other.response.withLock { $0 }
+        guard other.certificateDER == certificateDER, !certificateDER.isEmpty,
+              let copied = other.response.withLock({ $0 }) else { return }
         response.withLock { $0 = copied }
     }
 

@@ -92,6 +92,12 @@ final class TLSServerContext: @unchecked Sendable {
         return server
     }
 
+    /// An unchanged certificate (the same bytes) keeps its stapled response until the next
+    /// refresh; a changed one starts without.
+    func adoptStaples(from old: TLSServerContext) {
+        for staple in staples { for previous in old.staples { staple.adopt(previous) } }
+    }
+
     /// A server-side session on `fd`, or nil when OpenSSL cannot allocate one.
     func makeSession(fd: Int32) -> TLSSession? {
         guard let ssl = SSL_new(defaultContext) else { TLSErrorQueue.clear(); return nil }
@@ -235,9 +241,14 @@ public final class TLSCredentials: Sendable {
     private let current: Mutex<TLSServerContext>
 
     /// Loads the files (each read once). Throws the first problem, naming its file.
-    public init(_ settings: TLSServerSettings) throws(TLSSetupError) {
+    /// `previous`: the credentials a reload replaces (whatever settings changed): a certificate
+    /// they also serve keeps its stapled response, so a responder that is down at that moment
+    /// costs no staple.
+    public init(_ settings: TLSServerSettings, keeping previous: TLSCredentials? = nil) throws(TLSSetupError) {
         self.settings = settings
-        current = Mutex(try TLSServerContext.load(settings))
+        let fresh = try TLSServerContext.load(settings)
+        if let previous { fresh.adoptStaples(from: previous.context) }
+        current = Mutex(fresh)
     }
 
     /// Re-reads every file; on success new handshakes use the new certificates. On failure
@@ -245,8 +256,7 @@ public final class TLSCredentials: Sendable {
     public func reload() throws(TLSSetupError) {
         let fresh = try TLSServerContext.load(settings)
         current.withLock { old in
-            // An unchanged certificate keeps its stapled response until the next refresh.
-            for staple in fresh.staples { for previous in old.staples { staple.adopt(previous) } }
+            fresh.adoptStaples(from: old)
             old = fresh
         }
     }
