@@ -930,6 +930,23 @@ def test_a_bad_ticket_key_file_is_named_by_check(proxy_bin, tls_files, tmp_path,
     assert "tls.session_ticket_keys" in out.stdout + out.stderr and problem in out.stdout + out.stderr, out
 
 
+def test_check_warns_about_a_ticket_key_that_group_or_others_can_read(proxy_bin, tls_files, tmp_path):
+    key = ticket_key(tmp_path / "ticket.key")
+    cfg = fleet_config(tmp_path, tls_files, "modes", [key])
+
+    def check():
+        return subprocess.run([proxy_bin, "check", "--config", str(cfg), "--upstream", "http://127.0.0.1:3000"],
+                              capture_output=True, text=True, timeout=10)
+    for mode in (0o644, 0o640):
+        os.chmod(key, mode)
+        out = check()
+        assert out.returncode == 0, out
+        assert f"warning: tls.session_ticket_keys: '{key}' has mode 0{mode:o}: group or others can read it" in out.stdout, out
+    os.chmod(key, 0o600)
+    out = check()
+    assert out.returncode == 0 and "warning" not in out.stdout, out
+
+
 def test_hsts_is_sent_on_every_tls_response_and_replaces_the_apps(proxy_factory, upstream, pki, tls_files, tmp_path):
     cert, key = tls_files
     cfg = tmp_path / "hsts.yaml"

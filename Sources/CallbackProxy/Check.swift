@@ -69,6 +69,7 @@ enum Check {
                       + "started here, the proxy would answer 502 until it does")
             }
             for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
+            for warning in exposedTicketKeys(c) { print("warning: " + warning) }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
@@ -95,6 +96,18 @@ enum Check {
             return "providers.\(p.name).endpoints.graph: Graph API \(version) is no longer served (\(retired), by Facebook's "
                 + "changelog as of \(GraphAPIVersions.lastUpdated)); Facebook answers its calls with the oldest version still available. "
                 + "Use \(GraphAPIVersions.newest) or leave endpoints.graph out"
+        }
+    }
+
+    /// Session ticket key files that group or others may open: whoever reads a key decrypts
+    /// every session it protected. A warning, not a problem: the proxy works, less safely.
+    static func exposedTicketKeys(_ c: AppConfig) -> [String] {
+        (c.tls?.sessionTicketKeyFiles ?? []).compactMap { file in
+            var info = stat()
+            guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { return nil }
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            return "tls.session_ticket_keys: '\(file)' has mode 0\(mode): group or others can read it, and a ticket key "
+                + "decrypts every session it protected; chmod 0600 and own it by the user the proxy runs as"
         }
     }
 
