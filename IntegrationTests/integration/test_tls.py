@@ -884,6 +884,82 @@ def test_instances_sharing_ticket_keys_resume_each_others_sessions(proxy_factory
     assert not resumed_session(plain2.port, ctx, session)[0]
 
 
+NGINX = "/usr/sbin/nginx"
+
+
+@pytest.fixture
+def nginx_tls(tmp_path):
+    """nginx serving a certificate over TLS 1.2 and 1.3 with a session ticket key file
+    (`ssl_session_ticket_key`); returns its port."""
+    if not os.access(NGINX, os.X_OK):
+        pytest.skip("nginx is not installed")
+    started = []
+
+    def start(cert, key, ticket):
+        port, d = free_port(), tmp_path / "nginx"
+        d.mkdir()
+        temp = " ".join(f"{k}_temp_path {d}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        conf = d / "nginx.conf"
+        conf.write_text(f"""
+{'user root;' if os.geteuid() == 0 else ''}
+worker_processes 1;
+pid {d}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    {temp}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_ticket_key {ticket};
+        location / {{ return 200 "nginx\\n"; }}
+    }}
+}}
+""")
+        p = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(d), "-e", str(d / "error.log"), "-g", "daemon off;"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(p)
+        deadline = time.monotonic() + 10
+        while True:
+            assert p.poll() is None, (d / "error.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return port
+            except OSError:
+                assert time.monotonic() < deadline, "nginx did not start"
+                time.sleep(0.02)
+    yield start
+    for p in started:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
+def test_tickets_resume_between_nginx_and_the_proxy_sharing_the_key_and_certificate(
+        proxy_factory, upstream, pki, tls_files, tmp_path, nginx_tls, version):
+    """A fleet migrating from nginx keeps its resumptions: the same ticket key file and the
+    same certificate, and a session made by either resumes on the other. Another certificate
+    is another session context: a full handshake, as between two nginx servers."""
+    ctx = client_context(pki, minimum=version, maximum=version)
+    key = ticket_key(tmp_path / "ticket.key")
+    proxy = proxy_factory(upstream, extra=["--config", str(fleet_config(tmp_path, tls_files, "p", [key]))])
+    nginx = nginx_tls(*tls_files, key)
+    reused, by_nginx = resumed_session(nginx, ctx)
+    assert not reused
+    assert resumed_session(proxy.port, ctx, by_nginx)[0], "the proxy resumes nginx's session"
+    _, by_proxy = resumed_session(proxy.port, ctx)
+    assert resumed_session(nginx, ctx, by_proxy)[0], "nginx resumes the proxy's session"
+    renewed = (pki.path("default2.pem"), pki.path("default2.key"))
+    other = proxy_factory(upstream, extra=["--config", str(fleet_config(tmp_path, renewed, "o", [key]))])
+    assert not resumed_session(other.port, ctx, by_nginx)[0], "another certificate: a full handshake"
+
+
 def test_ticket_keys_rotate_on_a_reload(proxy_factory, upstream, pki, tls_files, tmp_path):
     """The documented rotation: the new key first, the old one second (still decrypts), then the
     old one gone (its tickets stop resuming)."""

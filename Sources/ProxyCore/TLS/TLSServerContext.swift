@@ -133,6 +133,7 @@ final class TLSServerContext: @unchecked Sendable {
         do throws(TLSSetupError) {
             try configure(ctx, minVersion: settings.minVersion)
             let (summary, staple) = try useCertificate(ctx, certFile: certFile, keyFile: keyFile, stapling: settings.ocspStapling)
+            try setSessionIDContext(ctx, certFile: certFile)
             staple?.install(on: ctx)
             // ALPN: h2 when the client offers it and the listener allows it (the server's
             // preference, RFC 7301 §3.2: every client that offers h2 prefers it anyway), else
@@ -165,6 +166,28 @@ final class TLSServerContext: @unchecked Sendable {
             throw error
         }
     }
+
+    /// The session id context nginx gives a `server` block with one certificate and no client
+    /// certificates: SHA-1 of "HTTP" and the certificate's SHA-1 (`ngx_ssl_session_id_context`).
+    /// OpenSSL resumes a session only in the context it was made in, so this is what lets a
+    /// ticket made by nginx with the same `tls.session_ticket_keys` resume here and back while
+    /// a fleet migrates. A new certificate is a new context (a renewal starts new sessions, as
+    /// with nginx). SHA-1 because nginx uses it: the digest names a context, it protects nothing.
+    private static func setSessionIDContext(_ ctx: OpaquePointer, certFile: String) throws(TLSSetupError) {
+        var certificate = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var context = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        guard let sha1, let leaf = SSL_CTX_get0_certificate(ctx), X509_digest(leaf, sha1, &certificate, &length) == 1 else {
+            throw TLSSetupError(file: certFile, "cannot digest the certificate: \(TLSErrorQueue.drain() ?? "unknown error")")
+        }
+        let input = Array("HTTP".utf8) + certificate.prefix(Int(length))
+        guard EVP_Digest(input, input.count, &context, &length, sha1, nil) == 1,
+              SSL_CTX_set_session_id_context(ctx, context, length) == 1 else {
+            throw TLSSetupError(file: certFile, "cannot set the session id context: \(TLSErrorQueue.drain() ?? "unknown error")")
+        }
+    }
+
+    nonisolated(unsafe) private static let sha1: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil)
 
     /// Protocol versions, ciphers and modes shared by server and client contexts.
     static func configure(_ ctx: OpaquePointer, minVersion: TLSVersion) throws(TLSSetupError) {
