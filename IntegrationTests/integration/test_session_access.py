@@ -334,6 +334,19 @@ def test_forward_auth_accepts_a_native_apps_bearer_token(gate, idp):
     assert get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + foreign}).status == 401
 
 
+def test_check_warns_about_a_rule_that_can_never_match(proxy_bin, tmp_path, idp):
+    config = tmp_path / "lint.yaml"
+    config.write_text(session_config(idp, access="allowed_groups: [staff, ops], denied_groups: [ops]",
+                                     rules="protect: [/private], skip: [/public], "
+                                           "path_rules: [{ prefix: /public/admin, allowed_groups: [admins] }]"))
+    r = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    warnings = [l for l in r.stdout.splitlines() if l.startswith("warning: ")]
+    assert any("oauth.session.allowed_groups: 'ops' is denied too" in w for w in warnings), r.stdout
+    assert any("oauth.session.path_rules[0]: '/public/admin' lies under skip '/public'" in w for w in warnings), r.stdout
+
+
 def test_check_refuses_session_mode_without_a_rule(proxy_bin, tmp_path, idp):
     config = tmp_path / "open.yaml"
     text = session_config(idp, access="allow_any_authenticated_user: false")

@@ -70,6 +70,10 @@ enum Check {
             }
             for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
             for warning in exposedTicketKeys(c) { print("warning: " + warning) }
+            if let session = c.oauth.session {
+                let providers = c.oauth.providers.values.filter { $0.handoff == .session }
+                for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
+            }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
