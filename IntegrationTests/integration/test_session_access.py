@@ -377,6 +377,16 @@ def test_header_names_and_the_user_claim_are_the_operators_and_spoofs_of_them_ar
             assert not [k for k, _ in sent if k == "x-forwarded-user"], "the default name is not sent any more"
 
 
+def test_the_user_header_may_carry_any_claim(gate, idp):
+    p = gate("allowed_email_domains: [example.test], headers: { user_claim: hd }")
+    r, _, _, _ = sign_in(p, idp, login={"hd": "corp.test"})
+    sent = {k.lower(): v for k, v in get(p, "/echo", cookies=session(r)).json()["headers"]}
+    assert sent["x-forwarded-user"] == "corp.test"
+    r, _, _, _ = sign_in(p, idp, username="pat@example.test")
+    sent = {k.lower(): v for k, v in get(p, "/echo", cookies=session(r)).json()["headers"]}
+    assert "x-forwarded-user" not in sent and sent["x-forwarded-email"] == "pat@example.test", "no such claim: no user header"
+
+
 def test_with_two_providers_start_offers_a_choice_in_configuration_order(proxy_factory, upstream, tmp_path, idp):
     """An unchanged site links to /_oauth/start without naming a provider; with two, the first by
     name used to be taken and the second could not be offered."""

@@ -188,7 +188,8 @@ extension ConfigLoader {
             default: n.accessToken = name
             }
         }
-        if let c = m.parsed("user_claim", "sub, email or preferred_username", IdentityHeaderNames.UserClaim.init(rawValue:)) {
+        if let c = m.parsed("user_claim", "sub, email, preferred_username, or another claim's name or dotted path",
+                            IdentityHeaderNames.UserClaim.init(text:)) {
             n.userClaim = c
         }
         m.finish()

@@ -38,6 +38,15 @@ import Testing
         #expect(!IdentityHeaders.isIdentityHeader(name))
     }
 
+    @Test func theUserHeaderMayHoldAnyKeptClaim() {
+        var s = Self.fullSession
+        s.ruleClaims = ["employee_id": .number("4711"), "ext.login": .string("jdoe"), "flags": .array([])]
+        #expect(IdentityHeaders.userValue(s, .claim("employee_id")) == "4711")
+        #expect(IdentityHeaders.userValue(s, .claim("ext.login")) == "jdoe")
+        #expect(IdentityHeaders.userValue(s, .claim("flags")) == nil, "not a string or a number: no user header")
+        #expect(IdentityHeaders.userValue(s, .claim("missing")) == nil)
+    }
+
     @Test func groupsThatHoldACommaCannotReadAsOthers() {
         // An app that splits on commas must not see `admins` in a group named `viewer,admins`.
         #expect(IdentityHeaders.groupsValue(["viewer,admins", "ops"]) == "viewer%2Cadmins,ops")

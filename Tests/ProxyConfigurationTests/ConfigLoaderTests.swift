@@ -477,6 +477,20 @@ import Testing
         #expect(s.pathRules.first?.rule.deniedGroups == ["interns"], "a path rule may only deny")
     }
 
+    @Test func theUserClaimMayBeAnyClaim() throws {
+        func claim(_ text: String) throws -> IdentityHeaderNames.UserClaim? {
+            try loader().load(text: "oauth: { session: { secret_env: SESSION_SECRET, allowed_emails: [a@b.c], headers: { user_claim: \"\(text)\" } } }\n"
+                              + Self.sessionProvider).get().oauth.session?.headers.userClaim
+        }
+        #expect(try claim("preferred_username") == .preferredUsername)
+        #expect(try claim("ext.login") == .claim("ext.login"))
+        let c = try loader().load(text: "oauth: { session: { secret_env: SESSION_SECRET, allowed_emails: [a@b.c], headers: { user_claim: employee_id } } }\n"
+                                  + Self.sessionProvider).get()
+        #expect(c.oauth.session?.claimPaths == ["employee_id"], "kept in the session")
+        #expect(problems("oauth: { session: { secret_env: SESSION_SECRET, allowed_emails: [a@b.c], headers: { user_claim: \"a..b\" } } }\n"
+                         + Self.sessionProvider).count == 1)
+    }
+
     @Test func claimRulesLoadGloballyAndPerPath() throws {
         let c = try loader().load(text: """
         oauth:
@@ -641,7 +655,7 @@ import Testing
         ("allowed_groups: [x], headers: { email: X-Forwarded-For }", "oauth.session.headers.email: 'X-Forwarded-For' is a header the proxy"),
         ("allowed_groups: [x], headers: { user: \"X User\" }", "oauth.session.headers.user: 'X User' is not a header name"),
         ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
-        ("allowed_groups: [x], headers: { user_claim: name }", "oauth.session.headers.user_claim:"),
+        ("allowed_groups: [x], headers: { user_claim: \"ext..login\" }", "oauth.session.headers.user_claim:"),
         ("allowed_groups: [x], bearer_tokens: [nobody]", "oauth.session.bearer_tokens: 'nobody' is not a configured provider"),
         ("allowed_groups: [x], jwt_assertion: { issuer: me }", "oauth.session.jwt_assertion.signing_key_env: is required (or signing_key_file)"),
         ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/apple.p8 }",

@@ -21,12 +21,30 @@ public struct IdentityHeaderNames: Sendable, Equatable {
     /// What the user header holds.
     public var userClaim = UserClaim.sub
 
-    public enum UserClaim: String, Sendable, Equatable {
+    public enum UserClaim: Sendable, Equatable {
         /// The IdP's stable id.
         case sub
         /// The verified address (none when unverified: then no user header at all).
         case email
-        case preferredUsername = "preferred_username"
+        case preferredUsername
+        /// Any other claim, by name or dotted path (`employee_id`, `ext.login`): kept in the
+        /// session beside the claims the access rules read; a string or a number, else no
+        /// user header at all.
+        case claim(String)
+
+        /// `sub`, `email`, `preferred_username`, or any other claim name or dotted path.
+        public init?(text: String) {
+            switch text {
+            case "sub": self = .sub
+            case "email": self = .email
+            case "preferred_username": self = .preferredUsername
+            default:
+                guard !text.isEmpty, !text.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
+                    return nil
+                }
+                self = .claim(text)
+            }
+        }
     }
 
     public init() {}
@@ -153,6 +171,12 @@ public enum IdentityHeaders {
         case .sub: return session.subject
         case .email: return session.verifiedEmail
         case .preferredUsername: return session.preferredUsername
+        case .claim(let path):
+            switch session.ruleClaims[path] {
+            case .string(let v)?: return v
+            case .number(let v)?: return v
+            default: return nil
+            }
         }
     }
 

@@ -95,9 +95,11 @@ public struct SessionSettings: Sendable, Equatable {
 
     public init() {}
 
-    /// Every claim path an `allowed_claims` rule reads, globally or per path.
+    /// Every claim path an `allowed_claims` rule reads, globally or per path, and the user
+    /// header's claim when it is not one the session keeps anyway.
     public var claimPaths: [String] {
         var out: [String] = []
+        if case .claim(let path) = headers.userClaim { out.append(path) }
         for rule in [access] + pathRules.map(\.rule) {
             for c in rule.claims where !out.contains(c.claim) { out.append(c.claim) }
         }
