@@ -833,6 +833,15 @@ def test_every_alert_has_a_test_that_fires_it():
     assert alerts == fired, f"alerts without a firing test: {sorted(alerts - fired)}"
 
 
+def test_every_alert_has_a_test_that_it_stays_silent_on_healthy_traffic():
+    rules = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.yml")))
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    tests = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.test.yml")))
+    (healthy,) = [case for case in tests["tests"] if case["name"].startswith("healthy traffic")]
+    silent = {t["alertname"] for t in healthy["alert_rule_test"] if t.get("exp_alerts") == []}
+    assert alerts == silent, f"alerts not checked silent on healthy traffic: {sorted(alerts - silent)}"
+
+
 def test_the_rule_tests_would_catch_a_changed_threshold(tmp_path):
     for name in ("callback-proxy.rules.yml", "callback-proxy.rules.test.yml"):
         (tmp_path / name).write_text(open(os.path.join(PROMETHEUS, name)).read())

@@ -11,11 +11,14 @@ import urllib.request
 
 import pytest
 
-from helpers import REPO_ROOT, free_port
+import yaml
+
+from helpers import REPO_ROOT, closed_port, free_port
 from test_redis_store import IOS, callback, idp, redis, start  # noqa: F401  (fixtures)
 
 PROMETHEUS = "/usr/bin/prometheus"
 RULES = os.path.join(REPO_ROOT, "deploy", "prometheus", "callback-proxy.rules.yml")
+RULE_TESTS = os.path.join(REPO_ROOT, "deploy", "prometheus", "callback-proxy.rules.test.yml")
 
 
 class Prometheus:
@@ -142,3 +145,111 @@ def test_every_dashboard_expression_evaluates_in_prometheus(proxy, prometheus):
               "data in the panels a plain proxy fills", timeout=30)
     (versions,) = prom.query(grafana_to_promql(dict(expressions)["Running versions"], target))
     assert dict(versions)["commit"] != "" and "version" in dict(versions)
+
+
+# ---------------------------------------------------------------------------------------------
+# The promtool tests (callback-proxy.rules.test.yml) prove the alerts only for the series they
+# feed; these tests keep those series honest: each one must be what a running proxy exports,
+# from its start, before anything has happened.
+
+SERIES = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+# Added by Prometheus to every scraped series (target labels), and its own per-target series.
+TARGET_LABELS = {"job", "instance"}
+PROMETHEUS_OWN = {"up"}
+
+
+def parse_series(text):
+    """`name{a="b",…}` → (name, frozenset of (label, value)), target labels dropped."""
+    m = SERIES.match(text.strip())
+    assert m, text
+    labels = frozenset((k, v) for k, v in LABEL.findall(m.group(2) or "") if k not in TARGET_LABELS)
+    return m.group(1), labels
+
+
+def fed_series():
+    tests = yaml.safe_load(open(RULE_TESTS))
+    return {parse_series(s["series"]) for case in tests["tests"] for s in case.get("input_series", [])
+            if parse_series(s["series"])[0] not in PROMETHEUS_OWN}
+
+
+def scraped_series(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
+        text = r.read().decode()
+    return {parse_series(line.rsplit(" ", 1)[0]) for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def self_signed(tmp_path, name):
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
+                    "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True)
+    return cert, key
+
+
+def rules_test_proxy(proxy_factory, upstream, tmp_path):
+    """The proxy the rule tests describe: google and partner in relay mode, corp in session
+    mode, the memory store, TLS with OCSP stapling for two certificates (neither names a
+    responder, so neither can be stapled: their gauges are 0 at once), providers whose IdP
+    refuses connections (so their probes answer 0 at once)."""
+    a_cert, a_key = self_signed(tmp_path, "a.example")
+    b_cert, b_key = self_signed(tmp_path, "b.example")
+    idp = f"https://127.0.0.1:{closed_port()}"
+    config = tmp_path / "rules-test.yaml"
+    config.write_text(f"""
+store: memory
+tls:
+  cert: {a_cert}
+  key: {a_key}
+  ocsp_stapling: true
+  sni:
+    - {{ names: [b.example], cert: {b_cert}, key: {b_key} }}
+oauth:
+  idp_timeout: 1s
+  session:
+    secret_env: SESSION_SECRET
+    allowed_email_domains: [example.com]
+providers:
+  google:
+    kind: google
+    handoff: relay
+    app_callback: /users/auth/google_oauth2/callback
+    app_client: {{ id: web, secret_env: APP_SECRET }}
+    endpoints: {{ token: "{idp}/token", jwks: "{idp}/jwks", issuer: "{idp}" }}
+    native:
+      ios: {{ client_id: 123-ios.apps.googleusercontent.com }}
+  partner:
+    kind: oidc
+    handoff: relay
+    app_callback: /users/auth/partner/callback
+    app_client: {{ id: partner-web, secret_env: APP_SECRET }}
+    endpoints: {{ issuer: "{idp}/partner" }}
+    native:
+      ios: {{ client_id: partner-ios, redirect_uri: "com.example.app:/oauth2redirect" }}
+  corp:
+    kind: oidc
+    handoff: session
+    app_client: {{ id: corp-web, secret_env: APP_SECRET }}
+    endpoints: {{ issuer: "{idp}/corp", authorization: "{idp}/corp/authorize" }}
+    native:
+      android: {{ client_id: corp-android, redirect_uri: "com.example.app:/oauth2redirect" }}
+""")
+    return proxy_factory(upstream, extra=["--config", str(config)],
+                         env={"SESSION_SECRET": "s" * 40, "APP_SECRET": "not-a-real-secret"})
+
+
+def test_every_series_the_rule_tests_feed_is_exported_by_a_proxy_from_its_start(proxy_factory, upstream, tmp_path):
+    """Fails for a series born on its first increment (a redeemed counter, a reload counter):
+    an alert that compares its increase with 0 can then never see the case it exists for."""
+    p = rules_test_proxy(proxy_factory, upstream, tmp_path)
+    wanted = fed_series()
+    assert {name for name, _ in wanted} >= {"callback_proxy_relay_codes_redeemed_total",
+                                            "callback_proxy_config_reloads_total"}
+    deadline = time.monotonic() + 15
+    while True:
+        missing = wanted - scraped_series(p.internal_port)
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert not missing, "series the rule tests feed that the proxy does not export: " + \
+        ", ".join(sorted(n + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(l)) + "}" for n, l in missing))

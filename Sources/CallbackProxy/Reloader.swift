@@ -29,6 +29,10 @@ final class Reloader {
         self.readiness = readiness
         reloads = metrics.counter("callback_proxy_config_reloads_total", "Configuration reloads (SIGHUP), by result.",
                                   labels: ["result"])
+        // Both at 0 from the start: the first refused reload after a start is then an increase
+        // that `increase()` sees, rather than a series born at 1.
+        _ = reloads.labels("success")
+        _ = reloads.labels("failure")
     }
 
     /// SIGHUP: re-read the file, the environment and the certificates; build a whole new

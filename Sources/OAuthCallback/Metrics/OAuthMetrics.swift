@@ -49,6 +49,18 @@ public final class OAuthMetrics: Sendable {
                 for outcome in Outcome.allCases { _ = callbacks.labels(provider, platform, outcome.rawValue) }
             }
         }
+        // Likewise a relay provider's codes: an app whose token URL is wrong redeems none, and
+        // "expired but none redeemed" can only be seen if the redeemed series exists at 0.
+        for (name, provider) in settings.providers where provider.handoff == .relay {
+            _ = minted.labels(name)
+            _ = redeemed.labels(name)
+            _ = expired.labels(name)
+        }
+        // And a session provider's refusals by rule, so the first refusal after a change of the
+        // access rules is an increase.
+        for (name, provider) in settings.providers where provider.handoff == .session {
+            for rule in AccessRefusal.allCases { _ = sessionRefusals.labels(name, rule.rawValue) }
+        }
         // Likewise every session provider × refresh outcome, when refresh is configured (without
         // it these series could only ever read 0).
         if settings.session?.refreshIntervalSeconds != nil {
