@@ -833,6 +833,28 @@ def test_every_alert_has_a_test_that_fires_it():
     assert alerts == fired, f"alerts without a firing test: {sorted(alerts - fired)}"
 
 
+def markdown_anchors(path):
+    """The anchors a Markdown renderer gives the file's headings (lowercase, punctuation
+    dropped, spaces as '-')."""
+    with open(path) as f:
+        headings = [l.lstrip("#").strip() for l in f if l.startswith("#")]
+    return {re.sub(r"[^a-z0-9 _-]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_alert_keeps_job_and_instance_and_says_its_value_and_its_runbook():
+    rules = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.yml")))
+    anchors = markdown_anchors(os.path.join(REPO_ROOT, "docs", "operations.md"))
+    for rule in (r for g in rules["groups"] for r in g["rules"] if "alert" in r):
+        name, notes = rule["alert"], rule["annotations"]
+        assert {"summary", "description", "runbook_url"} <= set(notes), name
+        assert "$value" in notes["description"], name
+        page, _, anchor = notes["runbook_url"].partition("#")
+        assert page == "docs/operations.md" and anchor in anchors, f"{name}: no section #{anchor} in operations.md"
+        # an aggregation that drops job and instance leaves the alert without its target
+        for by in re.findall(r"\b(?:sum|min|max|count) by \(([^)]*)\)", rule["expr"]):
+            assert {"job", "instance"} <= {l.strip() for l in by.split(",")}, f"{name}: by ({by})"
+
+
 def test_every_alert_has_a_test_that_it_stays_silent_on_healthy_traffic():
     rules = yaml.safe_load(open(os.path.join(PROMETHEUS, "callback-proxy.rules.yml")))
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
@@ -848,7 +870,7 @@ def test_the_rule_tests_would_catch_a_changed_threshold(tmp_path):
     rules = tmp_path / "callback-proxy.rules.yml"
     rules.write_text(rules.read_text().replace("ratio_rate5m > 0.02", "ratio_rate5m > 0.2"))
     run = promtool("test", "rules", "callback-proxy.rules.test.yml", cwd=str(tmp_path))
-    assert run.returncode != 0 and "CallbackProxyUpstream5xx" in run.stdout + run.stderr
+    assert run.returncode != 0 and "CallbackProxyGatewayErrors" in run.stdout + run.stderr
 
 
 def test_every_metric_the_rules_name_is_documented():

@@ -51,6 +51,35 @@ def value(s, name, **labels):
     return s.get((name, frozenset(labels.items())), 0.0)
 
 
+def test_the_proxys_own_502_503_504_are_told_apart_from_the_apps_5xx(proxy):
+    """The app's own 500 and 503 are proxied 5xx, not gateway errors; a response the proxy could
+    not read from the app is its own 502 — the first pages nobody at the proxy's door, the
+    second does (deploy/prometheus: CallbackProxyApp5xx, CallbackProxyGatewayErrors)."""
+    s = samples(scrape(proxy))
+    for status in ("502", "503", "504"):  # every status from the start, at 0
+        assert ("callback_proxy_gateway_errors_total", frozenset({("status", status)})) in s
+    for target, status in (("/status/500", 500), ("/status/503", 503), ("/garbage", 502)):
+        with proxy.conn() as c:
+            c.request("GET", target)
+            assert c.read_response().status == status
+    time.sleep(0.1)
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_requests_total", route="proxied", code_class="5xx") == 3
+    assert value(s, "callback_proxy_gateway_errors_total", status="502") == 1
+    assert value(s, "callback_proxy_gateway_errors_total", status="503") == 0
+
+
+def test_an_unreachable_upstream_is_a_proxied_502_of_the_proxys_own(proxy_factory):
+    proxy = proxy_factory(upstream_url=f"http://127.0.0.1:{closed_port()}")
+    with proxy.conn() as c:
+        c.request("GET", "/")
+        assert c.read_response().status == 502
+    time.sleep(0.1)
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_requests_total", route="proxied", code_class="5xx") == 1
+    assert value(s, "callback_proxy_gateway_errors_total", status="502") == 1
+
+
 def test_requests_are_counted_by_route_and_status_class(proxy):
     with proxy.conn() as c:
         for _ in range(3):

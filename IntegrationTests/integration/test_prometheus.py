@@ -4,6 +4,7 @@ own HTTP API shows the series and the store alert as an on-call engineer would s
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import urllib.parse
@@ -107,6 +108,24 @@ def test_prometheus_sees_a_sign_in_then_the_store_failing_and_the_store_alert(pr
     assert "store (Redis)" in alert["annotations"]["summary"]
 
 
+def test_a_stopped_proxy_raises_the_target_down_and_absence_alerts(proxy, prometheus):
+    """Every other alert reads the proxy's own metrics, so none of them can tell of a proxy that
+    is not there: these two read Prometheus' `up`."""
+    prom = prometheus([f"127.0.0.1:{proxy.internal_port}"])
+    prom.wait(lambda: list(prom.query('up{job="callback-proxy"}').values()) == [1.0], "the proxy scraped")
+    time.sleep(3)  # a few rule evaluations (one a second) on a healthy proxy
+
+    def names():
+        return {a["labels"]["alertname"] for a in prom.alerts()}
+    assert not names() & {"CallbackProxyDown", "CallbackProxyAbsent", "CallbackProxyMetricsMissing"}, prom.alerts()
+    proxy.signal(signal.SIGKILL)
+    proxy.wait_exit(5)
+    prom.wait(lambda: {"CallbackProxyDown", "CallbackProxyAbsent"} <= names(), "the target-down and absence alerts")
+    down = [a for a in prom.alerts() if a["labels"]["alertname"] == "CallbackProxyDown"][0]
+    assert down["labels"]["instance"] == f"127.0.0.1:{proxy.internal_port}" and down["labels"]["job"] == "callback-proxy"
+    assert down["state"] == "pending" and down["labels"]["severity"] == "page", down
+
+
 DASHBOARD = os.path.join(REPO_ROOT, "deploy", "grafana", "callback-proxy.json")
 
 
@@ -157,13 +176,16 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # Added by Prometheus to every scraped series (target labels), and its own per-target series.
 TARGET_LABELS = {"job", "instance"}
 PROMETHEUS_OWN = {"up"}
+# Label values the build decides, not the configuration: compared by name only.
+BUILD_LABELS = {"version", "commit"}
 
 
 def parse_series(text):
     """`name{a="b",…}` → (name, frozenset of (label, value)), target labels dropped."""
     m = SERIES.match(text.strip())
     assert m, text
-    labels = frozenset((k, v) for k, v in LABEL.findall(m.group(2) or "") if k not in TARGET_LABELS)
+    labels = frozenset((k, "*" if k in BUILD_LABELS else v) for k, v in LABEL.findall(m.group(2) or "")
+                       if k not in TARGET_LABELS)
     return m.group(1), labels
 
 

@@ -28,6 +28,8 @@ public final class EngineMetrics: Sendable {
     public let registry: MetricsRegistry
     /// [route][status / 100 - 1]
     private let requests: [[Counter]]
+    /// [status - 502]: 502, 503, 504
+    private let gatewayErrors: [Counter]
     let upstreamResponse: Histogram
     private let open: MetricFamily<Gauge>
     private let accepted: MetricFamily<Counter>
@@ -45,6 +47,10 @@ public final class EngineMetrics: Sendable {
         requests = RequestRoute.allCases.map { route in
             (1...5).map { family.labels(route.label, "\($0)xx") }
         }
+        let gateway = registry.counter("callback_proxy_gateway_errors_total",
+                                       "Proxied requests the proxy answered itself because the upstream failed (502), had no server available (503) or timed out (504).",
+                                       labels: ["status"])
+        gatewayErrors = (502...504).map { gateway.labels(String($0)) }
         upstreamResponse = registry.histogram(
             "callback_proxy_upstream_response_seconds",
             "From sending a request upstream (connect included) to receiving the response head.").labels()
@@ -75,6 +81,13 @@ public final class EngineMetrics: Sendable {
         let cls = status / 100
         guard cls >= 1 && cls <= 5 else { return }
         requests[route.rawValue][cls - 1].increment()
+    }
+
+    /// A proxied request the engine answered with its own 502/503/504 (`EngineError`), as
+    /// opposed to a 5xx the upstream sent: the first is the proxy's path to the app failing.
+    @inline(__always) func gatewayError(status: Int) {
+        guard status >= 502 && status <= 504 else { return }
+        gatewayErrors[status - 502].increment()
     }
 }
 

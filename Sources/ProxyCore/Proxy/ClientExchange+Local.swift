@@ -107,8 +107,12 @@ extension ClientExchange {
             error: current!.error)
         if headLength > 0 {
             phases { $0.logging(record) }
-            let route = current!.context.route ?? (upstreamStart != 0 ? .proxied : .local)
+            // An engine error on the way to the upstream (no server available answers before any
+            // connect) is still a proxied request: it counts there, and as the proxy's own error.
+            let gateway = current!.error != nil && statusSent >= 502 && statusSent <= 504
+            let route = current!.context.route ?? (upstreamStart != 0 || gateway ? .proxied : .local)
             listener.engineMetrics.request(route, status: statusSent)
+            if gateway && route == .proxied { listener.engineMetrics.gatewayError(status: statusSent) }
         } else {
             listener.engineMetrics.request(.local, status: statusSent)
         }
