@@ -116,3 +116,18 @@ def test_check_and_start_up_name_an_oauth_ca_file_that_is_not_a_pem_certificate(
     assert line and reason in line[0], out.stdout
     started = run(proxy_bin, "--config", str(config), "--listen", f"127.0.0.1:{free_port()}", "--internal-listen", "off")
     assert started.returncode == 2 and b"oauth.ca_file" in started.stderr, started.stderr
+
+
+@pytest.mark.parametrize("address,warned", [
+    ("0.0.0.0:8081", True), ("'[::]:8081'", True), ("10.1.2.3:8081", True),
+    ("127.0.0.1:8081", False), ("'[::1]:8081'", False), ("unix:/run/callback-proxy/internal.sock", False),
+])
+def test_check_warns_when_the_internal_listener_is_not_loopback(proxy_bin, tmp_path, address, warned):
+    """The internal listener answers /metrics and hands out tokens for relay codes: on every
+    interface, whoever reaches the port can ask. A warning, not a problem: check still passes."""
+    config = tmp_path / "internal.yaml"
+    config.write_text(f"upstream: http://127.0.0.1:9\ninternal_listen: {address}\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(config)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stdout + out.stderr
+    warnings = [l for l in out.stdout.splitlines() if l.startswith("warning: internal_listen")]
+    assert bool(warnings) == warned, out.stdout

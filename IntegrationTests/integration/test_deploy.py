@@ -311,8 +311,10 @@ def test_the_unit_is_hardened():
                        ("PrivateTmp", "yes"), ("PrivateDevices", "yes"), ("MemoryDenyWriteExecute", "yes"),
                        ("LockPersonality", "yes"), ("DynamicUser", "yes"), ("Restart", "on-failure"),
                        ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
-                       ("SystemCallFilter", "@system-service"), ("CapabilityBoundingSet", "")]:
+                       ("SystemCallFilter", "@system-service"), ("Type", "notify"), ("NotifyAccess", "main")]:
         assert value in s.get(key, []), f"{key}={value} missing: {s.get(key)}"
+    # 80 and 443 bindable, and that the only capability the process can ever hold
+    assert s["AmbientCapabilities"] == ["CAP_NET_BIND_SERVICE"] and s["CapabilityBoundingSet"] == ["CAP_NET_BIND_SERVICE"]
     assert "/bin/kill -HUP $MAINPID" in s["ExecReload"]
     assert int(s["LimitNOFILE"][0]) >= 65536
     assert any("/etc/callback-proxy/" in v for v in s["ExecStart"])

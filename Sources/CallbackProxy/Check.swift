@@ -74,6 +74,7 @@ enum Check {
                 let providers = c.oauth.providers.values.filter { $0.handoff == .session }
                 for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
             }
+            if let warning = exposedInternalListener(c) { print("warning: " + warning) }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
@@ -89,6 +90,15 @@ enum Check {
             print("\(problems.items.count) problem(s)")
             return 1
         }
+    }
+
+    /// The internal listener serves /metrics and, in relay mode, the token endpoint that hands
+    /// out tokens for a relay code: bound beyond loopback, anyone who can reach the port can ask.
+    /// Not a problem (a container's probes and a sidecar app need it so), but worth saying.
+    static func exposedInternalListener(_ c: AppConfig) -> String? {
+        guard let address = c.internalListen, !address.isLoopback else { return nil }
+        return "internal_listen: \(address) is not a loopback address: /healthz, /readyz, /metrics and the relay token "
+            + "endpoint answer anyone who can reach it; bind 127.0.0.1 unless a firewall or network policy keeps the port private"
     }
 
     /// Facebook providers whose `endpoints.graph` names a Graph API version past its last day.

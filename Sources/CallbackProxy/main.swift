@@ -50,6 +50,7 @@ let log = Logger(level: config.logLevel, format: config.logFormat)
 guard let accessLog = AccessLog.open(config.accessLog, loops: loops, format: config.logFormat) else {
     fail("access log: cannot open '\(config.accessLog)'")
 }
+let serviceManager = ServiceManager(log: log)
 let metrics = MetricsRegistry()
 metrics.gauge("callback_proxy_build_info", "The running version and commit (value 1).",
               labels: ["version": Options.version, "commit": Options.commit]) { 1 }
@@ -113,16 +114,20 @@ log.info("ready", [
     "providers": config.oauth.providers.keys.sorted().joined(separator: ","),
     "startup_ms": "\(readyMillis)",
 ])
+serviceManager.ready()
 
 let reloader = Reloader(options: options, current: first, server: server, log: log, metrics: metrics, readiness: readiness,
                         storeGauges: storeGauges, providerHealth: providerHealth, ocsp: ocsp)
 while true {
     let signal = Signals.wait()
     if signal == SIGHUP {
+        serviceManager.reloading()
         reloader.reload()
+        serviceManager.ready()
         continue
     }
     log.info("shutting down", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
+    serviceManager.stopping()
     readiness.markDraining()
     let drained = server.shutdown(timeout: reloader.current.config.proxy.timeouts.drain)
     if !drained { log.warn("drain timeout reached; exiting with requests still in flight", [:]) }

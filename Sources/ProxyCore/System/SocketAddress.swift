@@ -40,6 +40,20 @@ public enum SocketAddress: Sendable, Hashable, CustomStringConvertible {
         return true
     }
 
+    /// Reachable only from this host: 127.0.0.0/8, ::1 (or `::ffff:127.x`), or a unix socket.
+    public var isLoopback: Bool {
+        switch self {
+        case .ipv4(let h, _): return h.hasPrefix("127.")
+        case .ipv6(let h, _):
+            var a = in6_addr()
+            guard inet_pton(AF_INET6, h, &a) == 1 else { return false }
+            let b = withUnsafeBytes(of: &a) { Array($0) }
+            if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return true }
+            return b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff && b[12] == 127
+        case .unix: return true
+        }
+    }
+
     /// The TCP port (nil for a unix socket).
     public var port: UInt16? {
         switch self {
