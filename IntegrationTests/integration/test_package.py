@@ -13,6 +13,7 @@ import pwd
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import time
 
@@ -164,6 +165,66 @@ def test_runs_as_the_unit_says_and_proxies(package, upstream):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+def free_privileged_port():
+    """A port below 1024 that nothing on this machine listens on (80 and 443 may be taken)."""
+    for port in [80, 443, *range(600, 1024)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port below 1024")
+
+
+def capabilities(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return {k: int(v, 16) for k, v in (line.split(":\t", 1) for line in f) if k.startswith("Cap")}
+
+
+CAP_NET_BIND_SERVICE = 10
+
+
+def test_the_unit_binds_a_privileged_port_with_its_one_capability_and_says_ready(package, upstream):
+    """There is no systemd on the test machine to start the unit: ExecStart runs as the unit's
+    user with the capabilities its AmbientCapabilities and CapabilityBoundingSet give (setpriv
+    sets exactly those), NoNewPrivileges, and a NOTIFY_SOCKET as Type=notify provides. Without the
+    capability the same start fails on the port, as it did before the unit had it."""
+    (start,) = unit_lines("ExecStart")
+    (ambient,) = unit_lines("AmbientCapabilities")
+    (bounding,) = unit_lines("CapabilityBoundingSet")
+    assert ambient == bounding == "CAP_NET_BIND_SERVICE"
+    cap = ambient.removeprefix("CAP_").lower()
+    port, internal = free_privileged_port(), free_port()
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CALLBACK_PROXY_LISTEN": f"127.0.0.1:{port}",
+           "CALLBACK_PROXY_INTERNAL_LISTEN": f"127.0.0.1:{internal}", "CALLBACK_PROXY_UPSTREAM": upstream.url}
+    as_user = ["setpriv", f"--reuid={PACKAGE}", f"--regid={PACKAGE}", "--clear-groups", "--no-new-privs"]
+
+    refused = subprocess.run(as_user + ["--"] + shlex.split(start), env=env, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "Permission denied" in refused.stderr, refused.stderr
+
+    # abstract, as systemd's own is: no directory between the test's root-only tmp_path and the user
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify_name = f"callback-proxy-package-test-{os.getpid()}"
+    notify.bind("\0" + notify_name)
+    notify.settimeout(10)
+    proc = subprocess.Popen(as_user + [f"--inh-caps=+{cap}", f"--ambient-caps=+{cap}", f"--bounding-set=-all,+{cap}", "--"]
+                            + shlex.split(start), env={**env, "NOTIFY_SOCKET": "@" + notify_name},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert notify.recv(4096) == b"READY=1", proc.stdout.read().decode() if proc.poll() is not None else ""
+        status, body = http_get_status(port, "/echo?through=port-below-1024")
+        assert status == 200, body
+        caps = capabilities(proc.pid)
+        assert caps["CapEff"] == caps["CapBnd"] == caps["CapAmb"] == 1 << CAP_NET_BIND_SERVICE, caps
+        proc.send_signal(signal.SIGTERM)
+        assert notify.recv(4096) == b"STOPPING=1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        notify.close()
 
 
 def test_purge_leaves_nothing(package):
