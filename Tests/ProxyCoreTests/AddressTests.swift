@@ -16,6 +16,17 @@ import Testing
         #expect(SocketAddress.parse(text)?.description == expected)
     }
 
+    /// `check` warns about an internal listener that answers beyond this host.
+    @Test(arguments: [
+        ("127.0.0.1:8081", true), ("127.1.2.3:8081", true), ("[::1]:8081", true), ("[::ffff:127.0.0.1]:8081", true),
+        ("unix:/run/internal.sock", true),
+        ("0.0.0.0:8081", false), ("10.0.0.5:8081", false), ("[::]:8081", false), ("[::ffff:10.0.0.1]:8081", false),
+        ("[fe80::1]:8081", false), ("128.0.0.1:8081", false),
+    ])
+    func loopbackAddressesAreTold(text: String, loopback: Bool) {
+        #expect(SocketAddress.parse(text)?.isLoopback == loopback)
+    }
+
     @Test(arguments: ["", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1]", "[zz]:80", "unix:", "1.2.3:80"])
     func invalidAddressesAreRefused(text: String) {
         #expect(SocketAddress.parse(text) == nil)
