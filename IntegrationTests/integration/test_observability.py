@@ -2,6 +2,7 @@
 from the client (or generated) to the upstream and the access log, and /readyz."""
 
 import json
+import os
 import re
 import signal
 import socket
@@ -113,6 +114,47 @@ def test_requests_are_counted_by_route_and_status_class(proxy):
     version = subprocess.run([proxy.args[0], "--version"], capture_output=True, text=True).stdout
     assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", build[0]["commit"]) and f"(commit {build[0]['commit']})" in version, build
     assert abs(value(s, "callback_proxy_process_start_time_seconds") - time.time()) < 600
+
+
+def proc_limits_soft(pid, name):
+    with open(f"/proc/{pid}/limits") as f:
+        line = next(l for l in f if l.startswith(name))
+    return int(line[len(name):].split()[0])
+
+
+def test_the_standard_process_metrics_agree_with_proc(proxy):
+    """process_* under the names every Prometheus client library uses, checked against what
+    /proc says about the same process."""
+    text = scrape(proxy)
+    for name, kind in [("process_resident_memory_bytes", "gauge"), ("process_virtual_memory_bytes", "gauge"),
+                       ("process_open_fds", "gauge"), ("process_max_fds", "gauge"),
+                       ("process_cpu_seconds_total", "counter"), ("process_start_time_seconds", "gauge"),
+                       ("callback_proxy_heap_trims_total", "counter")]:
+        assert f"# TYPE {name} {kind}\n" in text, name
+    s = samples(text)
+    with open(f"/proc/{proxy.pid}/status") as f:
+        status = dict(l.split(":", 1) for l in f)
+    rss = int(status["VmRSS"].split()[0]) * 1024
+    assert 0.5 * rss < value(s, "process_resident_memory_bytes") < 2 * rss
+    assert value(s, "process_virtual_memory_bytes") >= value(s, "process_resident_memory_bytes")
+    # listeners, epoll and eventfds, the log files: a few dozen; the kernel's own count, give or take
+    # the connection this scrape came on and the moment between the two readings
+    fds = len(os.listdir(f"/proc/{proxy.pid}/fd"))
+    assert abs(value(s, "process_open_fds") - fds) <= 3, (value(s, "process_open_fds"), fds)
+    assert value(s, "process_max_fds") == proc_limits_soft(proxy.pid, "Max open files")
+    with open(f"/proc/{proxy.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks        # utime, stime
+    assert abs(value(s, "process_cpu_seconds_total") - cpu) < 0.5
+    assert value(s, "process_start_time_seconds") == value(s, "callback_proxy_process_start_time_seconds")
+    assert abs(value(s, "process_start_time_seconds") - time.time()) < 600
+    # a counter grows: burn some CPU in the proxy and look again
+    with proxy.conn() as c:
+        for _ in range(200):
+            c.request("GET", "/echo")
+            assert c.read_response().status == 200
+    assert value(samples(scrape(proxy)), "process_cpu_seconds_total") >= value(s, "process_cpu_seconds_total")
 
 
 def test_open_connections_gauge_follows_clients(proxy):

@@ -56,13 +56,14 @@ metrics.gauge("callback_proxy_build_info", "The running version and commit (valu
               labels: ["version": Options.version, "commit": Options.commit]) { 1 }
 let startTime = Double(time(nil))
 metrics.gauge("callback_proxy_process_start_time_seconds", "Start time of the process, Unix seconds.") { startTime }
+ProcessMetrics.register(metrics, startTime: startTime)
 let engineMetrics = EngineMetrics(registry: metrics)
 let heap = HeapHousekeeping()
 metrics.gauge("callback_proxy_heap_in_use_bytes", "Heap bytes allocated (glibc mallinfo2).") { Double(HeapHousekeeping.heap().inUse) }
 metrics.gauge("callback_proxy_heap_free_bytes", "Heap bytes free but held by the allocator (glibc mallinfo2).") {
     Double(HeapHousekeeping.heap().free)
 }
-metrics.gauge("callback_proxy_heap_trims", "Times free heap memory was given back to the kernel (malloc_trim).") {
+metrics.counter("callback_proxy_heap_trims_total", "Times free heap memory was given back to the kernel (malloc_trim).") {
     Double(heap.trimCount)
 }
 let storeGauges = StoreGauges(registry: metrics)
