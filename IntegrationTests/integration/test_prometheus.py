@@ -126,6 +126,28 @@ def test_a_stopped_proxy_raises_the_target_down_and_absence_alerts(proxy, promet
     assert down["state"] == "pending" and down["labels"]["severity"] == "page", down
 
 
+def test_the_first_refused_reload_after_a_start_raises_the_reload_alert(proxy_factory, upstream, tmp_path, prometheus):
+    """`check` passes a restart-only change, so the unit's ExecReload succeeds and only the
+    process refuses it: the alert is all that tells. Its counter must already read 0 when the
+    first refusal comes, or increase() sees nothing."""
+    config = tmp_path / "proxy.yaml"
+    config.write_text("store_max_memory: 64m\n")
+    p = proxy_factory(upstream, extra=["--config", str(config)])
+    prom = prometheus([f"127.0.0.1:{p.internal_port}"])
+    prom.wait(lambda: list(prom.query('callback_proxy_config_reloads_total{result="failure"}').values()) == [0.0],
+              "the failure counter scraped at 0 before any reload")
+    config.write_text("store_max_memory: 256m\n")      # restart-only
+    p.signal(signal.SIGHUP)
+    p.stopped_on_purpose = False                        # SIGHUP: it must keep running
+
+    def reload_alert():
+        return [a for a in prom.alerts() if a["labels"]["alertname"] == "CallbackProxyReloadFailed"]
+    prom.wait(reload_alert, "the reload alert")
+    (alert,) = reload_alert()
+    assert alert["state"] == "firing" and alert["labels"]["instance"] == f"127.0.0.1:{p.internal_port}", alert
+    assert "configuration reload refused" in p.stderr_text()
+
+
 DASHBOARD = os.path.join(REPO_ROOT, "deploy", "grafana", "callback-proxy.json")
 
 
