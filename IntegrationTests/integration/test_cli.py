@@ -131,3 +131,24 @@ def test_check_warns_when_the_internal_listener_is_not_loopback(proxy_bin, tmp_p
     assert out.returncode == 0, out.stdout + out.stderr
     warnings = [l for l in out.stdout.splitlines() if l.startswith("warning: internal_listen")]
     assert bool(warnings) == warned, out.stdout
+
+
+@pytest.mark.parametrize("drain,stop,warned", [("60s", "45s", True), ("45s", "45s", True), ("30s", "45s", False),
+                                               ("60s", None, False)])
+def test_check_warns_when_the_drain_does_not_fit_in_the_stop_timeout(proxy_bin, tmp_path, drain, stop, warned):
+    """systemd sends SIGKILL at TimeoutStopSec: a longer drain is cut short, its requests lost."""
+    config = tmp_path / "drain.yaml"
+    config.write_text(f"upstream: http://127.0.0.1:9\ntimeouts: {{ drain: {drain} }}\n")
+    args = [proxy_bin, "check", *(["--stop-timeout", stop] if stop else []), "--config", str(config)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stdout + out.stderr
+    warnings = [l for l in out.stdout.splitlines() if l.startswith("warning: timeouts.drain")]
+    assert bool(warnings) == warned, out.stdout
+    if warned:
+        assert f"{drain} does not fit in the stop timeout of {stop}" in warnings[0]
+
+
+def test_stop_timeout_is_a_check_option_only(proxy_bin):
+    out = subprocess.run([proxy_bin, "--stop-timeout", "45s", "--upstream", "http://127.0.0.1:9"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and "--stop-timeout is a check option" in out.stderr

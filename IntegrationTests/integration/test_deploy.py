@@ -316,6 +316,10 @@ def test_the_unit_is_hardened():
     # 80 and 443 bindable, and that the only capability the process can ever hold
     assert s["AmbientCapabilities"] == ["CAP_NET_BIND_SERVICE"] and s["CapabilityBoundingSet"] == ["CAP_NET_BIND_SERVICE"]
     assert "/bin/kill -HUP $MAINPID" in s["ExecReload"]
+    # check is told the stop timeout, to warn of a drain it would cut short
+    (stop,) = s["TimeoutStopSec"]
+    checks = [v for v in s["ExecStartPre"] + s["ExecReload"] if " check " in v]
+    assert len(checks) == 2 and all(f"--stop-timeout {stop} " in v for v in checks), checks
     assert int(s["LimitNOFILE"][0]) >= 65536
     assert any("/etc/callback-proxy/" in v for v in s["ExecStart"])
     assert any(k in s for k in ("EnvironmentFile", "LoadCredential"))

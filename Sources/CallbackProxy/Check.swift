@@ -75,6 +75,7 @@ enum Check {
                 for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
             }
             if let warning = exposedInternalListener(c) { print("warning: " + warning) }
+            if let warning = drainOutlastsStop(c, stopTimeout: options.stopTimeout) { print("warning: " + warning) }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
@@ -99,6 +100,18 @@ enum Check {
         guard let address = c.internalListen, !address.isLoopback else { return nil }
         return "internal_listen: \(address) is not a loopback address: /healthz, /readyz, /metrics and the relay token "
             + "endpoint answer anyone who can reach it; bind 127.0.0.1 unless a firewall or network policy keeps the port private"
+    }
+
+    /// A drain the supervisor would cut short: at its stop timeout it sends SIGKILL, and the
+    /// requests still in flight are lost. A warning: the proxy itself runs either way.
+    static func drainOutlastsStop(_ c: AppConfig, stopTimeout: UInt64?) -> String? {
+        guard let stop = stopTimeout, c.proxy.timeouts.drain >= stop else { return nil }
+        return "timeouts.drain: \(seconds(c.proxy.timeouts.drain)) does not fit in the stop timeout of \(seconds(stop)) "
+            + "(TimeoutStopSec): a drain that long is cut short by SIGKILL; lower timeouts.drain or raise TimeoutStopSec"
+    }
+
+    private static func seconds(_ nanoseconds: UInt64) -> String {
+        nanoseconds % Timeouts.second == 0 ? "\(nanoseconds / Timeouts.second)s" : "\(nanoseconds / 1_000_000)ms"
     }
 
     /// Facebook providers whose `endpoints.graph` names a Graph API version past its last day.

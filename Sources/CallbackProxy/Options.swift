@@ -14,6 +14,9 @@ struct Options {
     var configPath: String? = nil
     /// `check --online`: also fetch each provider's discovery document and keys.
     var online = false
+    /// `check --stop-timeout DUR`: the supervisor's stop timeout (systemd's TimeoutStopSec),
+    /// which a drain must finish within or be cut short by SIGKILL.
+    var stopTimeout: UInt64? = nil
     private var edits: [(inout AppConfig) -> Void] = []
     /// `--tls-min-version`, applied to whichever TLS settings result from the file and flags.
     var tlsMinVersion: TLSVersion? = nil
@@ -28,10 +31,13 @@ struct Options {
     callback-proxy \(version): a reverse proxy that completes native-app OAuth callbacks for an unchanged website.
 
     Usage: callback-proxy [--config FILE] [options]
-           callback-proxy check [--online] [--config FILE] [options]
+           callback-proxy check [--online] [--stop-timeout DUR] [--config FILE] [options]
                                               validate the configuration (file, CALLBACK_PROXY_…
                                               variables and flags), report every problem; --online
                                               also fetches each provider's discovery document and keys
+
+      --stop-timeout DUR              check only: the supervisor's stop timeout (TimeoutStopSec); warns
+                                      when timeouts.drain does not fit in it
 
       --config FILE                   YAML (or JSON) configuration; flags below override it
       --listen HOST:PORT              public listener (repeatable; default 127.0.0.1:8080)
@@ -104,6 +110,9 @@ struct Options {
             case "--online":
                 guard o.command == .check else { throw OptionError("--online is a check option: callback-proxy check --online") }
                 o.online = true
+            case "--stop-timeout":
+                guard o.command == .check else { throw OptionError("--stop-timeout is a check option: callback-proxy check --stop-timeout 45s") }
+                o.stopTimeout = try duration()
             case "--listen":
                 let v = try value()
                 guard let a = SocketAddress.parse(v) else { throw OptionError("--listen: '\(v)' is not HOST:PORT, [V6]:PORT or unix:/path") }
