@@ -466,3 +466,28 @@ def test_a_reload_keeps_the_memory_store_relay_codes_in_flight_stay_redeemable(p
     del app.redeem  # the real one again
     status, token = app.redeem(captured[0])
     assert status == 200 and token["access_token"], token
+
+
+def test_a_real_prometheus_raises_the_relay_alert_when_nothing_is_ever_redeemed(proxy_factory, tmp_path, idp, app):
+    """The case the alert exists for, live: the app's token URL is wrong, so no code is ever
+    redeemed. The redeemed series is there (at 0) before anything happens, and the rule
+    (deploy/prometheus) holds "expired, none redeemed" from it."""
+    from test_prometheus import Prometheus
+    p = start_proxy(proxy_factory, tmp_path, idp, app, relay_ttl="1s")
+    app.redeem = lambda code: (0, None)  # the app never calls the relay endpoint
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{p.internal_port}"])
+    try:
+        prom.wait(lambda: list(prom.query('callback_proxy_relay_codes_redeemed_total{provider="google"}').values()) == [0.0],
+                  "the redeemed counter scraped at 0 before any sign-in")
+        status, _, _ = get(callback_url(p, idp.get_code(IOS)))
+        assert status == 200
+
+        def relay_alert():
+            return [a for a in prom.alerts() if a["labels"]["alertname"] == "CallbackProxyRelayCodesNotRedeemed"]
+        prom.wait(relay_alert, "the relay alert")
+        (alert,) = relay_alert()
+        # `for: 5m`: pending now, a page if it lasts
+        assert alert["state"] == "pending" and alert["labels"]["provider"] == "google", alert
+        assert alert["labels"]["severity"] == "page" and alert["labels"]["instance"] == f"127.0.0.1:{p.internal_port}"
+    finally:
+        prom.stop()
