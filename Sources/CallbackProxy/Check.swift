@@ -61,6 +61,13 @@ enum Check {
         case .success(let c):
             print("\(options.configPath ?? "configuration"): ok\(options.online ? " offline" : "") "
                   + "(\(c.oauth.providers.count) provider(s), upstream \(c.upstream!))")
+            if let warning = exposedInternalListener(c) { print("warning: " + warning) }
+            if let warning = drainOutlastsStop(c, stopTimeout: options.stopTimeout) { print("warning: " + warning) }
+            for warning in exposedTicketKeys(c) { print("warning: " + warning) }
+            if let session = c.oauth.session {
+                let providers = c.oauth.providers.values.filter { $0.handoff == .session }
+                for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
+            }
             // Not a problem (a build machine may not see the production DNS), but worth saying:
             // started here, the proxy would answer 502 until the name resolves.
             if case .name(let name, let port) = c.upstream!.endpoint,
@@ -69,13 +76,6 @@ enum Check {
                       + "started here, the proxy would answer 502 until it does")
             }
             for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
-            for warning in exposedTicketKeys(c) { print("warning: " + warning) }
-            if let session = c.oauth.session {
-                let providers = c.oauth.providers.values.filter { $0.handoff == .session }
-                for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
-            }
-            if let warning = exposedInternalListener(c) { print("warning: " + warning) }
-            if let warning = drainOutlastsStop(c, stopTimeout: options.stopTimeout) { print("warning: " + warning) }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
