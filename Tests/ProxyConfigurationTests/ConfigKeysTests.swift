@@ -78,6 +78,7 @@ import Testing
         allowed_emails: [alice@example.net]
         allowed_emails_file: /keys/emails
         allowed_groups: [staff]
+        allowed_claims: [{ claim: tier, in: [gold] }, { claim: dept, equals: x }, { claim: roles, contains: y }]
         allowed_hosted_domains: [example.com]
         groups_claim: realm_access.roles
         bearer_tokens: [google]
@@ -86,6 +87,7 @@ import Testing
         jwt_assertion: { signing_key_file: /keys/assertion.pem, previous_signing_key_env: OLD_ASSERTION_KEY, header: X-WEBAUTH-JWT, issuer: https://app.example.com, audience: grafana, lifetime: 2m }
         path_rules:
           - { prefix: /admin, allowed_groups: [admins], allowed_emails: [root@example.com], allowed_email_domains: [example.com], allowed_hosted_domains: [example.com] }
+          - { prefix: /billing, allowed_claims: [{ claim: tier, in: [gold] }, { claim: dept, equals: x }, { claim: roles, contains: y }] }
     providers:
       google:
         handoff: relay

@@ -1,4 +1,5 @@
 import COpenSSL
+import CProxyLinux
 import Foundation
 import Testing
 @testable import ProxyCore
