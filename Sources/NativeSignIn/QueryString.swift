@@ -5,6 +5,10 @@ import Foundation
 /// Reading follows application/x-www-form-urlencoded (`+` is a space), because that is how web
 /// stacks write authorization URLs (Ruby's `URI.encode_www_form`, Python's `urlencode`):
 /// `scope=openid+email` means "openid email", and `URLComponents.queryItems` would keep the `+`.
+/// Decoding is the library's own and strict — a `%` without two hex digits, a byte outside ASCII
+/// as written, or bytes that are not UTF-8 give no value — because Foundation's
+/// `removingPercentEncoding` is not the same code on Linux and on Apple platforms, and the Android
+/// core (`QueryString.decode`) must decide exactly as this one does.
 ///
 /// Writing escapes everything but RFC 3986's unreserved characters, so that no value — a
 /// provider's code with `/` or `+`, a state with `&` or `=` — can be read back differently by
@@ -58,7 +62,44 @@ enum QueryString {
         }
     }
 
-    private static func decode(_ raw: Substring) -> String? {
-        raw.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    /// Form decoding: `+` is a space, `%XX` a byte; the bytes must be UTF-8. Nil otherwise.
+    static func decode<Raw: StringProtocol>(_ raw: Raw) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(raw.utf8.count)
+        var input = raw.utf8.makeIterator()
+        while let byte = input.next() {
+            switch byte {
+            case UInt8(ascii: "+"):
+                bytes.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard let high = input.next().flatMap(hexValue), let low = input.next().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            case 0x80...:
+                return nil
+            default:
+                bytes.append(byte)
+            }
+        }
+        // Unicode.UTF8's decoder rejects overlong forms, surrogates and truncated sequences;
+        // String(decoding:) would replace them with U+FFFD instead.
+        var decoded = String.UnicodeScalarView()
+        var scalars = bytes.makeIterator()
+        var utf8 = Unicode.UTF8()
+        while true {
+            switch utf8.decode(&scalars) {
+            case .scalarValue(let scalar): decoded.append(scalar)
+            case .emptyInput: return String(decoded)
+            case .error: return nil
+            }
+        }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
     }
 }

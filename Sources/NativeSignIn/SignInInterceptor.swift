@@ -61,11 +61,17 @@ public struct SignInInterceptor: Sendable {
     /// carry (longer than 1024 bytes, not visible ASCII) and for a parameter we keep that
     /// appears twice (which copy a provider reads differs between stacks).
     public func decide(_ navigation: Navigation) -> NavigationDecision {
+        decide(navigation, query: URLComponents(url: navigation.url, resolvingAgainstBaseURL: false)?.percentEncodedQuery)
+    }
+
+    /// Internal: the decision on `query` as written. A WebView hands over a malformed escape
+    /// (`state=a%ZZb`) as is, but Foundation on Linux cannot hold one in a `URL` (it re-encodes it
+    /// as `%25ZZ`), so the contract vectors reach the decision through here for such cases.
+    func decide(_ navigation: Navigation, query raw: String?) -> NavigationDecision {
         guard navigation.target != .subframe,
               let provider = providers.first(where: { $0.endpoint.matches(navigation.url) }) else {
             return .allow
         }
-        let raw = URLComponents(url: navigation.url, resolvingAgainstBaseURL: false)?.percentEncodedQuery
         var carried: [String: String] = [:]
         for field in QueryString.fields(raw)
         where Self.keptParameters.contains(field.name) || Self.allowlistedParameters.contains(field.name) {

@@ -153,6 +153,23 @@ struct NativeRequestCase: Decodable, NamedCase {
     let expect: Expectation
 }
 
+/// A vector's URL and its query as written. Foundation on Linux re-encodes a malformed escape
+/// (`%ZZ` becomes `%25ZZ`; `URLComponents` traps on one), where a WebView hands the URL over as
+/// written: `reencoded` says the `URL` no longer says what the vector says, and `query` is the
+/// text between `?` and `#` for the library's raw-query entries.
+struct WrittenURL {
+    let url: URL
+    let query: String?
+    let reencoded: Bool
+
+    init(_ text: String) throws {
+        url = try #require(URL(string: text))
+        reencoded = URL(string: text, encodingInvalidCharacters: false) == nil
+        let beforeFragment = text.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        query = beforeFragment.firstIndex(of: "?").map { String(beforeFragment[beforeFragment.index(after: $0)...]) }
+    }
+}
+
 /// `{"kind":"redirect","url"}`, `{"kind":"cancelled"}`, `{"kind":"failed"}`.
 struct ResultVector: Decodable, Sendable {
     let kind: String

@@ -30,14 +30,16 @@ import Testing
         case "subframe": target = .subframe
         default: throw VectorError("unknown target \(vector.target)")
         }
-        let navigation = Navigation(url: try #require(URL(string: vector.url)), target: target)
-        try Self.check(try ContractVectors.file().interceptor().decide(navigation), against: vector.expect)
+        let written = try WrittenURL(vector.url)
+        let navigation = Navigation(url: written.url, target: target)
+        try Self.check(try ContractVectors.file().interceptor().decide(navigation, query: written.query), against: vector.expect)
     }
 
     @Test(arguments: try ContractVectors.file().state)
     func state(_ vector: StateCase) throws {
-        let url = try #require(URL(string: "https://accounts.google.com/o/oauth2/v2/auth?" + vector.query))
-        try Self.check(try ContractVectors.file().interceptor().decide(Navigation(url: url, target: .mainFrame)), against: vector.expect)
+        let written = try WrittenURL("https://accounts.google.com/o/oauth2/v2/auth?" + vector.query)
+        let navigation = Navigation(url: written.url, target: .mainFrame)
+        try Self.check(try ContractVectors.file().interceptor().decide(navigation, query: written.query), against: vector.expect)
     }
 
     @Test(arguments: try ContractVectors.file().nativeRequest)
@@ -77,7 +79,13 @@ import Testing
 
     @Test(arguments: try ContractVectors.file().errorMapping)
     func errorMapping(_ vector: ErrorMappingCase) throws {
-        let outcome = try ContractVectors.file().request(vector.siteURL).outcome(of: vector.result.browserResult())
+        let request = try ContractVectors.file().request(vector.siteURL)
+        let written = try vector.result.url.map { try WrittenURL($0) }
+        // A redirect Foundation cannot hold as written (`code=%ZZ`) is read from its query as
+        // written; such vectors are on the request's own redirect URI.
+        let outcome = written?.reencoded == true
+            ? AuthorizationRequest.outcome(ofRedirectQuery: written?.query, state: request.state)
+            : request.outcome(of: try vector.result.browserResult())
         if case .code(let code) = outcome {
             #expect(code == vector.expect.code)
             #expect(vector.expect.error == nil)
