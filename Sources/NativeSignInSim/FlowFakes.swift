@@ -57,14 +57,14 @@ final class SimBrowser: SignInBrowser {
         return SimBrowserSession(id: id, log: log)
     }
 
-    func openExternally(_ request: BrowserRequest) -> Bool {
+    func openExternally(_ request: BrowserRequest, opened: @escaping @MainActor @Sendable (Bool) -> Void) {
         if let reason = failNextStart {
             failNextStart = nil
             FileHandle.standardError.write(Data("the default browser did not open: \(reason)\n".utf8))
-            return false
+            return opened(false)
         }
         log.events.append(["event": "external_browser_opened", "url": request.url.absoluteString])
-        return true
+        opened(true)
     }
 
     /// The session's completion handler fires; false when no such session was started.

@@ -23,13 +23,24 @@ final class FakeBrowser: SignInBrowser {
         return FakeSession(browser: self, signIn: request.signIn)
     }
 
-    func openExternally(_ request: BrowserRequest) -> Bool {
+    /// An external open whose answer the test gives later (`reportExternalOpen`), as UIKit does.
+    var answerExternalOpensLater = false
+    private var externalOpenAnswers: [Int: @MainActor @Sendable (Bool) -> Void] = [:]
+
+    func openExternally(_ request: BrowserRequest, opened: @escaping @MainActor @Sendable (Bool) -> Void) {
         openedExternally.append(request)
-        if failNextStart {
+        if answerExternalOpensLater {
+            externalOpenAnswers[request.signIn] = opened
+        } else if failNextStart {
             failNextStart = false
-            return false
+            opened(false)
+        } else {
+            opened(true)
         }
-        return true
+    }
+
+    func reportExternalOpen(_ signIn: Int, _ success: Bool) {
+        externalOpenAnswers[signIn]!(success)
     }
 
     /// The session's completion handler fires (as often as the test says).

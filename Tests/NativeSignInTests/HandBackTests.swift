@@ -89,6 +89,31 @@ import Testing
         #expect(app.loads.map(\.absoluteString) == ["https://site.example\(Self.callbackPath)?error=sign_in_failed&state=s1"])
     }
 
+    /// UIApplication.open answers in its completion handler, after the flow has moved on: a
+    /// "no" then still ends the sign-in it was about, and only that one.
+    @Test func aDefaultBrowserThatAnswersNoLaterLoadsTheSitesFailure() throws {
+        let app = try FlowApp(strategy: Self.strategy, httpsCallbacks: false)
+        app.browser.answerExternalOpensLater = true
+        _ = app.tap(FlowApp.google(state: "s1"))
+        #expect(app.outcomes.isEmpty && app.flow.isRunning)
+        app.browser.reportExternalOpen(1, false)
+        #expect(app.outcomes == [SignInOutcome(.failed, signIn: 1, reason: "browser_did_not_start")])
+        #expect(app.loads.map(\.absoluteString) == ["https://site.example\(Self.callbackPath)?error=sign_in_failed&state=s1"])
+        #expect(!app.flow.isRunning)
+    }
+
+    @Test func aLateNoForASupersededOpenLeavesTheNewerSignInRunning() throws {
+        let app = try FlowApp(strategy: Self.strategy, httpsCallbacks: false)
+        app.browser.answerExternalOpensLater = true
+        _ = app.tap(FlowApp.google(state: "s1"))
+        _ = app.tap(FlowApp.google(state: "s2"))
+        app.browser.reportExternalOpen(1, false)
+        app.browser.reportExternalOpen(2, true)
+        #expect(app.flow.isRunning)
+        #expect(app.outcomes.map(\.kind) == [.superseded])
+        #expect(app.loads.isEmpty)
+    }
+
     @Test(arguments: [
         "https://accounts.google.com/o/oauth2/v2/auth?state=s1",                                          // no redirect_uri
         "https://accounts.google.com/o/oauth2/v2/auth?state=s1&redirect_uri=https%3A%2F%2Fevil.test%2Fusers%2Fauth%2Fgoogle%2Fcallback",

@@ -60,12 +60,15 @@ final class SystemBrowser: NSObject, SignInBrowser, @preconcurrency ASWebAuthent
         return RunningSession(session)
     }
 
-    func openExternally(_ request: BrowserRequest) -> Bool {
+    func openExternally(_ request: BrowserRequest, opened: @escaping @MainActor @Sendable (Bool) -> Void) {
         #if canImport(UIKit)
-        UIApplication.shared.open(request.url)
-        return true
+        // The result comes in the completion handler, which UIKit calls on the main queue; the
+        // handler is @Sendable for the same reason as start()'s, and hops explicitly.
+        UIApplication.shared.open(request.url, options: [:]) { success in
+            Task { @MainActor in opened(success) }
+        }
         #else
-        return NSWorkspace.shared.open(request.url)
+        opened(NSWorkspace.shared.open(request.url))
         #endif
     }
 

@@ -47,7 +47,8 @@ public protocol SignInBrowser: AnyObject {
     func start(_ request: BrowserRequest,
                completion: @escaping @MainActor @Sendable (BrowserResult) -> Void) -> (any BrowserSession)?
 
-    /// Hand-back without https callbacks: asks the default browser to open the site's URL
-    /// (UIApplication.open). False when nothing could open it.
-    func openExternally(_ request: BrowserRequest) -> Bool
+    /// Hand-back without https callbacks: asks the default browser to open the site's URL.
+    /// `opened` tells whether it did; UIApplication.open reports that only later, in its own
+    /// completion handler, so `opened` may run after this returns. It runs on the main actor.
+    func openExternally(_ request: BrowserRequest, opened: @escaping @MainActor @Sendable (Bool) -> Void)
 }

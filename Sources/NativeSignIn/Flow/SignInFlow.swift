@@ -150,7 +150,10 @@ public final class SignInFlow {
 
         if case .handBack = route, !browser.supportsHTTPSCallbacks {
             // The default browser, then a universal link (`open(link:)`): nothing to cancel.
-            if browser.openExternally(browserRequest) { return }
+            browser.openExternally(browserRequest) { [weak self] opened in
+                if !opened { self?.didNotStart(number) }
+            }
+            return
         } else if let session = browser.start(browserRequest, completion: { [weak self] result in
             self?.complete(number, result)
         }) {
@@ -158,6 +161,12 @@ public final class SignInFlow {
             if running?.number == number { running?.session = session }
             return
         }
+        didNotStart(number)
+    }
+
+    /// Only the sign-in that did not start ends: a newer one, or a link that already finished
+    /// this one, is left alone.
+    private func didNotStart(_ number: Int) {
         guard let failed = running, failed.number == number else { return }
         running = nil
         finish(failed, .browserFailed, reason: SignInOutcome.Reason.browserDidNotStart, redirect: nil)
