@@ -22,5 +22,6 @@ android {
 dependencies {
     implementation("net.openid:appauth:0.11.1")
     implementation("androidx.activity:activity-ktx:1.9.3")
+    implementation("androidx.browser:browser:1.9.0")     // setEphemeralBrowsingEnabled; AppAuth alone brings an older one
     testImplementation("org.junit.jupiter:junit-jupiter:5.9.2")
 }

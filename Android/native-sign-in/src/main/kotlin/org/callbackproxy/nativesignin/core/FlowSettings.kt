@@ -6,7 +6,7 @@ package org.callbackproxy.nativesignin.core
  * @property initialUrl the site the WebView shows; callbacks are built on its origin and
  *   hand-back links judged by it. Must be an http(s) URL with a host and no user info.
  * @property ephemeral passed to the browser as asked (iOS's `prefersEphemeralWebBrowserSession`;
- *   a Custom Tab has no such mode, so the Android glue ignores it).
+ *   on Android an Ephemeral Custom Tab, where the browser has them: Chrome 136 and later).
  */
 class FlowSettings(
     val initialUrl: String,

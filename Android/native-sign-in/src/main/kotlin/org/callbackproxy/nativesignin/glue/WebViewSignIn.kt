@@ -9,7 +9,8 @@
 // (AuthorizationManagementActivity puts the redirect Uri into the result Intent's data for successes,
 // provider errors and state mismatches alike, and AuthorizationResponse.toIntent's extra carries the
 // request with its code verifier; a cancel carries only AuthorizationException's extra) and the Android
-// reference (WebView.WebViewTransport, WebResourceRequest.isForMainFrame, Activity.isChangingConfigurations).
+// reference (WebView.WebViewTransport, WebResourceRequest.isForMainFrame, Activity.isChangingConfigurations);
+// ephemeral tabs against androidx.browser 1.9 (CustomTabsIntent.Builder.setEphemeralBrowsingEnabled).
 package org.callbackproxy.nativesignin.glue
 
 import android.content.ActivityNotFoundException
@@ -24,6 +25,7 @@ import androidx.activity.ComponentActivity
 import androidx.activity.result.ActivityResult
 import androidx.activity.result.ActivityResultLauncher
 import androidx.activity.result.contract.ActivityResultContracts
+import androidx.browser.customtabs.ExperimentalEphemeralBrowsing
 import net.openid.appauth.AuthorizationException
 import net.openid.appauth.AuthorizationRequest
 import net.openid.appauth.AuthorizationResponse
@@ -131,6 +133,8 @@ class WebViewSignIn(
     // BrowserStarter: AppAuth for the native request; a Custom Tab cannot catch an https redirect.
     override val supportsHttpsCallbacks: Boolean get() = false
 
+    // androidx.browser 1.9 marks ephemeral browsing experimental (checked by lint, not kotlinc).
+    @androidx.annotation.OptIn(markerClass = [ExperimentalEphemeralBrowsing::class])
     override fun start(start: BrowserStart): Cancellable? {
         val native = start.native ?: return null
         // The endpoint without the site's query: AppAuth appends its parameters with buildUpon().
@@ -149,8 +153,11 @@ class WebViewSignIn(
             .setAdditionalParameters(listOf("access_type", "include_granted_scopes", "hd")
                 .mapNotNull { name -> kept(name)?.let { name to it } }.toMap())
             .build()
+        // An Ephemeral Custom Tab (Chrome 136+) shares no cookies with the browser; a browser without
+        // them ignores the extra and opens an ordinary Custom Tab, which is all it can do.
+        val tab = service.createCustomTabsIntentBuilder().setEphemeralBrowsingEnabled(start.ephemeral).build()
         return try {
-            launcher.launch(service.getAuthorizationRequestIntent(request))
+            launcher.launch(service.getAuthorizationRequestIntent(request, tab))
             object : Cancellable {
                 // A Custom Tab cannot be closed from outside; bringing this activity back to the top
                 // finishes AppAuth's activity, whose (cancel) result the flow then ignores.
