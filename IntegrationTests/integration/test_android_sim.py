@@ -223,8 +223,15 @@ def test_hand_back_opens_the_site_url_and_takes_the_app_link_once(sim):
     assert refused["events"][0]["outcome"] == "refused" and refused["events"][0]["reason"].startswith("linkPaths: ")
 
 
+def test_hand_back_defaults_to_the_app_link_as_the_glue_does(sim):
+    configure(sim, strategy="hand_back", link_paths=["/users/auth/google_oauth2/callback"])
+    assert sim.call(op="navigate", url=SITE, target="mainFrame") == {"policy": "cancel", "events": [
+        {"event": "external_browser_opened", "url": SITE}]}
+
+
 def test_hand_back_with_https_callbacks_waits_for_the_sites_redirect(sim):
-    configure(sim, strategy="hand_back", link_paths=["/users/auth/google_oauth2/callback"], ephemeral=True)
+    configure(sim, strategy="hand_back", https_callbacks=True, link_paths=["/users/auth/google_oauth2/callback"],
+              ephemeral=True)
     started = sim.call(op="navigate", url=SITE, target="popup")["events"][0]
     assert started == {"event": "browser_started", "session": "s1", "url": SITE, "ephemeral": True,
                        "callback": {"https": {"host": "site.example", "path": "/users/auth/google_oauth2/callback"}},
@@ -416,7 +423,8 @@ def swift(tmp_path):
 @pytest.mark.parametrize("flow,scenario", [({}, SCENARIO),
                                            ({"strategy": "hand_back", "https_callbacks": False,
                                              "link_paths": ["/users/auth/google_oauth2/callback"]}, HAND_BACK),
-                                           ({"strategy": "hand_back", "link_paths": ["/users/auth/google_oauth2/callback"]}, HAND_BACK)],
+                                           ({"strategy": "hand_back", "https_callbacks": True,
+                                             "link_paths": ["/users/auth/google_oauth2/callback"]}, HAND_BACK)],
                          ids=["native", "hand_back_app_link", "hand_back_https"])
 def test_the_swift_simulator_answers_the_same(sim, swift, flow, scenario):
     swift, plists = swift

@@ -40,7 +40,9 @@ class AppSettings(request: Request) {
 
         val initialUrl = request.optionalString("initial_url")
         val ephemeral = request.optionalBool("ephemeral") ?: false
-        httpsCallbacks = request.optionalBool("https_callbacks") ?: true
+        // The glue hands a hand-back sign-in to the default browser and takes the App Link back; no
+        // Android browser catches an https redirect for the app, so the default is the glue's.
+        httpsCallbacks = request.optionalBool("https_callbacks") ?: false
         val linkPaths = request.strings("link_paths")
         val strategy = when (val name = request.optionalString("strategy") ?: "native") {
             "native" -> {
