@@ -9,6 +9,7 @@ import Foundation
 /// |---|---|---|---|---|
 /// | Info.plist | `OAuthEnabled` | Bool, or the string `YES`/`NO` | off | interception on; `$(OAUTH_ENABLED)` in Xcode substitutes a string, so both forms are read |
 /// | Info.plist | `FacebookAppID` | String of digits | empty: no Facebook | `$(FACEBOOK_APP_ID)`; also forms `fb<appid>://authorize` |
+/// | Info.plist | `OAuthHandBackUniversalLinks` | Bool, or the string `YES`/`NO` | off | hand-back returns through a universal link even where the browser session could wait for the https callback (iOS 17.4): no `webcredentials:` entitlement needed |
 /// | GoogleService-Info.plist | `CLIENT_ID` | String | (file absent: no Google) | the iOS client, `….apps.googleusercontent.com` |
 /// | GoogleService-Info.plist | `REVERSED_CLIENT_ID` | String | required with `CLIENT_ID` | `com.googleusercontent.apps.…`, the redirect's scheme |
 ///
@@ -20,10 +21,15 @@ public struct NativeSignInConfiguration: Sendable, Equatable {
 
     public var enabled: Bool
     public var providers: [Provider]
+    /// `OAuthHandBackUniversalLinks`: pass it to `WebViewSignIn` (`SignInFlow`). From iOS 17.4 a
+    /// hand-back sign-in otherwise waits for the site's https callback in the browser session,
+    /// which needs the site in the app's `webcredentials:` associated domains.
+    public var handBackThroughUniversalLinks: Bool
 
-    public init(enabled: Bool, providers: [Provider]) {
+    public init(enabled: Bool, providers: [Provider], handBackThroughUniversalLinks: Bool = false) {
         self.enabled = enabled
         self.providers = providers
+        self.handBackThroughUniversalLinks = handBackThroughUniversalLinks
     }
 
     /// The interceptor for this configuration, or nil when `OAuthEnabled` is off.
@@ -84,7 +90,8 @@ public struct NativeSignInConfiguration: Sendable, Equatable {
         if let twice = names.first(where: { name in names.filter { $0 == name }.count > 1 }) {
             throw NativeSignInError(.configuration, key: twice, "the provider \(twice) is configured twice")
         }
-        return Self(enabled: true, providers: providers)
+        return Self(enabled: true, providers: providers,
+                    handBackThroughUniversalLinks: try info.flag("OAuthHandBackUniversalLinks"))
     }
 
     private static func googleProvider(_ plist: PlistKeys) throws -> Provider {

@@ -98,12 +98,14 @@ final class FlowApp {
     let flow: SignInFlow
     private(set) var outcomes: [SignInOutcome] = []
 
-    init(strategy: SignInStrategy = .native, ephemeral: Bool = false, httpsCallbacks: Bool = true) throws {
+    init(strategy: SignInStrategy = .native, ephemeral: Bool = false, httpsCallbacks: Bool = true,
+         universalLinks: Bool = false) throws {
         browser.supportsHTTPSCallbacks = httpsCallbacks
         let webView = FakeWebView(log: log)
         self.webView = webView
         flow = try SignInFlow(interceptor: Fixtures.interceptor, initialURL: Self.site, strategy: strategy,
-                              prefersEphemeralSession: ephemeral, browser: browser, webView: webView)
+                              prefersEphemeralSession: ephemeral, handBackThroughUniversalLinks: universalLinks,
+                              browser: browser, webView: webView)
         flow.onOutcome = { [unowned self] in self.outcomes.append($0) }
     }
 

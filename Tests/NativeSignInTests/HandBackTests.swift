@@ -37,6 +37,29 @@ import Testing
         #expect(app.outcomes == [SignInOutcome(.completed, signIn: 1)])
     }
 
+    /// An app without the `webcredentials:` entitlement chooses the universal link on iOS 17.4 too.
+    @Test func universalLinksChosenTheDefaultBrowserOpensWhereTheSessionCouldWait() throws {
+        let app = try FlowApp(strategy: Self.strategy, httpsCallbacks: true, universalLinks: true)
+        _ = app.tap(FlowApp.google(state: "s1"))
+        #expect(app.browser.started.isEmpty)
+        #expect(app.browser.openedExternally.map(\.signIn) == [1])
+        let link = URL(string: "https://site.example\(Self.callbackPath)?code=web-code&state=s1")!
+        #expect(app.flow.open(link: link))
+        #expect(app.outcomes == [SignInOutcome(.completed, signIn: 1)])
+    }
+
+    /// A link can only come back on a claimed path, so the choice brings the link-path check back.
+    @Test func universalLinksChosenASiteCallbackOffTheLinkPathsIsRefused() throws {
+        let url = "https://accounts.google.com/o/oauth2/v2/auth?state=s1&redirect_uri=https%3A%2F%2Fsite.example%2Fother"
+        let waits = try FlowApp(strategy: Self.strategy, httpsCallbacks: true)
+        _ = waits.tap(url)
+        #expect(waits.browser.started.count == 1)
+        let links = try FlowApp(strategy: Self.strategy, httpsCallbacks: true, universalLinks: true)
+        #expect(links.tap(url) == .cancel)
+        #expect(links.browser.started.isEmpty && links.browser.openedExternally.isEmpty)
+        #expect(links.outcomes.map(\.kind) == [.refused])
+    }
+
     @Test(arguments: [
         "https://other.example/users/auth/google/callback?code=c&state=s1",   // another origin
         "http://site.example/users/auth/google/callback?code=c&state=s1",     // another scheme

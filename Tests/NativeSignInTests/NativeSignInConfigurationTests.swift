@@ -26,6 +26,21 @@ import Testing
         #expect(config.interceptor(platform: .ios)?.providers.count == 2)
     }
 
+    @Test func handBackThroughUniversalLinksIsOffUnlessSet() throws {
+        #expect(try !NativeSignInConfiguration.parse(infoPlist: Self.info, googleServiceInfo: nil).handBackThroughUniversalLinks)
+        for value in ["<true/>", "<string>YES</string>"] {
+            let info = Self.plist("<key>OAuthEnabled</key><true/><key>FacebookAppID</key><string>4242</string>"
+                                  + "<key>OAuthHandBackUniversalLinks</key>\(value)")
+            #expect(try NativeSignInConfiguration.parse(infoPlist: info, googleServiceInfo: nil).handBackThroughUniversalLinks)
+        }
+        let bad = Self.plist("<key>OAuthEnabled</key><true/><key>FacebookAppID</key><string>4242</string>"
+                             + "<key>OAuthHandBackUniversalLinks</key><string>$(HAND_BACK_LINKS)</string>")
+        let error = #expect(throws: NativeSignInError.self) {
+            try NativeSignInConfiguration.parse(infoPlist: bad, googleServiceInfo: nil)
+        }
+        #expect(error?.key == "OAuthHandBackUniversalLinks" && error?.file == "Info.plist")
+    }
+
     @Test(arguments: ["<true/>", "<string>YES</string>"])
     func oauthEnabledIsReadAsAPlistBoolOrXcodesYES(_ value: String) throws {
         let info = Self.plist("<key>OAuthEnabled</key>\(value)<key>FacebookAppID</key><string>4242</string>")

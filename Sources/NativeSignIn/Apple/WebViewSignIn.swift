@@ -24,11 +24,14 @@ public final class WebViewSignIn {
     private let browser: SystemBrowser
 
     /// `prefersEphemeralSession`: ASWebAuthenticationSession's prefersEphemeralWebBrowserSession.
+    /// `handBackThroughUniversalLinks`: the configuration's `OAuthHandBackUniversalLinks`.
     public init(webView: WKWebView, interceptor: SignInInterceptor, initialURL: URL,
-                strategy: SignInStrategy = .native, prefersEphemeralSession: Bool = false) throws {
+                strategy: SignInStrategy = .native, prefersEphemeralSession: Bool = false,
+                handBackThroughUniversalLinks: Bool = false) throws {
         browser = SystemBrowser(webView: webView)
         flow = try SignInFlow(interceptor: interceptor, initialURL: initialURL, strategy: strategy,
-                              prefersEphemeralSession: prefersEphemeralSession, browser: browser, webView: webView)
+                              prefersEphemeralSession: prefersEphemeralSession,
+                              handBackThroughUniversalLinks: handBackThroughUniversalLinks, browser: browser, webView: webView)
     }
 
     /// In `webView(_:decidePolicyFor:decisionHandler:)`, first: `.cancel` means the flow took

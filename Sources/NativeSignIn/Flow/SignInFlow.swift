@@ -31,6 +31,9 @@ public final class SignInFlow {
     /// `prefersEphemeralWebBrowserSession`: the browser shares no cookies with the user's
     /// browser (no "signed in already", no prompt about sharing website data).
     public let prefersEphemeralSession: Bool
+    /// Hand-back returns through a universal link (`open(link:)`) even where the browser could
+    /// wait for the https callback itself (`NativeSignInConfiguration.handBackThroughUniversalLinks`).
+    public let handBackThroughUniversalLinks: Bool
     private let browser: any SignInBrowser
     /// Weak: the app owns its WebView; a sign-in ending after it is gone loads nothing.
     public private(set) weak var webView: (any SignInWebView)?
@@ -58,7 +61,8 @@ public final class SignInFlow {
     /// Throws when `initialURL` is not an http(s) origin (the callback is built on it), or a
     /// hand-back strategy names no link path or one that is not a path.
     public init(interceptor: SignInInterceptor, initialURL: URL, strategy: SignInStrategy = .native,
-                prefersEphemeralSession: Bool = false, browser: any SignInBrowser, webView: any SignInWebView) throws {
+                prefersEphemeralSession: Bool = false, handBackThroughUniversalLinks: Bool = false,
+                browser: any SignInBrowser, webView: any SignInWebView) throws {
         guard SiteCallback.origin(of: initialURL) != nil else {
             throw NativeSignInError(.initialURL, key: "initialURL",
                                     "the callback needs an http(s) URL with a host: \(initialURL.absoluteString)")
@@ -73,8 +77,15 @@ public final class SignInFlow {
         self.initialURL = initialURL
         self.strategy = strategy
         self.prefersEphemeralSession = prefersEphemeralSession
+        self.handBackThroughUniversalLinks = handBackThroughUniversalLinks
         self.browser = browser
         self.webView = webView
+    }
+
+    /// Whether a hand-back sign-in's browser session waits for the site's https callback; if
+    /// not, the default browser opens the site's URL and the callback returns as a link.
+    private var handBackWaitsForHTTPSCallback: Bool {
+        browser.supportsHTTPSCallbacks && !handBackThroughUniversalLinks
     }
 
     /// Whether a sign-in is under way.
@@ -102,7 +113,7 @@ public final class SignInFlow {
         case .handBack(let linkPaths):
             do {
                 route = .handBack(try SiteCallback(siteURL: navigation.url, initialURL: initialURL,
-                                                   linkPaths: browser.supportsHTTPSCallbacks ? nil : linkPaths))
+                                                   linkPaths: handBackWaitsForHTTPSCallback ? nil : linkPaths))
             } catch {
                 report(SignInOutcome(.refused, signIn: nil, reason: error.description))
                 return .cancel
@@ -148,7 +159,7 @@ public final class SignInFlow {
         }
         running = Running(number: number, siteURL: siteURL, state: request.state, route: route, session: nil)
 
-        if case .handBack = route, !browser.supportsHTTPSCallbacks {
+        if case .handBack = route, !handBackWaitsForHTTPSCallback {
             // The default browser, then a universal link (`open(link:)`): nothing to cancel.
             browser.openExternally(browserRequest) { [weak self] opened in
                 if !opened { self?.didNotStart(number) }
