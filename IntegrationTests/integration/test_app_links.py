@@ -1,6 +1,8 @@
 """`oauth.app_links`: the proxy serves the universal-link and App Link files for the site's domain
-(no file deployed on the site), exactly, as application/json, without a redirect; unset, the paths
-are the site's; a mistake is named by its key in `check`."""
+(no file deployed on the site), exactly, as application/json, without a redirect, the Apple apps
+under `webcredentials` too (iOS 17.4's hand-back); paths left out are every provider's app_callback
+and the callback path; unset, the paths are the site's; a mistake is named by its key in `check`,
+and `check` notes an app_callback the Apple paths do not claim."""
 import json
 import subprocess
 
@@ -15,13 +17,13 @@ LINKS = f"""  app_links:
 """
 
 
-def write(tmp_path, links=LINKS):
+def write(tmp_path, links=LINKS, provider=""):
     cfg = tmp_path / "links.yaml"
     cfg.write_text(f"""oauth:
 {links}providers:
   google:
     handoff: verify
-    endpoints: {{ jwks: "http://127.0.0.1:9/jwks" }}
+{provider}    endpoints: {{ jwks: "http://127.0.0.1:9/jwks" }}
     native: {{ ios: {{ client_id: 123-ios.apps.googleusercontent.com }} }}
 """)
     return str(cfg)
@@ -40,7 +42,8 @@ def test_both_files_are_served_exactly_and_nothing_reaches_the_site(proxy_factor
     ids, paths = ["ABCDE12345.com.example.app", "ABCDE12345.com.example.app2"], ["/_oauth_callback*", "/signin/*"]
     assert json.loads(r.body) == {"applinks": {"apps": [], "details": [
         {"appIDs": ids, "components": [{"/": "/_oauth_callback*"}, {"/": "/signin/*"}]},
-        {"appID": ids[0], "paths": paths}, {"appID": ids[1], "paths": paths}]}}
+        {"appID": ids[0], "paths": paths}, {"appID": ids[1], "paths": paths}]},
+        "webcredentials": {"apps": ids}}
     r = get(p, "/.well-known/assetlinks.json")
     assert (r.status, r.one("content-type")) == (200, "application/json")
     assert json.loads(r.body) == [{
@@ -54,6 +57,26 @@ def test_both_files_are_served_exactly_and_nothing_reaches_the_site(proxy_factor
     assert json.loads(get(p, "/.well-known/./assetlinks.json").body)[0]["target"]["package_name"] == "com.example.app"
     assert upstream.record.requests() == []
     assert get(p, "/.well-known/other").status == 404, "other .well-known paths are the site's"
+
+
+def test_apple_paths_default_to_the_sites_callback_and_check_is_quiet(proxy_factory, upstream, proxy_bin, tmp_path):
+    cfg = write(tmp_path, links="  app_links:\n    apple: { app_ids: [ABCDE12345.com.example.app] }\n",
+                provider="    app_callback: /users/auth/google_oauth2/callback\n")
+    p = proxy_factory(upstream, extra=["--config", cfg])
+    served = json.loads(get(p, "/.well-known/apple-app-site-association").body)
+    assert served["applinks"]["details"][0]["components"] == [{"/": "/users/auth/google_oauth2/callback"}, {"/": "/_oauth_callback*"}]
+    assert served["webcredentials"] == {"apps": ["ABCDE12345.com.example.app"]}
+    out = subprocess.run([proxy_bin, "check", "--config", cfg, "--upstream", "http://127.0.0.1:9"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "app_links" not in out.stdout, out.stdout
+
+
+def test_check_notes_an_app_callback_the_apple_paths_do_not_claim(proxy_bin, tmp_path):
+    cfg = write(tmp_path, links="  app_links:\n    apple: { app_ids: [ABCDE12345.com.example.app], paths: [\"/_oauth_callback*\"] }\n",
+                provider="    app_callback: /users/auth/google_oauth2/callback\n")
+    out = subprocess.run([proxy_bin, "check", "--config", cfg, "--upstream", "http://127.0.0.1:9"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("note: oauth.app_links.apple.paths: providers.google.app_callback /users/auth/google_oauth2/callback "
+            "is not among them") in out.stdout, out.stdout
 
 
 def test_unset_the_paths_are_the_sites(proxy_factory, upstream, tmp_path):

@@ -75,7 +75,7 @@ enum Check {
                 print("note: the upstream name '\(name)' does not resolve here (\(error.reason)); "
                       + "started here, the proxy would answer 502 until it does")
             }
-            for note in retiredGraphVersions(c, today: today()) + notes { print("note: " + note) }
+            for note in retiredGraphVersions(c, today: today()) + uncoveredHandBackCallbacks(c) + notes { print("note: " + note) }
             guard options.online else { return 0 }
             let found = OnlineCheck.problems(c, storeTLS: storeTLS)
             for note in found where note.isNote { print("note: \(note)") }
@@ -135,6 +135,19 @@ enum Check {
             let mode = String(info.st_mode & 0o777, radix: 8)
             return "tls.session_ticket_keys: '\(file)' has mode 0\(mode): group or others can read it, and a ticket key "
                 + "decrypts every session it protected; chmod 0600 and own it by the user the proxy runs as"
+        }
+    }
+
+    /// With `oauth.app_links.apple`, the apps may hand sign-ins back through universal links; a
+    /// provider's `app_callback` the paths do not claim would open in Safari, not the app. A note:
+    /// apps that only use native sign-in (`/_oauth_callback`) need no such path.
+    static func uncoveredHandBackCallbacks(_ c: AppConfig) -> [String] {
+        let callbacks = c.oauth.providers.values.sorted { $0.name < $1.name }.compactMap { p in
+            p.appCallback.map { (provider: p.name, path: $0) }
+        }
+        return (c.oauth.appLinks?.uncoveredCallbacks(callbacks) ?? []).map { callback in
+            "oauth.app_links.apple.paths: providers.\(callback.provider).app_callback \(callback.path) is not among them; "
+                + "a hand-back sign-in returning there would open in Safari, not the app (leave paths out to claim every app_callback)"
         }
     }
 

@@ -7,7 +7,8 @@ import OAuthCallback
 ///   app_links:
 ///     apple:
 ///       app_ids: [ABCDE12345.com.example.app]      # <Team ID>.<bundle id>
-///       paths: ["/_oauth_callback*"]               # what the app claims (default: the callback path)
+///       paths: ["/users/auth/google_oauth2/callback"] # what the app claims (default: each provider's
+///                                                    # app_callback and the callback path with *)
 ///     android:
 ///       - package: com.example.app
 ///         sha256_cert_fingerprints: ["14:6D:E9:…"]  # keytool -list -v, 32 bytes
@@ -22,7 +23,8 @@ extension ConfigLoader {
                 apple.problems.add(apple.child("app_ids"), apple.node("app_ids")?.line,
                                    "'\(id)' is not <Team ID>.<bundle id> (ten upper-case letters or digits, a dot, a reverse-DNS bundle id)")
             }
-            let paths = apple.strings("paths") ?? ["/_oauth_callback*"]
+            // Empty until the providers are read: `defaultApplePaths` fills it in then.
+            let paths = apple.strings("paths") ?? []
             for p in paths where !p.hasPrefix("/") && p != "*" {
                 apple.problems.add(apple.child("paths"), apple.node("paths")?.line, "'\(p)' must start with / (or be *)")
             }
@@ -58,5 +60,13 @@ extension ConfigLoader {
         }
         m.finish()
         return links.apple == nil && links.android.isEmpty ? nil : links
+    }
+
+    /// `app_links.apple.paths` left out: the site's callbacks (`providers.<p>.app_callback`) and
+    /// the callback path, so that a hand-back sign-in's universal link opens the app.
+    func defaultApplePaths(_ o: inout OAuthSettings) {
+        guard let apple = o.appLinks?.apple, apple.paths.isEmpty else { return }
+        o.appLinks?.apple?.paths = AppLinks.defaultPaths(appCallbacks: o.providers.values.compactMap(\.appCallback),
+                                                         callbackPath: o.callbackPath)
     }
 }

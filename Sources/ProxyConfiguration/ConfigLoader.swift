@@ -49,6 +49,7 @@ public struct ConfigLoader {
         readEngine(top, into: &config)
         if let oauth = top.mapping("oauth") { readOAuth(oauth, into: &config.oauth) }
         if let providers = top.mapping("providers", keysAre: "<name>") { readProviders(providers, into: &config.oauth) }
+        defaultApplePaths(&config.oauth)
         if config.oauth.providers.values.contains(where: { $0.handoff == .session }) && config.oauth.session == nil {
             problems.add("oauth.session", nil, "is required when a provider uses handoff session (at least secret_env or secret_file)")
         }

@@ -111,6 +111,17 @@ import Testing
         #expect(google.appClient?.clientAuth == .post, "client_secret_post unless configured")
     }
 
+    @Test func appleLinkPathsDefaultToEveryAppCallbackAndTheCallbackPath() throws {
+        let given = Self.full.replacingOccurrences(of: "  idp_timeout: 5s\n",
+            with: "  idp_timeout: 5s\n  app_links: { apple: { app_ids: [ABCDE12345.com.example.app] } }\n")
+        let c = try loader().load(text: given).get()
+        #expect(c.oauth.appLinks?.apple?.paths == ["/users/auth/apple/callback", "/users/auth/facebook/callback",
+                                                   "/users/auth/google_oauth2/callback", "/_oauth_callback*"])
+        let explicit = Self.full.replacingOccurrences(of: "  idp_timeout: 5s\n",
+            with: "  idp_timeout: 5s\n  app_links: { apple: { app_ids: [ABCDE12345.com.example.app], paths: [/x] } }\n")
+        #expect(try loader().load(text: explicit).get().oauth.appLinks?.apple?.paths == ["/x"])
+    }
+
     @Test func serverSideSessionsFollowTheStoreUnlessConfigured() throws {
         let c = try loader().load(text: """
         oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true } }

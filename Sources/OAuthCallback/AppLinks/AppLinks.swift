@@ -8,7 +8,9 @@ import ProxyCore
 /// - `/.well-known/apple-app-site-association`: Apple's CDN fetches it from the domain with no
 ///   redirect allowed, as `application/json`, and caches it; both the iOS 13+ form (`appIDs`,
 ///   `components`) and the older one (`appID`, `paths`) are written, as Apple's documentation
-///   does.
+///   does. The same apps are listed under `webcredentials`: from iOS 17.4 a hand-back sign-in's
+///   browser session waits for the site's https callback itself
+///   (`ASWebAuthenticationSession.Callback.https`), which requires that service for the host.
 /// - `/.well-known/assetlinks.json`: the Digital Asset Links statement Android verifies
 ///   (`handle_all_urls` for the package, signed with one of the certificate fingerprints).
 ///
@@ -17,7 +19,8 @@ public struct AppLinks: Sendable, Equatable {
     public struct Apple: Sendable, Equatable {
         /// `<TEAMID>.<bundle id>` for each app that may open the links.
         public var appIDs: [String]
-        /// The paths the apps claim (`*` and `?` wildcards, as Apple's `paths`).
+        /// The paths the apps claim (`*` and `?` wildcards, as Apple's `paths`). The loader's
+        /// default: every provider's `app_callback` and the callback path (`defaultPaths`).
         public var paths: [String]
         public init(appIDs: [String], paths: [String]) {
             self.appIDs = appIDs
@@ -54,7 +57,45 @@ public struct AppLinks: Sendable, Equatable {
         for id in apple.appIDs {
             details.append(.object(["appID": .string(id), "paths": .array(apple.paths.map { .string($0) })]))
         }
-        return JSONValue.object(["applinks": .object(["apps": .array([]), "details": .array(details)])]).serialized()
+        return JSONValue.object([
+            "applinks": .object(["apps": .array([]), "details": .array(details)]),
+            "webcredentials": .object(["apps": .array(ids)]),
+        ]).serialized()
+    }
+
+    /// The universal-link paths when none are configured: the site's own callbacks (where a
+    /// hand-back sign-in returns) and the proxy's callback path with anything after it.
+    public static func defaultPaths(appCallbacks: [String], callbackPath: String) -> [String] {
+        var paths: [String] = []
+        for path in appCallbacks.sorted() + [callbackPath + "*"] where !paths.contains(path) { paths.append(path) }
+        return paths
+    }
+
+    /// The site callbacks (`provider` → `app_callback`) that none of the claimed paths covers:
+    /// a hand-back sign-in returning there would open in Safari instead of the app.
+    public func uncoveredCallbacks(_ appCallbacks: [(provider: String, path: String)]) -> [(provider: String, path: String)] {
+        guard let apple else { return [] }
+        return appCallbacks.filter { callback in !apple.paths.contains { Self.path(callback.path, matches: $0) } }
+    }
+
+    /// Apple's path patterns: `*` is any run of characters (none too), `?` exactly one.
+    public static func path(_ path: String, matches pattern: String) -> Bool {
+        let text = Array(path.utf8), glob = Array(pattern.utf8)
+        var t = 0, g = 0
+        var star: Int? = nil, resume = 0
+        while t < text.count {
+            if g < glob.count, glob[g] == UInt8(ascii: "?") || glob[g] == text[t] {
+                t += 1; g += 1
+            } else if g < glob.count, glob[g] == UInt8(ascii: "*") {
+                star = g; resume = t; g += 1
+            } else if let s = star {
+                g = s + 1; resume += 1; t = resume
+            } else {
+                return false
+            }
+        }
+        while g < glob.count, glob[g] == UInt8(ascii: "*") { g += 1 }
+        return g == glob.count
     }
 
     public var androidDocument: [UInt8]? {
