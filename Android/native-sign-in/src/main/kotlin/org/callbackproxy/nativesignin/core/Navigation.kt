@@ -6,9 +6,9 @@ data class Navigation(val url: String, val target: Target) {
         /** The top-level document: shouldOverrideUrlLoading with `request.isForMainFrame`. */
         MAIN_FRAME("mainFrame"),
         /**
-         * A new window (`window.open`, `target=_blank`): WebChromeClient.onCreateWindow, whose URL
-         * only the throw-away WebView handed back through WebViewTransport learns. Sites open
-         * sign-in in a popup, and a popup is as much a top-level context as the main frame.
+         * A new window (`window.open`, `target=_blank`) the app opens itself: its popup WebView's
+         * first navigation (onCreateWindow is given no URL). Sites open sign-in in a popup, and a
+         * popup is as much a top-level context as the main frame.
          */
         POPUP("popup"),
         /**

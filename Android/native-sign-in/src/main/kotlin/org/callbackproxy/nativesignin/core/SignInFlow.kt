@@ -12,8 +12,8 @@ package org.callbackproxy.nativesignin.core
  *   it `superseded`; the old session's late completion is ignored.
  * - **Exactly once.** Each sign-in ends with one outcome and at most one WebView load; a second
  *   completion, or one after cancel() or supersession, does nothing.
- * - **The same navigation twice** (a popup seen by onCreateWindow's throw-away WebView and again
- *   as a main-frame load) while its sign-in runs is cancelled and starts nothing.
+ * - **The same navigation twice** (a popup's first navigation seen by both shouldOverrideUrlLoading
+ *   and onPageStarted, or again as a main-frame load) while its sign-in runs is cancelled and starts nothing.
  * - **A browser that does not start** loads the callback with `error=sign_in_failed` (the site
  *   shows its failure page) and ends `failed` / `browser_did_not_start`.
  * - **Hand-back**: the site's own URL, unchanged; only a link on the site's origin with a
@@ -107,7 +107,7 @@ class SignInFlow(
     /** Whether a sign-in is under way. */
     val isRunning: Boolean get() = running != null
 
-    /** The WebView asks about a navigation (shouldOverrideUrlLoading, onCreateWindow). */
+    /** The WebView asks about a navigation (shouldOverrideUrlLoading, a popup's first navigation). */
     fun decide(navigation: Navigation): Policy {
         val decision = interceptor.decide(navigation)
         val request = when (decision) {

@@ -31,7 +31,17 @@ class SignInInterceptor(
      */
     fun decide(navigation: Navigation): NavigationDecision {
         if (navigation.target == Navigation.Target.SUBFRAME) return NavigationDecision.Allow
-        val provider = providers.firstOrNull { it.endpoint.matches(navigation.url) } ?: return NavigationDecision.Allow
+        return decide(navigation, providers.firstOrNull { it.endpoint.matches(navigation.url) } ?: return NavigationDecision.Allow)
+    }
+
+    /**
+     * Whether a popup opening [url] is a sign-in the flow takes (started, or refused as unsafe):
+     * the question an app's own WebChromeClient asks of its popup's first navigation, since
+     * `onCreateWindow` itself is given no URL. Nothing is started or remembered.
+     */
+    fun isSignIn(url: String): Boolean = providers.any { it.endpoint.matches(url) }
+
+    private fun decide(navigation: Navigation, provider: Provider): NavigationDecision {
         // matches() parsed it already.
         val parts = UrlParts.parse(navigation.url)!!
 

@@ -9,7 +9,7 @@
 // (AuthorizationManagementActivity puts the redirect Uri into the result Intent's data for successes,
 // provider errors and state mismatches alike, and AuthorizationResponse.toIntent's extra carries the
 // request with its code verifier; a cancel carries only AuthorizationException's extra) and the Android
-// reference (WebView.WebViewTransport, WebResourceRequest.isForMainFrame, Activity.isChangingConfigurations);
+// reference (WebResourceRequest.isForMainFrame, Activity.isChangingConfigurations);
 // ephemeral tabs against androidx.browser 1.9 (CustomTabsIntent.Builder.setEphemeralBrowsingEnabled).
 package org.callbackproxy.nativesignin.glue
 
@@ -17,10 +17,8 @@ import android.content.ActivityNotFoundException
 import android.content.Intent
 import android.net.Uri
 import android.os.Bundle
-import android.os.Message
 import android.webkit.WebResourceRequest
 import android.webkit.WebView
-import android.webkit.WebViewClient
 import androidx.activity.ComponentActivity
 import androidx.activity.result.ActivityResult
 import androidx.activity.result.ActivityResultLauncher
@@ -51,19 +49,18 @@ import java.lang.ref.WeakReference
 /**
  * Native sign-in for one activity's WebView. Create it in `onCreate` with its `savedInstanceState`
  * (registerForActivityResult must run there, before the activity is STARTED, so that a result for
- * the previous instance reaches this one), call the hooks from your own WebViewClient,
- * WebChromeClient, onNewIntent and onSaveInstanceState, and [close] it in `onDestroy` — also on a
+ * the previous instance reaches this one), call the hooks from your own WebViewClient, your popups'
+ * first navigation, onNewIntent and onSaveInstanceState, and [close] it in `onDestroy` — also on a
  * rotation: the sign-in then carries on in the next instance. Main thread only, as SignInFlow requires.
+ * It never touches your WebChromeClient or the WebView's settings.
  */
 class WebViewSignIn(
     private val activity: ComponentActivity,
     webView: WebView,
-    interceptor: SignInInterceptor,
+    private val interceptor: SignInInterceptor,
     settings: FlowSettings,
     savedInstanceState: Bundle?,
-    onOutcome: (SignInOutcome) -> Unit = {},
-    /** A popup that is no sign-in: by default it is loaded in the main WebView. */
-    private val onOtherPopup: (String) -> Unit = { url -> webView.loadUrl(url) }
+    onOutcome: (SignInOutcome) -> Unit = {}
 ) : BrowserStarter, WebViewLoader {
     private val webView = WeakReference(webView)
     /** One per activity, disposed in [close]: it holds a Custom Tabs service connection. */
@@ -80,36 +77,19 @@ class WebViewSignIn(
     }
 
     /**
-     * WebChromeClient.onCreateWindow(view, isDialog, isUserGesture, resultMsg): `return signIn.onCreateWindow(resultMsg)`
-     * (with `settings.setSupportMultipleWindows(true)`). Android gives onCreateWindow no URL: a
-     * throw-away WebView is handed back through WebViewTransport, and its first navigation is the popup's.
+     * Only for an app that opens popups itself (`setSupportMultipleWindows(true)` and its own
+     * `onCreateWindow`): its popup's first navigation — the popup's shouldOverrideUrlLoading, or
+     * onPageStarted where a WebView version starts a new window's first load without asking. True:
+     * a sign-in, which the flow has taken (started, or refused as unsafe); close that popup. False:
+     * the popup is the app's, `window.opener` and all. onCreateWindow itself is given no URL, and a
+     * WebView handed back through WebViewTransport already is the popup, so the question cannot be
+     * asked any earlier. Without popups of its own the app leaves multiple windows off (the
+     * default): Android then loads `window.open` and `target=_blank` in the WebView itself, where
+     * [shouldOverrideUrlLoading] sees them.
      */
-    fun onCreateWindow(resultMsg: Message?): Boolean {
-        val transport = resultMsg?.obj as? WebView.WebViewTransport ?: return false
-        val popup = WebView(activity)
-        popup.webViewClient = object : WebViewClient() {
-            private var seen = false
-
-            override fun shouldOverrideUrlLoading(view: WebView, request: WebResourceRequest): Boolean {
-                take(view, request.url.toString())
-                return true
-            }
-
-            // Some WebView versions start a new window's first load without asking shouldOverrideUrlLoading.
-            override fun onPageStarted(view: WebView, url: String, favicon: android.graphics.Bitmap?) {
-                view.stopLoading()
-                take(view, url)
-            }
-
-            private fun take(view: WebView, url: String) {
-                if (seen) return
-                seen = true
-                if (flow.decide(Navigation(url, Navigation.Target.POPUP)) == SignInFlow.Policy.ALLOW) onOtherPopup(url)
-                view.post { view.destroy() }
-            }
-        }
-        transport.webView = popup
-        resultMsg.sendToTarget()
+    fun takePopup(url: String): Boolean {
+        if (!interceptor.isSignIn(url)) return false
+        flow.decide(Navigation(url, Navigation.Target.POPUP))
         return true
     }
 

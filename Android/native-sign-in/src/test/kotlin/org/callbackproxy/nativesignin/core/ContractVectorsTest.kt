@@ -31,6 +31,17 @@ class ContractVectorsTest {
         assertDecision(c.obj("expect"), Vectors.interceptor().decide(Navigation(c.string("url"), target)))
     }
 
+    /** A popup is a sign-in exactly when the flow would not let it load (it starts or refuses one). */
+    @TestFactory
+    fun popupIsSignIn() = cases("interception") { c ->
+        if (c.string("target") != "subframe") {
+            val taken = c.obj("expect").string("decision") != "allow"
+            val interceptor = Vectors.interceptor()
+            assertEquals(taken, interceptor.isSignIn(c.string("url")))
+            assertEquals(taken, interceptor.decide(Navigation(c.string("url"), Navigation.Target.POPUP)) != NavigationDecision.Allow)
+        }
+    }
+
     @TestFactory
     fun state() = cases("state") { c ->
         val url = "https://accounts.google.com/o/oauth2/v2/auth?" + c.string("query")
