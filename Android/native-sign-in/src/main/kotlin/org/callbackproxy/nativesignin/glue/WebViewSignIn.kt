@@ -1,6 +1,8 @@
-// NOT COMPILED OR TESTED IN THIS REPOSITORY. It needs the Android SDK (android.webkit, androidx.activity)
+// NOT RUN OR TESTED IN THIS REPOSITORY. It needs the Android SDK (android.webkit, androidx.activity)
 // and AppAuth (net.openid:appauth), which cannot be installed here (Debian has neither, and no Gradle or
-// Maven downloads are possible). It is kept thin on purpose: every decision — what is intercepted, the
+// Maven downloads are possible). scripts/test-android compiles it against declaration-only stubs of the
+// members it calls (Android/glue-stubs): that checks names, types and nullability as the stubs copy them
+// from the libraries' references, not behaviour. Kotlin 1.3 syntax, for that compiler. It is kept thin on purpose: every decision — what is intercepted, the
 // native request, the callback, which sign-in is current, what a late or repeated result does — is
 // SignInFlow's and the core's (package ..core), which scripts/test-android compiles and tests on the JVM;
 // so are the lifecycle's: which launch a result belongs to, what is saved across recreation, what a

@@ -1,0 +1,5 @@
+// STUB, declarations only: for the glue's compile check in scripts/test-android (Android/glue-stubs/README.md).
+package androidx.activity.result.contract;
+
+public abstract class ActivityResultContract<I, O> {
+}

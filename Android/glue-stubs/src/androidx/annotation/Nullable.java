@@ -1,0 +1,4 @@
+// STUB, declarations only: for the glue's compile check in scripts/test-android (Android/glue-stubs/README.md).
+package androidx.annotation;
+
+public @interface Nullable {}
