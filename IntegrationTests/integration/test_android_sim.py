@@ -436,6 +436,18 @@ def test_the_swift_simulator_answers_the_same(sim, swift, flow, scenario):
         assert _normalised(sim.call(**request)) == _normalised(swift.call(**request)), request
 
 
+def test_the_swift_simulator_takes_the_universal_link_when_info_plist_chooses_it(swift, tmp_path):
+    """OAuthHandBackUniversalLinks: iOS 17.4's browser session could wait for the https callback
+    (https_callbacks defaults to true on iOS), but the app chose the universal link."""
+    swift, plists = swift
+    info = tmp_path / "Info.plist"
+    info.write_bytes(plistlib.dumps({"OAuthEnabled": "YES", "FacebookAppID": "4242", "OAuthHandBackUniversalLinks": True}))
+    swift.call(**plists, initial_url="https://site.example/app", strategy="hand_back",
+               link_paths=["/users/auth/google_oauth2/callback"])
+    assert swift.call(op="navigate", url=SITE, target="mainFrame") == {"policy": "cancel", "events": [
+        {"event": "external_browser_opened", "url": SITE}]}
+
+
 @pytest.mark.parametrize("refused", [{"initial_url": "file:///index.html"},
                                      {"initial_url": "https://site.example/app", "strategy": "hand_back"}],
                          ids=["initial_url_no_origin", "hand_back_without_link_paths"])

@@ -50,7 +50,9 @@ final class Session {
             let browser = SimBrowser(supportsHTTPSCallbacks: app.httpsCallbacks, log: log)
             let webView = SimWebView(log: log)
             let flow = try SignInFlow(interceptor: interceptor, initialURL: initialURL, strategy: app.strategy,
-                                      prefersEphemeralSession: app.ephemeral, browser: browser, webView: webView)
+                                      prefersEphemeralSession: app.ephemeral,
+                                      handBackThroughUniversalLinks: app.configuration.handBackThroughUniversalLinks,
+                                      browser: browser, webView: webView)
             flow.onOutcome = { [log] outcome in
                 log.events.append(["event": "outcome", "session": EventLog.session(outcome.signIn),
                                    "outcome": outcome.kind.rawValue, "reason": outcome.reason ?? NSNull()])
