@@ -2,6 +2,8 @@
 no query string for /_oauth_callback, no Authorization or Cookie values — in any output."""
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -103,6 +105,34 @@ def test_access_log_to_a_file(proxy_factory, upstream, tmp_path):
     lines = p.wait_access_log(3, path=path)
     assert len(lines) == 3 and all(line["status"] == 200 for line in lines)
     assert p.access_log() == [], "access log also written to stdout"
+
+
+def test_sigusr1_reopens_the_access_log_file_after_logrotate_renamed_it(proxy_factory, upstream, tmp_path):
+    path = str(tmp_path / "access.log")
+    p = proxy_factory(upstream, extra=["--access-log", path])
+
+    def requests(target, n):
+        with p.conn() as c:
+            for _ in range(n):
+                c.request("GET", target)
+                assert c.read_response().status == 200
+
+    requests("/echo/before", 2)
+    p.wait_access_log(2, path=path)
+    os.rename(path, path + ".1")          # what logrotate does first
+    requests("/echo/between", 1)           # still written to the renamed file
+    p.signal(signal.SIGUSR1)
+    p.stopped_on_purpose = False          # a reopen, not a stop: the proxy must still be running
+    deadline = time.monotonic() + 5
+    while '"access log reopened"' not in p.stderr_text():
+        assert time.monotonic() < deadline, p.stderr_text()
+        time.sleep(0.05)
+    requests("/echo/after", 3)
+    after = p.wait_access_log(3, path=path)
+    assert [l["path"] for l in after] == ["/echo/after"] * 3
+    old = [json.loads(l) for l in open(path + ".1").read().splitlines()]
+    assert [l["path"] for l in old] == ["/echo/before"] * 2 + ["/echo/between"], "nothing lost, nothing doubled"
+    assert oct(os.stat(path).st_mode & 0o777) == "0o640"
 
 
 def test_access_log_off(proxy_factory, upstream):

@@ -85,13 +85,14 @@ def test_the_package_says_what_it_is(deb):
     contents = run("dpkg-deb", "-c", deb).stdout
     for path in ("./usr/bin/callback-proxy", "./etc/callback-proxy/callback-proxy.yaml", "." + UNIT,
                  "./usr/lib/sysusers.d/callback-proxy.conf", "./usr/share/man/man1/callback-proxy.1.gz",
-                 "./usr/share/doc/callback-proxy/copyright"):
+                 "./usr/share/doc/callback-proxy/copyright", "./etc/logrotate.d/callback-proxy"):
         assert path in contents, path
     # Only the usual places.
     for line in contents.splitlines():
         path = line.split()[-1]
-        assert re.match(r"\./(etc/callback-proxy|lib/systemd/system|usr/bin|usr/lib/sysusers\.d|usr/share/(doc|man)|"
-                        r"(etc|lib|lib/systemd|usr|usr/lib|usr/share|usr/share/man/man1)/?$|$)", path), path
+        assert re.match(r"\./(etc/callback-proxy|etc/logrotate\.d/callback-proxy$|lib/systemd/system|usr/bin|usr/lib/sysusers\.d|"
+                        r"usr/share/(doc|man)|(etc|etc/logrotate\.d|lib|lib/systemd|usr|usr/lib|usr/share|usr/share/man/man1)/?$|$)",
+                        path), path
 
 
 def test_lintian_passes(deb):
@@ -230,7 +231,8 @@ def test_the_unit_binds_a_privileged_port_with_its_one_capability_and_says_ready
 def test_purge_leaves_nothing(package):
     run("dpkg", "--purge", PACKAGE)
     assert not installed()
-    shared = {"/.", "/etc", "/lib", "/lib/systemd", "/lib/systemd/system", "/usr", "/usr/bin", "/usr/lib",
+    # /etc/logrotate.d is shared too (nginx's and redis's rules live there).
+    shared = {"/.", "/etc", "/etc/logrotate.d", "/lib", "/lib/systemd", "/lib/systemd/system", "/usr", "/usr/bin", "/usr/lib",
               "/usr/lib/sysusers.d", "/usr/share", "/usr/share/doc", "/usr/share/man", "/usr/share/man/man1"}
     left = [p for p in package if p not in shared and os.path.lexists(p)]
     assert left == [], left

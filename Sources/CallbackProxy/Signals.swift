@@ -6,7 +6,8 @@ import Glibc
 /// Process signals are taken synchronously by the main thread (sigwait), never by handlers
 /// running on a loop thread.
 enum Signals {
-    static let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+    /// SIGHUP reloads, SIGUSR1 reopens the access log file (logrotate), SIGTERM and SIGINT stop.
+    static let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1]
 
     static func block() {
         signal(SIGPIPE, SIG_IGN)

@@ -127,6 +127,19 @@ while true {
         serviceManager.ready()
         continue
     }
+    if signal == SIGUSR1 {
+        // Only a file has anything to reopen (stdout and stderr go where they went).
+        guard let file = accessLog, file.path != nil else { continue }
+        do {
+            try file.reopen()
+            log.info("access log reopened", ["file": config.accessLog])
+        } catch {
+            log.error("access log not reopened; still writing to the file it had", [
+                "file": config.accessLog, "reason": error.description, "setting": "access_log",
+            ])
+        }
+        continue
+    }
     log.info("shutting down", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
     serviceManager.stopping()
     readiness.markDraining()

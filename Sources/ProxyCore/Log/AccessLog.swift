@@ -7,14 +7,17 @@ import Glibc
 /// query: `/_oauth_callback` carries codes and verifiers in its query string.
 public final class AccessLog: @unchecked Sendable {
     let fd: Int32
+    /// The file it appends to; nil for stdout and stderr. What `reopen` opens again.
+    public let path: String?
     /// JSON lines, or (with `log.format: text`) one plain line per request:
     /// `<time> <remote> "<METHOD> <path>" <status> upstream=<status> in=<bytes> out=<bytes> ms=<ms> upstream_ms=<ms> id=<request id>`
     let format: Logger.Format
     // buffers[i] belongs to loop i.
     private var buffers: [ByteBuffer]
 
-    public init(fd: Int32, loops: Int, format: Logger.Format = .json) {
+    public init(fd: Int32, loops: Int, format: Logger.Format = .json, path: String? = nil) {
         self.fd = fd
+        self.path = path
         self.format = format
         buffers = Array(repeating: ByteBuffer(), count: loops)
     }
@@ -27,8 +30,21 @@ public final class AccessLog: @unchecked Sendable {
         case "stderr": return AccessLog(fd: 2, loops: loops, format: format)
         default:
             let fd = Glibc.open(destination, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
-            return fd < 0 ? nil : AccessLog(fd: fd, loops: loops, format: format)
+            return fd < 0 ? nil : AccessLog(fd: fd, loops: loops, format: format, path: destination)
         }
+    }
+
+    /// Opens the file again under its name (after logrotate renamed it: SIGUSR1, as nginx's
+    /// USR1) and puts it under the same descriptor. `dup2` swaps atomically, so a loop writing
+    /// meanwhile writes whole batches to the old file or the new one, never to a closed
+    /// descriptor, and no loop needs telling. On failure the old file stays in use.
+    public func reopen() throws(SystemError) {
+        guard let path else { return }
+        let fresh = try syscallValue("open(access_log)") { Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640) }
+        defer { Glibc.close(fresh) }
+        _ = try syscallValue("dup2(access_log)") { dup2(fresh, fd) }
+        // dup2 clears close-on-exec on the target.
+        _ = try syscallValue("fcntl(access_log, FD_CLOEXEC)") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
     }
 
     func write(_ r: AccessRecord, hasHead: Bool, loop: EventLoop) {
