@@ -41,6 +41,9 @@ extension StringProtocol {
     /// With A–Z turned into a–z and every other character kept as it is (`lowercased()` folds
     /// Unicode too, which identity comparisons must not).
     public func asciiLowercased() -> String {
+        // Addresses are nearly always lower-case already: then no copy (this runs on every
+        // request with a session, through the access rules).
+        guard utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5a }) else { return String(self) }
         var bytes = Array(utf8)
         for i in bytes.indices where bytes[i] >= 0x41 && bytes[i] <= 0x5a { bytes[i] |= 0x20 }
         return String(decoding: bytes, as: UTF8.self)
