@@ -3,6 +3,8 @@ finish (up to --drain-timeout), closes idle connections, and exits 0."""
 
 import signal
 import time
+import urllib.error
+import urllib.request
 
 from helpers import MiB, pattern_bytes, wait_port_refused
 
@@ -27,6 +29,26 @@ def test_sigterm_lets_the_in_flight_request_finish_and_refuses_new_connections(p
     code = p.wait_exit(3)
     assert code == 0, f"exit code {code} after SIGTERM"
     assert time.monotonic() - t0 < 4
+
+
+def test_every_internal_request_after_sigterm_gets_its_503(proxy_factory, upstream):
+    # Two loops, one busy with the request in flight: a loop with nothing to finish stops at
+    # once, and a connection the busy loop accepted used to be handed to it (to balance the
+    # loops) and never answered.
+    p = proxy_factory(upstream, opts={"--loops": "2", "--drain-timeout": "10s"})
+    with p.conn(timeout=10) as c:
+        c.request("GET", "/slow?ms=2500&n=10")
+        assert upstream.record.wait_for(lambda r: r.requests(), timeout=2)
+        p.signal(signal.SIGTERM)
+        time.sleep(0.2)
+        for i in range(8):   # each on a new connection: the kernel spreads them over both loops
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{p.internal_port}/readyz", timeout=2)
+                raise AssertionError("ready while draining")
+            except urllib.error.HTTPError as e:
+                assert e.code == 503 and b'"listeners":"draining"' in e.read(), i
+        assert c.read_response(timeout=8).status == 200
+    assert p.wait_exit(5) == 0
 
 
 def test_sigint_is_a_graceful_shutdown_too(proxy_factory, upstream):

@@ -50,17 +50,22 @@ final class LoopSet: Sendable {
     let loops: [EventLoop]
     /// Connections moved to another loop than the one that accepted them.
     let moved: Counter
+    /// Set when the server stops: a loop with nothing left to finish stops at once, and a
+    /// connection queued to it then would never be served (the internal listener, which drains
+    /// last, still accepts: a /readyz after SIGTERM must get its 503). The accepting loop is
+    /// running by definition, so it keeps what it accepts.
+    let stopping = Atomic<Bool>(false)
 
     init(_ loops: [EventLoop], moved: Counter) {
         self.loops = loops
         self.moved = moved
     }
 
-    /// Where a connection accepted on `loop` should go: nil to keep it (one loop, or no other
-    /// loop is sufficiently less loaded).
+    /// Where a connection accepted on `loop` should go: nil to keep it (one loop, the server
+    /// stopping, or no other loop sufficiently less loaded).
     @inline(__always)
     func target(from loop: EventLoop) -> EventLoop? {
-        guard loops.count > 1 else { return nil }
+        guard loops.count > 1, !stopping.load(ordering: .relaxed) else { return nil }
         return LoopPlacement.target(own: loop.index, loads: loops.lazy.map { $0.clientConnections.load(ordering: .relaxed) })
             .map { loops[$0] }
     }

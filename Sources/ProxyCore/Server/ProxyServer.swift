@@ -133,6 +133,7 @@ public final class ProxyServer: Sendable {
     /// Returns whether everything drained in time.
     @discardableResult
     public func shutdown(timeout: UInt64) -> Bool {
+        placement.stopping.store(true, ordering: .relaxed)
         for loop in loops {
             loop.execute { [self] in
                 live.stopping[loop.index] = true
