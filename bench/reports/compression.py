@@ -10,7 +10,7 @@ def render(rec):
     out = [f"### Response compression — {f.get('date')}", "",
            f"- Command: `{rec.command}`, took {f.get('elapsed')}; source {f.get('git')}; load at end {f.get('load_end')}",
            f"- One HTML page of {f.get('page_bytes')} bytes (the project's docs as paragraphs) from an nginx upstream; "
-           f"callback-proxy (`--loops 2`, gzip level {f.get('level')}, Brotli quality 4) and nginx (2 workers, "
+           f"callback-proxy (`--loops 2`, gzip level {f.get('level')}, Brotli quality {f.get('brotli', 4)}) and nginx (2 workers, "
            f"`gzip_comp_level {f.get('level')}`) in front; `wrk -t1 -c50` with the Accept-Encoding of each variant, "
            f"the variants alternating. {f.get('versions')}", ""]
     wire = {row[0]: row for row in rec.rows.get("bytes", [])}
