@@ -71,6 +71,17 @@ def free_port():
     raise RuntimeError("no free port found")
 
 
+def terminate_all(procs, timeout=5):
+    """Stops processes a fixture started (nginx and the like): SIGTERM, then SIGKILL after `timeout`."""
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def closed_port():
     """A port on which nothing listens (connections are refused)."""
     return free_port()

@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from helpers import REPO_ROOT, free_port, http_get_status, wait_port_refused
+from helpers import REPO_ROOT, free_port, http_get_status, terminate_all, wait_port_refused
 
 DEPLOY = os.path.join(REPO_ROOT, "deploy")
 
@@ -719,13 +719,7 @@ def nginx(tmp_path):
         raise AssertionError("nginx did not start")
 
     yield go
-    for p in started:
-        p.terminate()
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    terminate_all(started)
 
 
 def get(port, target, headers=None):

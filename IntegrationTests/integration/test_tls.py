@@ -23,7 +23,7 @@ import http.server
 import pytest
 from cryptography import x509
 
-from helpers import HTTPConn, free_port, serve_http
+from helpers import HTTPConn, free_port, serve_http, terminate_all
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
@@ -931,13 +931,7 @@ http {{
                 assert time.monotonic() < deadline, "nginx did not start"
                 time.sleep(0.02)
     yield start
-    for p in started:
-        p.terminate()
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    terminate_all(started)
 
 
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["tls1.2", "tls1.3"])
