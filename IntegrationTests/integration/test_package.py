@@ -8,6 +8,7 @@ or is built here.
 """
 
 import grp
+import gzip
 import os
 import pwd
 import re
@@ -93,6 +94,26 @@ def test_the_package_says_what_it_is(deb):
         assert re.match(r"\./(etc/callback-proxy|etc/logrotate\.d/callback-proxy$|lib/systemd/system|usr/bin|usr/lib/sysusers\.d|"
                         r"usr/share/(doc|man)|(etc|etc/logrotate\.d|lib|lib/systemd|usr|usr/lib|usr/share|usr/share/man/man1)/?$|$)",
                         path), path
+
+
+def test_the_package_carries_its_documentation_and_a_man_page_with_every_key(deb, tmp_path):
+    run("dpkg-deb", "-x", deb, str(tmp_path))
+    doc = tmp_path / "usr/share/doc/callback-proxy"
+    for name in ("reference.md.gz", "operations.md.gz", "handoff.md.gz", "architecture.md.gz", "native.md.gz",
+                 "README.md.gz", "examples/callback-proxy.rules.yml", "examples/callback-proxy.rules.test.yml",
+                 "examples/callback-proxy.json", "examples/rails-devise-relay.yaml", "examples/session-auth-request.conf"):
+        assert (doc / name).exists(), name
+    page = gzip.decompress((tmp_path / "usr/share/man/man1/callback-proxy.1.gz").read_bytes()).decode()
+    for heading in (".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH CONFIGURATION"):
+        assert heading in page, heading
+    reference = open(os.path.join(REPO_ROOT, "docs/reference.md"), encoding="utf-8").read()
+    keys = re.findall(r"^\| `([a-z_][a-z0-9_.\[\]<>]*)` \| [^|]+\| [^|]*\| (?:`CALLBACK_PROXY_[A-Z0-9_]+`)? *\|", reference, re.M)
+    assert len(keys) > 200
+    missing = [k for k in keys if f".B {k.replace('-', chr(92) + '-')}\n" not in page]
+    assert missing == [], missing
+    # No RUNPATH: the Swift runtime is linked in, the C libraries are Debian's.
+    dynamic = run("readelf", "-d", str(tmp_path / "usr/bin/callback-proxy")).stdout
+    assert "RUNPATH" not in dynamic and "RPATH" not in dynamic, dynamic
 
 
 def test_lintian_passes(deb):
