@@ -131,7 +131,7 @@ extension ConfigLoader {
             so.finish()
         }
         if let claim = m.string("groups_claim") {
-            if !claim.isEmpty && claim.split(separator: ".", omittingEmptySubsequences: false).allSatisfy({ !$0.isEmpty }) {
+            if ClaimRule.isPath(claim) {
                 s.groupsClaim = claim
             } else {
                 m.problems.add(m.child("groups_claim"), m.node("groups_claim")?.line, "must be a claim name, or a dotted path like realm_access.roles")
@@ -266,41 +266,11 @@ extension ConfigLoader {
     /// addresses are ASCII (IDNs as `xn--` A-labels) and lower-cased; every bad entry is named.
     private func readAccessRule(_ m: MappingReader, allowFile: Bool, allowAnyUser: Bool) -> AccessRule {
         var r = AccessRule()
-        if let list = m.strings("allowed_email_domains") {
-            for d in list {
-                let lower = d.asciiLowercased()
-                let bare = lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)
-                if EmailAddress.isDomain(bare) { r.emailDomains.append(lower) } else {
-                    m.problems.add(m.child("allowed_email_domains"), m.node("allowed_email_domains")?.line,
-                                   "'\(d)' is not a domain or .domain (write internationalized names as xn-- A-labels)")
-                }
-            }
-        }
-        if let list = m.strings("allowed_emails") {
-            for e in list {
-                let parts = e.asciiLowercased().split(separator: "@", omittingEmptySubsequences: false)
-                if parts.count == 2 && !parts[0].isEmpty && EmailAddress.isDomain(parts[1]) { r.emails.append(e.asciiLowercased()) } else {
-                    m.problems.add(m.child("allowed_emails"), m.node("allowed_emails")?.line, "'\(e)' is not an email address with an ASCII domain")
-                }
-            }
-        }
+        r.emailDomains = domains(m, "allowed_email_domains")
+        r.emails = addresses(m, "allowed_emails")
         if allowFile, let f = m.string("allowed_emails_file") { r.emailsFile = f }
-        if let list = m.strings("denied_email_domains") {
-            for d in list {
-                let lower = d.asciiLowercased()
-                if EmailAddress.isDomain(lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)) { r.deniedEmailDomains.append(lower) } else {
-                    m.problems.add(m.child("denied_email_domains"), m.node("denied_email_domains")?.line,
-                                   "'\(d)' is not a domain or .domain (write internationalized names as xn-- A-labels)")
-                }
-            }
-        }
-        if let list = m.strings("denied_emails") {
-            for e in list {
-                if let address = EmailAddress(e) { r.deniedEmails.append(address.address) } else {
-                    m.problems.add(m.child("denied_emails"), m.node("denied_emails")?.line, "'\(e)' is not an email address with an ASCII domain")
-                }
-            }
-        }
+        r.deniedEmailDomains = domains(m, "denied_email_domains")
+        r.deniedEmails = addresses(m, "denied_emails")
         if let list = m.strings("denied_groups") { r.deniedGroups = list.filter { !$0.isEmpty } }
         if let node = m.node("allowed_claims") {
             if case .sequence(let items, _) = node {
@@ -335,12 +305,34 @@ extension ConfigLoader {
         return r
     }
 
+    /// A list of `example.com` / `.example.com` entries (`EmailAddress.domainPattern`); each bad one named.
+    private func domains(_ m: MappingReader, _ key: String) -> [String] {
+        (m.strings(key) ?? []).compactMap { d in
+            guard let pattern = EmailAddress.domainPattern(d) else {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(d)' is not a domain or .domain (write internationalized names as xn-- A-labels)")
+                return nil
+            }
+            return pattern
+        }
+    }
+
+    /// A list of addresses, ASCII lower-cased (`EmailAddress`); each bad one named.
+    private func addresses(_ m: MappingReader, _ key: String) -> [String] {
+        (m.strings(key) ?? []).compactMap { e in
+            guard let address = EmailAddress(e) else {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(e)' is not an email address with an ASCII domain")
+                return nil
+            }
+            return address.address
+        }
+    }
+
     /// One `allowed_claims` entry: `claim` (a name or dotted path) and exactly one of `equals`,
     /// `contains` (a value) or `in` (a list).
     private func readClaimRule(_ m: MappingReader, path: String, line: Int?) -> ClaimRule? {
         let claim = m.string("claim", required: true)
         let equals = m.string("equals"), contains = m.string("contains"), oneOf = m.strings("in")
-        if let claim, claim.isEmpty || claim.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+        if let claim, !ClaimRule.isPath(claim) {
             m.problems.add("\(path).claim", line, "must be a claim name, or a dotted path like realm_access.roles")
             return nil
         }

@@ -33,6 +33,11 @@ public struct ClaimRule: Sendable, Equatable {
         }
     }
 
+    /// Whether `text` names a claim: a name, or a dotted path without empty steps.
+    public static func isPath(_ text: String) -> Bool {
+        !text.isEmpty && !text.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty)
+    }
+
     /// The value at a dotted path (`realm_access.roles`); nil when a step is missing.
     public static func value(at path: String, in claims: [String: JSONValue]) -> JSONValue? {
         var value: JSONValue? = .object(claims)

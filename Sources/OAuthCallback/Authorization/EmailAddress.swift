@@ -29,6 +29,13 @@ public struct EmailAddress: Equatable {
         return true
     }
 
+    /// A domain rule's entry as the rules compare it: `example.com` (that domain) or
+    /// `.example.com` (its subdomains), ASCII lower-cased; nil when it is neither.
+    public static func domainPattern(_ text: some StringProtocol) -> String? {
+        let lower = text.asciiLowercased()
+        return isDomain(lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)) ? lower : nil
+    }
+
     /// Whether the domain is `pattern` (`example.com`) or, for `.example.com`, one of its
     /// subdomains. `pattern` is lower-cased.
     func domainMatches(_ pattern: String) -> Bool {

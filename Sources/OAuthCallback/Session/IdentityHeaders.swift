@@ -39,9 +39,7 @@ public struct IdentityHeaderNames: Sendable, Equatable {
             case "email": self = .email
             case "preferred_username": self = .preferredUsername
             default:
-                guard !text.isEmpty, !text.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
-                    return nil
-                }
+                guard ClaimRule.isPath(text) else { return nil }
                 self = .claim(text)
             }
         }

@@ -36,9 +36,7 @@ extension SessionLayer {
 
     /// The configured groups claim of an id_token's claims.
     func groups(_ claims: [String: JSONValue]) -> [String] {
-        var value: JSONValue? = .object(claims)
-        for part in settings.groupsClaim.split(separator: ".") { value = value?[String(part)] }
-        return ProviderSupport.groups(value)
+        ProviderSupport.groups(ClaimRule.value(at: settings.groupsClaim, in: claims))
     }
 
     /// Counts and logs a refusal: the rule and the setting that made it, the address's domain
@@ -116,11 +114,8 @@ extension SessionLayer {
                 }
             default:  // allowed_email_domains
                 for d in list {
-                    let lower = d.asciiLowercased()
-                    guard EmailAddress.isDomain(lower.hasPrefix(".") ? lower.dropFirst() : Substring(lower)) else {
-                        return .failure(.notAnEntry(field.name))
-                    }
-                    rule.emailDomains.append(lower)
+                    guard let pattern = EmailAddress.domainPattern(d) else { return .failure(.notAnEntry(field.name)) }
+                    rule.emailDomains.append(pattern)
                 }
             }
         }

@@ -8,6 +8,15 @@ import ProxyCore
 /// 401 JSON with `WWW-Authenticate: Bearer error="invalid_token"`, a refused identity 403 JSON.
 /// (oauth2-proxy's `skip_jwt_bearer_tokens` with `extra_jwt_issuers`.)
 extension SessionLayer {
+    /// What a verified bearer token is for.
+    enum BearerUse: Sendable {
+        /// The request goes upstream with the token's identity headers.
+        case upstream
+        /// `/_oauth/auth`, with its per-call restriction: its 202 with the identity, or a bare
+        /// 401 / 403, answers instead.
+        case forwardAuth(perCall: AccessRule?)
+    }
+
     /// One provider whose id_tokens are accepted: its verifier and its native client ids.
     struct BearerIssuer: Sendable {
         let provider: String
@@ -33,9 +42,7 @@ extension SessionLayer {
     /// configured issuer and client and the path needs no session: it is then the app's own
     /// business (an app behind may use JWTs of its own), and the request goes on as one
     /// without a token.
-    /// `forwardAuth`: for `/_oauth/auth` (with its per-call restriction): the answer is its
-    /// 202 with the identity, or a bare 401 / 403, instead of the request going upstream.
-    func bearerDecision(_ token: String, needed: Bool, pathRules: [PathAccessRule], forwardAuth: (AccessRule?)? = nil,
+    func bearerDecision(_ token: String, needed: Bool, pathRules: [PathAccessRule], for use: BearerUse = .upstream,
                         on loop: EventLoop) -> RequestDecision? {
         // Which provider and client: from the token's own azp/aud, before any signature work
         // (a token for no configured client costs nothing); the signature then decides.
@@ -63,14 +70,16 @@ extension SessionLayer {
                                            groups: groups(claims.raw), hostedDomain: claims.raw["hd"]?.stringValue,
                                            issuedAt: now, expiresAt: claims.expiresAt)
                 session.ruleClaims = ruleClaims(claims.raw)
-                let perCall = forwardAuth.flatMap { $0 }.flatMap { $0.check(session.accessSubject) }
+                var perCall: AccessRefusal? = nil
+                if case .forwardAuth(let rule?) = use { perCall = rule.check(session.accessSubject) }
                 if let r = refusal(session.accessSubject, pathRules: pathRules, now: loop.nowNanoseconds) ?? perCall {
                     metrics?.bearerToken(issuer.provider, result: "forbidden")
                     noteRefusal(r, provider: issuer.provider, subject: session.accessSubject, during: "bearer", now: loop.nowNanoseconds)
-                    return sink.respond(forwardAuth == nil ? Self.forbidden(json: true) : Self.authRefused)
+                    if case .forwardAuth = use { return sink.respond(Self.authRefused) }
+                    return sink.respond(Self.forbidden(json: true))
                 }
                 metrics?.bearerToken(issuer.provider, result: "accepted")
-                if forwardAuth != nil { return sink.respond(authGranted(session, on: loop)) }
+                if case .forwardAuth = use { return sink.respond(authGranted(session, on: loop)) }
                 var edits = HeaderEdits()
                 edits.add = identityHeaders(session, on: loop)
                 sink.proceed(UpstreamRewrite(edits: edits))

@@ -182,7 +182,7 @@ public final class SessionLayer: Sendable {
             // ours (a JWT of the app's own is left alone: the cookie session decides then).
             if !bearerIssuers.isEmpty, let authorization = request.header("Authorization"),
                let token = Self.bearerToken(authorization),
-               let decision = bearerDecision(token, needed: false, pathRules: pathRules, forwardAuth: .some(perCall), on: loop) {
+               let decision = bearerDecision(token, needed: false, pathRules: pathRules, for: .forwardAuth(perCall: perCall), on: loop) {
                 return decision
             }
             return withSession(cookies, on: loop) { [self] found in

@@ -29,9 +29,14 @@ public final class AccessLog: @unchecked Sendable {
         case "stdout", "-": return AccessLog(fd: 1, loops: loops, format: format)
         case "stderr": return AccessLog(fd: 2, loops: loops, format: format)
         default:
-            let fd = Glibc.open(destination, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            let fd = openFile(destination)
             return fd < 0 ? nil : AccessLog(fd: fd, loops: loops, format: format, path: destination)
         }
+    }
+
+    /// Appending, created readable by the group (a log reader) and no one else.
+    private static func openFile(_ path: String) -> Int32 {
+        Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
     }
 
     /// Opens the file again under its name (after logrotate renamed it: SIGUSR1, as nginx's
@@ -40,7 +45,7 @@ public final class AccessLog: @unchecked Sendable {
     /// descriptor, and no loop needs telling. On failure the old file stays in use.
     public func reopen() throws(SystemError) {
         guard let path else { return }
-        let fresh = try syscallValue("open(access_log)") { Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640) }
+        let fresh = try syscallValue("open(access_log)") { Self.openFile(path) }
         defer { Glibc.close(fresh) }
         _ = try syscallValue("dup2(access_log)") { dup2(fresh, fd) }
         // dup2 clears close-on-exec on the target.
