@@ -11,8 +11,8 @@ import Testing
                          stream: Bool = false) -> Exchange {
         var x = Exchange()
         x.isStream = stream
-        x.headParsed(keepAlive: keepAlive, bodyDone: bodyDone, expectContinue: expectContinue, draining: false)
-        x.proxy()
+        _ = x.headParsed(keepAlive: keepAlive, bodyDone: bodyDone, expectContinue: expectContinue, draining: false)
+        _ = x.proxy()
         return x
     }
 
@@ -21,13 +21,13 @@ import Testing
         var x = Exchange()
         switch state {
         case "idle": break
-        case "dispatching": x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
+        case "dispatching": _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
         case "deciding":
-            x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
-            _ = x.awaitDecision()
+            _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
+            _ = x.awaitDecision().token
         case "collecting":
-            x.headParsed(keepAlive: true, bodyDone: false, expectContinue: false, draining: false)
-            x.collectBody()
+            _ = x.headParsed(keepAlive: true, bodyDone: false, expectContinue: false, draining: false)
+            _ = x.collectBody()
         case "proxying": x = proxied(bodyDone: false)
         case "responding":
             x = proxied()
@@ -38,15 +38,15 @@ import Testing
         case "tunnel":
             x = proxied()
             _ = x.responseHead(switching: true, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
-            x.switchedProtocols()
+            _ = x.switchedProtocols()
         case "discarding":
             x = proxied(bodyDone: false)
             _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 10, draining: false)
-            _ = x.responseFinished(bodyRead: 5, inputEmpty: true)
+            _ = x.responseFinished(bodyRead: 5, inputEmpty: true).next
         case "lingering":
             x = proxied(keepAlive: false)
             _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
-            _ = x.responseFinished(bodyRead: 0, inputEmpty: false)
+            _ = x.responseFinished(bodyRead: 0, inputEmpty: false).next
         default: Issue.record("no such state \(state)")
         }
         return x
@@ -61,16 +61,16 @@ import Testing
         var x = proxied()
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .readNext)
         #expect(x.state == .idle)
         #expect(x.servedAny)
         // And the next request runs the same way on the same connection.
-        x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
-        x.proxy()
+        _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
+        _ = x.proxy()
         let field2 = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field2 == .keepAlive)
-        let next2 = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next2 = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next2 == .readNext)
     }
 
@@ -81,7 +81,7 @@ import Testing
         #expect(!x.wantsInput(buffered: Exchange.pipelineLimit, upstreamBuffered: 0))
         _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         // The buffered request is taken next (the shell parses it at once).
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: false)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: false).next
         #expect(next == .readNext)
         #expect(x.isIdle(inputEmpty: false) == false)
         #expect(x.isIdle)
@@ -97,7 +97,7 @@ import Testing
         var x = proxied(keepAlive: false)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .close)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         #expect(x.outputWritten() == .close)
     }
@@ -105,7 +105,7 @@ import Testing
     @Test func aClientThatAsksForTheCloseButSentMoreGetsTheLingeringClose() {
         var x = proxied(keepAlive: false)
         _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: false)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: false).next
         #expect(next == .close)
         #expect(x.outputWritten() == .linger)
     }
@@ -114,7 +114,7 @@ import Testing
         var x = proxied()
         let field = x.responseHead(switching: false, bodyEndsWithClose: true, bodyLeft: 0, draining: false)
         #expect(field == .close)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         // The proxy decided this close: it lingers.
         #expect(x.outputWritten() == .linger)
@@ -131,13 +131,13 @@ import Testing
         var x = proxied(bodyDone: false)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 1000, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 200, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 200, inputEmpty: true).next
         #expect(next == .discardBody)
         #expect(x.state == .discarding(from: 200))
         #expect(x.wantsInput(buffered: 0, upstreamBuffered: 0))
-        let discarded = x.bodyDiscarded(.more, total: 700)
+        let discarded = x.bodyDiscarded(.more, total: 700).next
         #expect(discarded == nil)
-        let discarded2 = x.bodyDiscarded(.done, total: 1200)
+        let discarded2 = x.bodyDiscarded(.done, total: 1200).next
         #expect(discarded2 == .readNext)
         #expect(x.state == .idle)
     }
@@ -146,7 +146,7 @@ import Testing
         var x = proxied(bodyDone: false)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: Exchange.discardLimit + 1, draining: false)
         #expect(field == .close)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         // The body was not read: the close lingers so that it does not reset the response.
         #expect(x.state == .lingering(.init(skip: false, unlogged: false, bodyDone: false)))
@@ -157,18 +157,18 @@ import Testing
         var x = proxied(bodyDone: false)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: nil, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 10, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 10, inputEmpty: true).next
         #expect(next == .discardBody)
-        let discarded = x.bodyDiscarded(.more, total: 10 + Exchange.discardLimit)
+        let discarded = x.bodyDiscarded(.more, total: 10 + Exchange.discardLimit).next
         #expect(discarded == nil)
-        let discarded2 = x.bodyDiscarded(.more, total: 11 + Exchange.discardLimit)
+        let discarded2 = x.bodyDiscarded(.more, total: 11 + Exchange.discardLimit).next
         #expect(discarded2 == .close)
         #expect(x.outputWritten() == .linger)
     }
 
     @Test func aMalformedBodyBeingDroppedEndsTheConnection() {
         var x = connection(in: "discarding")
-        let discarded = x.bodyDiscarded(.error(HTTPParseError(status: 400, reason: "bad chunk")), total: 6)
+        let discarded = x.bodyDiscarded(.error(HTTPParseError(status: 400, reason: "bad chunk")), total: 6).next
         #expect(discarded == .close)
         #expect(!x.requestBodyDone)
     }
@@ -176,8 +176,8 @@ import Testing
     @Test func anEarlyAnswerThatEndsTheBodyInTimeNeedsNoDiscarding() {
         var x = proxied(bodyDone: false)
         _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 10, draining: false)
-        x.requestBodyEnded()
-        let next = x.responseFinished(bodyRead: 10, inputEmpty: true)
+        _ = x.requestBodyEnded()
+        let next = x.responseFinished(bodyRead: 10, inputEmpty: true).next
         #expect(next == .readNext)
     }
 
@@ -189,7 +189,7 @@ import Testing
         // request would be taken for body bytes.
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 10, draining: false)
         #expect(field == .close)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
     }
 
@@ -198,7 +198,7 @@ import Testing
         x.continueSent()
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 10, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .discardBody)
     }
 
@@ -206,7 +206,7 @@ import Testing
         var x = proxied(bodyDone: true, expectContinue: true)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .readNext)
     }
 
@@ -216,7 +216,7 @@ import Testing
         var x = proxied()
         let field = x.responseHead(switching: true, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .upgrade)
-        x.switchedProtocols()
+        _ = x.switchedProtocols()
         #expect(x.isTunnel)
         #expect(x.requestBodyDone && x.closeAfterResponse)
         #expect(x.wantsInput(buffered: 1 << 20, upstreamBuffered: 0))
@@ -238,10 +238,10 @@ import Testing
 
     @Test func aDeferredAnswerIsTakenOnce() {
         var x = connection(in: "dispatching")
-        let token = x.awaitDecision()
+        let token = x.awaitDecision().token
         #expect(x.takesDecision(token: token))
         #expect(!x.takesDecision(token: token &+ 1))
-        x.proxy()
+        _ = x.proxy()
         #expect(!x.takesDecision(token: token))
     }
 
@@ -256,14 +256,14 @@ import Testing
 
     @Test func anAnswerForAnEarlierRequestCannotDecideTheNextOne() {
         var x = connection(in: "dispatching")
-        let first = x.awaitDecision()
+        let first = x.awaitDecision().token
         #expect(x.takesDecision(token: first))
         let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.keepAlive))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .readNext)
-        x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
-        let second = x.awaitDecision()
+        _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
+        let second = x.awaitDecision().token
         // A sink of the first request completed a second time (or late) must not answer this one.
         #expect(!x.takesDecision(token: first))
         #expect(x.takesDecision(token: second))
@@ -271,11 +271,11 @@ import Testing
 
     @Test func aDecisionCutShortByATimeoutTakesNoLateAnswer() {
         var x = connection(in: "collecting")
-        let action = x.timedOut(.body)
+        let action = x.timedOut()
         #expect(action == .failRequest(.bodyStalled))
         let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         #expect(!x.takesDecision(token: 1))
     }
@@ -284,18 +284,18 @@ import Testing
         var x = connection(in: "collecting")
         #expect(!x.requestBodyDone)
         #expect(x.wantsInput(buffered: 1 << 20, upstreamBuffered: 0))
-        x.requestBodyEnded()
-        let token = x.awaitDecision()
+        _ = x.requestBodyEnded()
+        let token = x.awaitDecision().token
         #expect(x.state == .deciding(.init(bodyDone: true, closeAfter: false, clientAskedClose: false, awaitingContinue: false), token: token))
         let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.keepAlive))
-        let next = x.responseFinished(bodyRead: 3, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 3, inputEmpty: true).next
         #expect(next == .readNext)
     }
 
     @Test func aDeferredProceedGoesUpstream() {
         var x = connection(in: "deciding")
-        x.proxy()
+        _ = x.proxy()
         #expect(x.isProxying)
     }
 
@@ -303,10 +303,10 @@ import Testing
 
     @Test func aLocalAnswerWithTheBodyUnreadClosesTheConnection() {
         var x = Exchange()
-        x.headParsed(keepAlive: true, bodyDone: false, expectContinue: false, draining: false)
+        _ = x.headParsed(keepAlive: true, bodyDone: false, expectContinue: false, draining: false)
         let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         #expect(x.outputWritten() == .linger)
     }
@@ -315,16 +315,16 @@ import Testing
         var x = connection(in: "dispatching")
         let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
     }
 
     @Test func anUnreadableHeadIsRefusedAndLingers() {
         var x = Exchange()
-        x.headRefused()
+        _ = x.headRefused()
         let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         #expect(x.outputWritten() == .linger)
     }
@@ -397,30 +397,41 @@ import Testing
     ])
     func aPassedDeadlineMeans(state: String, kind: Exchange.Deadline, expected: Exchange.TimeoutAction) {
         var x = connection(in: state)
-        let action = x.timedOut(kind)
+        // The timer comes from the events that start it, never from the test.
+        switch kind {
+        case .keepAlive: _ = x.opened()
+        case .header: _ = x.headArriving()
+        case .send: _ = x.outputWaiting()
+        case .linger: _ = x.lingerStarted(now: 0)
+        case .body, .none: break
+        }
+        #expect(x.timer == kind)
+        let action = x.timedOut()
         #expect(action == expected)
+        #expect(x.timer == .none)
     }
 
     @Test func aHeadThatTimesOutIsAnsweredThenClosedWithoutLingering() {
         var x = Exchange()
-        let action = x.timedOut(.header)
+        _ = x.headArriving()
+        let action = x.timedOut()
         #expect(action == .refuse(.headTimeout))
         let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: false)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: false).next
         #expect(next == .close)
         #expect(x.outputWritten() == .close)
     }
 
     @Test func aStalledBodyIsAnsweredWith408AndTheConnectionCloses() {
         var x = proxied(bodyDone: false)
-        guard case .failRequest(let error) = x.timedOut(.body) else {
+        guard case .failRequest(let error) = x.timedOut() else {
             Issue.record("not a failure"); return
         }
         #expect(error.status == 408 && error.source == .client && error.retryable)
         let answer = x.respondLocally(refusal: true, draining: false)
         #expect(answer == .send(.close))
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         #expect(x.outputWritten() == .linger)
     }
@@ -438,11 +449,11 @@ import Testing
         var x = Exchange()
         let closesNow = x.drain(inputEmpty: false)
         #expect(!closesNow)
-        x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
-        x.proxy()
+        _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: false)
+        _ = x.proxy()
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .close)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .close)
         // The proxy decided this close: it lingers.
         #expect(x.outputWritten() == .linger)
@@ -467,7 +478,7 @@ import Testing
         var x = connection(in: "discarding")
         let closesNow = x.drain(inputEmpty: true)
         #expect(!closesNow)
-        let discarded = x.bodyDiscarded(.done, total: 10)
+        let discarded = x.bodyDiscarded(.done, total: 10).next
         #expect(discarded == .close)
     }
 
@@ -480,7 +491,7 @@ import Testing
 
     @Test func aRequestParsedWhileTheListenerDrainsCloses() {
         var x = Exchange()
-        x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: true)
+        _ = x.headParsed(keepAlive: true, bodyDone: true, expectContinue: false, draining: true)
         #expect(x.closeAfterResponse)
         let answer = x.respondLocally(refusal: false, draining: false)
         #expect(answer == .send(.close))
@@ -499,7 +510,7 @@ import Testing
         var x = proxied(stream: true)
         let field = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0, draining: false)
         #expect(field == .keepAlive)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .endStream)
         #expect(x.isLingering && x.requestBodyDone)
         let lineOwed = x.closed()
@@ -510,7 +521,7 @@ import Testing
         var x = proxied(bodyDone: false, stream: true)
         #expect(!x.canDiscardRequestBody(bodyLeft: 1))
         _ = x.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 1, draining: false)
-        let next = x.responseFinished(bodyRead: 0, inputEmpty: true)
+        let next = x.responseFinished(bodyRead: 0, inputEmpty: true).next
         #expect(next == .endStream)
         // (RST_STREAM NO_ERROR after the response, in HTTP2Callbacks.readBody.)
         #expect(!x.requestBodyDone)

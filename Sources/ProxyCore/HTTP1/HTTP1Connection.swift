@@ -12,8 +12,6 @@ final class HTTP1Connection: Channel {
     /// The socket, plain or with its TLS session.
     let transport: Transport
     let exchange: ClientExchange
-    /// The lingering close's clock, once the exchange lingers (`startLinger`).
-    private var linger = LingeringClose()
 
     init(fd: Int32, loop: EventLoop, listener: ListenerContext, peer: PeerAddress, transport: Transport? = nil) {
         self.transport = transport ?? Transport(fd: fd)
@@ -26,7 +24,7 @@ final class HTTP1Connection: Channel {
     var listener: ListenerContext { exchange.listener }
 
     func start() {
-        exchange.setDeadline(.keepAlive, listener.config.timeouts.clientHeader)
+        exchange.opened()
         do {
             try loop.register(self, EventLoop.readable)
         } catch {
@@ -48,7 +46,7 @@ final class HTTP1Connection: Channel {
         // first request is served by the new configuration.
         exchange.followReload()
         if listener.isDraining(loop) { _ = exchange.exchange.drain(inputEmpty: false) }
-        exchange.setDeadline(.keepAlive, listener.config.timeouts.clientHeader)
+        exchange.opened()
         want(read: true, write: false)
         // The request usually follows the client's Finished message at once.
         readable()
@@ -182,15 +180,17 @@ final class HTTP1Connection: Channel {
 
     private func startLinger() {
         transport.shutdownWrite()
-        exchange.deadlineKind = .linger
-        deadline = linger.begin(now: loop.now)
+        exchange.lingerStarted()
         want(read: true, write: false)
         discardInput()
     }
 
     private func discardInput() {
-        guard let next = linger.discard(fd, now: loop.now, deadline: deadline) else { return exchange.finishClose() }
-        deadline = next
+        switch Socket.discardInput(fd) {
+        case .closed: exchange.finishClose()
+        case .some: exchange.lingerInputDropped()
+        case .nothing: break
+        }
     }
 
     /// The exchange is over: the socket closes.

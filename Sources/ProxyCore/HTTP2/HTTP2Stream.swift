@@ -78,7 +78,7 @@ final class HTTP2Stream {
         if x.exchange.isIdle, let refusal = request.refusal {
             x.input.clear()
             x.beginRequest(headLength: 0)
-            x.exchange.headRefused()
+            x.arm(x.exchange.headRefused())
             x.respondError(.invalidHead(status: refusal.status, refusal.reason))
             return
         }
@@ -123,7 +123,6 @@ final class HTTP2Stream {
         responseDone = true
         exchange.input.clear()
         flush()
-        if exchange.exchange.isLingering { exchange.setDeadline(.send, exchange.config.timeouts.clientSend) }
     }
 
     // MARK: Ending

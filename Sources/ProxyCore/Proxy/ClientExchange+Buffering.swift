@@ -51,10 +51,9 @@ extension ClientExchange {
                 return
             }
         case .done:
-            exchange.requestBodyEnded()
-            setDeadline(.none, 0)
+            arm(exchange.requestBodyEnded())
         case .error(let e):
-            exchange.requestBodyEnded()
+            arm(exchange.requestBodyEnded())
             finishBufferingRequest()
             respondError(.invalidBody(e))
             return

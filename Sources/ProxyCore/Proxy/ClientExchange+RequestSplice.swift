@@ -61,7 +61,7 @@ extension ClientExchange {
             if !s.pipeEmpty { break }
         }
         splice = s
-        if moved { setDeadline(.body, config.timeouts.clientBody) }
+        if moved { arm(exchange.requestBodyArrived()) }
         requestSpliceProgressed(up)
     }
 
@@ -104,8 +104,7 @@ extension ClientExchange {
         up.want(read: !up.paused, write: !s.pipeEmpty)
         if s.finished {
             endRequestSplice()
-            exchange.requestBodyEnded()
-            setDeadline(.none, 0)
+            arm(exchange.requestBodyEnded())
         }
         if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }

@@ -5,8 +5,7 @@ extension ClientExchange {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return
         }
-        exchange.proxy()
-        if !exchange.requestBodyDone { setDeadline(.body, config.timeouts.clientBody) }
+        arm(exchange.proxy())
         let buffering = _slowPath(listener.buffersRequests) && startsBufferingRequest()
         buildUpstreamHead(rewrite)
         if buffering {
@@ -222,10 +221,9 @@ extension ClientExchange {
         case .more:
             break
         case .done:
-            exchange.requestBodyEnded()
-            setDeadline(.none, 0)
+            arm(exchange.requestBodyEnded())
         case .error(let e):
-            exchange.requestBodyEnded()
+            arm(exchange.requestBodyEnded())
             upstreamFailure(.invalidBody(e))
             return
         }
@@ -633,8 +631,7 @@ extension ClientExchange {
     // MARK: Tunnel (after 101 Switching Protocols)
 
     private func enterTunnel(_ up: UpstreamConnection) {
-        exchange.switchedProtocols()
-        setDeadline(.none, 0)
+        arm(exchange.switchedProtocols())
         up.enterTunnel()
         // Bytes the client sent after its upgrade request belong to the new protocol.
         if !input.isEmpty { pumpTunnelFromClient() }

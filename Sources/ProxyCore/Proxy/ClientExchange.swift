@@ -8,7 +8,7 @@
 /// `HTTP2Stream` (frames on its connection's). The downstream puts the client's bytes into
 /// `input` and calls `inputArrived`; the exchange writes responses into `output` and heads
 /// through `ResponseHeadWriter`s, and asks its downstream to send them (`flush`), to watch for
-/// input (`want`), to run a timer (`setDeadline`) and to close. Everything else — phases,
+/// input (`want`), to run the timer its machine chose (`arm`) and to close. Everything else — phases,
 /// limits, the upstream, the access log — is one code path for both kinds (docs/architecture.md).
 ///
 /// Requests are handled one at a time: a pipelined request waits in `input` until the one
@@ -16,8 +16,6 @@
 /// buffer (`headStore`) so that body bytes can stream through `input` while phases and the
 /// access log still read the head in place.
 final class ClientExchange {
-    typealias Deadline = Exchange.Deadline
-
     unowned(unsafe) let loop: EventLoop
     /// Replaced at a request boundary after a reload (`followReload`), never during a request.
     var listener: ListenerContext
@@ -35,7 +33,6 @@ final class ClientExchange {
     }()
     /// Where the request lifecycle stands (see `Exchange`).
     var exchange = Exchange()
-    var deadlineKind: Deadline = .none
 
     var input = ByteBuffer()
     var output = ByteBuffer()
@@ -128,6 +125,7 @@ final class ClientExchange {
         self.loop = loop
         self.listener = listener
         self.peer = peer
+        exchange.timeouts = listener.config.timeouts
     }
 
     deinit {
@@ -175,11 +173,15 @@ final class ClientExchange {
 
     // MARK: What the downstream does for the exchange
 
-    /// Runs the timer `kind` (one at a time): `timedOut` when it passes.
+    /// Runs the timer the machine chose (one at a time; `timedOut` when it passes). The only
+    /// place the client's deadline is set: which timer runs in which state is `Exchange`'s.
     @inline(__always)
-    func setDeadline(_ kind: Deadline, _ after: UInt64) {
-        deadlineKind = kind
-        downstream.deadline = kind == .none ? 0 : loop.now + after
+    func arm(_ change: Exchange.TimerChange) {
+        switch change {
+        case .keep: break
+        case .arm(_, let after): downstream.deadline = loop.now + after
+        case .disarm: downstream.deadline = 0
+        }
     }
 
     /// Whether the client is read, and whether output waits to be sent.
@@ -205,10 +207,10 @@ final class ClientExchange {
         case .idle:
             processInput()
         case .proxying(let r) where !r.bodyDone:
-            setDeadline(.body, config.timeouts.clientBody)
+            arm(exchange.requestBodyArrived())
             pumpRequestBody()
         case .collecting:
-            setDeadline(.body, config.timeouts.clientBody)
+            arm(exchange.requestBodyArrived())
             pumpCollectedBody()
         case .discarding:
             discardRequestBody()
@@ -219,6 +221,21 @@ final class ClientExchange {
             // once the buffer is large enough (backpressure on a pipelining client).
             if !wantsInput { want(read: false, write: !output.isEmpty) }
         }
+    }
+
+    /// The connection is open (a TLS one: its handshake done) and waits for its first request.
+    func opened() {
+        arm(exchange.opened())
+    }
+
+    /// The lingering close's reads began (HTTP/1.1: the output is out, the write side shut).
+    func lingerStarted() {
+        arm(exchange.lingerStarted(now: loop.now))
+    }
+
+    /// The lingering close dropped bytes the client still sent.
+    func lingerInputDropped() {
+        arm(exchange.lingerInputDropped(now: loop.now))
     }
 
     /// The client's input ended.
@@ -244,7 +261,7 @@ final class ClientExchange {
     @inline(__always)
     func outputSent() {
         want(read: wantsInput, write: false)
-        if deadlineKind == .send { setDeadline(.none, 0) }
+        arm(exchange.outputSent())
         // A response read ahead keeps its reservation while its upstream still sends (the
         // client's socket buffer empties `output` now and then); once all is read and sent, it
         // goes back.
@@ -257,12 +274,12 @@ final class ClientExchange {
     @inline(__always)
     func outputWaiting(readMore: Bool) {
         want(read: readMore, write: true)
-        if deadlineKind == .none || deadlineKind == .send { setDeadline(.send, config.timeouts.clientSend) }
+        arm(exchange.outputWaiting())
     }
 
-    /// The deadline set last (`setDeadline`) passed.
+    /// The timer passed (the loop has let it go).
     func timedOut() {
-        switch exchange.timedOut(deadlineKind) {
+        switch exchange.timedOut() {
         case .none:
             break
         case .refuse(let error):
@@ -301,6 +318,7 @@ final class ClientExchange {
         let next = listener.newest(loop)
         let old = listener
         listener = next
+        exchange.timeouts = next.config.timeouts
         next.connectionOpened(loop)
         old.connectionClosed(loop)
     }
@@ -311,11 +329,11 @@ final class ClientExchange {
     func processInput() {
         guard exchange.isIdle, !input.isEmpty else { return }
         followReload()
-        if deadlineKind != .header { setDeadline(.header, config.timeouts.clientHeader) }
         if current == nil { current = loop.requestStates.take() }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
         switch result {
         case .incomplete:
+            arm(exchange.headArriving())
             want(read: true, write: !output.isEmpty)
         case .error(let error):
             if _slowPath(config.http2.cleartext) && !exchange.servedAny, let c = downstream.connection, c.startsWithHTTP2Preface {
@@ -323,7 +341,7 @@ final class ClientExchange {
                 return
             }
             beginRequest(headLength: 0)
-            exchange.headRefused()
+            arm(exchange.headRefused())
             respondError(.invalidHead(error))
         case .complete(let length):
             beginRequest(headLength: length)
@@ -359,7 +377,6 @@ final class ClientExchange {
         requestBodyBytes = 0
         if _slowPath(current!.error != nil) { current!.error = nil }
         input.reader += headLength
-        setDeadline(.none, 0)
     }
 
     private func dispatch() {
@@ -371,8 +388,8 @@ final class ClientExchange {
         case .chunked: requestBody = BodyReader(chunked: ()); bodyDone = false
         case .untilClose: requestBody = BodyReader(); bodyDone = false
         }
-        exchange.headParsed(keepAlive: head.keepAlive, bodyDone: bodyDone, expectContinue: head.expectContinue,
-                            draining: listener.isDraining(loop))
+        arm(exchange.headParsed(keepAlive: head.keepAlive, bodyDone: bodyDone, expectContinue: head.expectContinue,
+                                draining: listener.isDraining(loop)))
         switch head.framing {
         case .contentLength(let n) where config.maxBodySize > 0 && n > config.maxBodySize:
             respondError(.bodyTooLarge(limit: config.maxBodySize))
@@ -403,17 +420,17 @@ final class ClientExchange {
                 respondError(.bodyTooLarge(limit: limit))
                 return
             }
-            exchange.collectBody()
+            arm(exchange.collectBody())
             collectLimit = limit
             collectHandler = handler
             collected.clear()
-            setDeadline(.body, config.timeouts.clientBody)
             pumpCollectedBody()
         }
     }
 
     private func startDeferred(_ start: (ResponseSink) -> Void) {
-        let token = exchange.awaitDecision()
+        let (token, timer) = exchange.awaitDecision()
+        arm(timer)
         want(read: wantsInput, write: !output.isEmpty)
         // The sink may outlive this connection; it reaches us only through the loop and
         // only if the connection is still waiting for that very decision.
@@ -437,14 +454,13 @@ final class ClientExchange {
                 want(read: true, write: !output.isEmpty)
                 return
             case .done:
-                exchange.requestBodyEnded()
+                arm(exchange.requestBodyEnded())
             case .error(let e):
-                exchange.requestBodyEnded()
+                arm(exchange.requestBodyEnded())
                 respondError(.invalidBody(e))
                 return
             }
         }
-        setDeadline(.none, 0)
         let body = Array(collected.readableBytes)
         collected.free()
         let handler = collectHandler
@@ -470,14 +486,14 @@ final class ClientExchange {
         upstream = nil
         // Its state goes now, not when this request's state is next used.
         if _slowPath(response.encoder != nil) { response.encoder = nil }
-        let next = exchange.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
+        let (next, timer) = exchange.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
+        arm(timer)
         switch next {
         case .readNext, .close:
             proceed(next)
         case .discardBody:
             // The response went out with the body still arriving and said keep-alive: read
             // the body's rest and drop it, then take the next request.
-            setDeadline(.body, config.timeouts.clientBody)
             flush()
             if case .discarding = exchange.state { discardRequestBody() }
         case .endStream:
@@ -490,14 +506,12 @@ final class ClientExchange {
     private func proceed(_ next: Exchange.AfterResponse) {
         if next != .readNext {
             // The lingering close (or the close) begins once the output is out (`flush`).
-            deadlineKind = .none
             flush()
             return
         }
         followReload()
         if input.isEmpty { input.clear() }
         headLength = 0
-        setDeadline(.keepAlive, config.timeouts.keepAlive)
         if !input.isEmpty { processInput() }
         // Write the response now rather than on the next writability event: one fewer
         // epoll round trip (and epoll_ctl pair) per request. flush() also sets the interest.
@@ -515,11 +529,12 @@ final class ClientExchange {
         var scratch = loop.buffers.take()
         defer { loop.buffers.recycle(&scratch) }
         let step = requestBody.discard(from: &input, scratch: &scratch)
-        if let next = exchange.bodyDiscarded(step, total: requestBody.total) {
+        let (next, timer) = exchange.bodyDiscarded(step, total: requestBody.total)
+        arm(timer)
+        if let next {
             proceed(next)
         } else {
             if input.isEmpty { input.clear() }
-            setDeadline(.body, config.timeouts.clientBody)
             want(read: true, write: !output.isEmpty)
         }
     }
@@ -549,7 +564,7 @@ final class ClientExchange {
         guard !exchange.isClosed else { return }
         // A request in flight, or a tunnel that ended, still owes its access-log line.
         if exchange.closed() { logAccess() }
-        downstream.deadline = 0
+        arm(.disarm)
         downstream.exchangeClosed()
         releaseBuffers()
     }

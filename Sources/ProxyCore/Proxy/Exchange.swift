@@ -16,6 +16,11 @@
 /// until the one before it has been answered. An HTTP/2 stream runs the same machine
 /// (`isStream`): one request, then the stream ends instead of the next request.
 ///
+/// The machine also decides which timer runs (`timer`, Exchange+Timer.swift): every transition
+/// that changes it returns a `TimerChange` — kind and duration, or none — and the shell arms
+/// exactly that, in one place (`ClientExchange.arm`). A result left unused is a warning, and
+/// warnings fail the build: a forgotten timer does not compile.
+///
 /// Everything here runs on the connection's loop, per request: small value types, no
 /// allocation, transitions inlined into the shell.
 struct Exchange {
@@ -73,6 +78,8 @@ struct Exchange {
         /// The request body was read to its end. An HTTP/2 stream whose body was not ends with
         /// `RST_STREAM NO_ERROR` after its response.
         var bodyDone: Bool
+        /// The lingering close's clock, once the output is out and the reads began.
+        var clock = LingeringClose()
     }
 
     private(set) var state: State = .idle
@@ -84,6 +91,10 @@ struct Exchange {
     private(set) var draining = false
     /// The last token handed to a deferred decision (`deciding`).
     private var lastToken: UInt64 = 0
+    /// The timer running now (one at a time), and how long each kind runs (the listener's).
+    /// Changed only by transitions (here and in Exchange+Timer.swift).
+    var timer: Deadline = .none
+    var timeouts = Timeouts()
 
     /// Bytes buffered towards a slow reader before we stop reading from the other side.
     static let highWater = 256 * 1024
@@ -107,48 +118,59 @@ extension Exchange {
     /// - bodyDone: it has no body (or an empty one).
     /// - expectContinue: the client waits for `100 Continue` before it sends its body.
     /// - draining: the listener drains (sticky: every later response closes too).
+    /// No timer runs while the phases decide.
     @inline(__always)
-    mutating func headParsed(keepAlive: Bool, bodyDone: Bool, expectContinue: Bool, draining listenerDraining: Bool) {
+    mutating func headParsed(keepAlive: Bool, bodyDone: Bool, expectContinue: Bool,
+                             draining listenerDraining: Bool) -> TimerChange {
         assert(isIdle, "a head parsed while a request is in flight")
         if _slowPath(listenerDraining) { draining = true }
         state = .dispatching(Request(bodyDone: bodyDone, closeAfter: !keepAlive || draining,
                                      clientAskedClose: !keepAlive, awaitingContinue: expectContinue && !bodyDone))
+        return stop()
     }
 
     /// A request refused before a head could be read from it (an unparsable head, a refused
     /// HTTP/2 stream, a head that did not arrive in time): its answer follows
     /// (`respondLocally`), and the connection closes after it — without lingering when
     /// `skipLinger` (a client that trickles bytes would keep us waiting).
-    mutating func headRefused(skipLinger: Bool = false) {
+    mutating func headRefused(skipLinger: Bool = false) -> TimerChange {
         state = .dispatching(Request(bodyDone: true, closeAfter: true, clientAskedClose: false,
                                      awaitingContinue: false, skipLinger: skipLinger))
+        return stop()
     }
 
     // MARK: The request phase decided
 
-    /// The request goes upstream (at once, or after a deferred decision).
+    /// The request goes upstream (at once, or after a deferred decision). The body timer runs
+    /// while its body arrives.
     @inline(__always)
-    mutating func proxy() {
+    mutating func proxy() -> TimerChange {
         switch state {
-        case .dispatching(let r), .deciding(let r, _): state = .proxying(r)
-        default: assertionFailure("proxy() while \(state)")
+        case .dispatching(let r), .deciding(let r, _):
+            state = .proxying(r)
+            return r.bodyDone ? stop() : run(.body)
+        default:
+            assertionFailure("proxy() while \(state)")
+            return .keep
         }
     }
 
-    /// A phase reads the whole body first (`.collectBody`).
-    mutating func collectBody() {
-        guard case .dispatching(let r) = state else { assertionFailure("collectBody() while \(state)"); return }
+    /// A phase reads the whole body first (`.collectBody`): the body timer runs.
+    mutating func collectBody() -> TimerChange {
+        guard case .dispatching(let r) = state else { assertionFailure("collectBody() while \(state)"); return .keep }
         state = .collecting(r)
+        return run(.body)
     }
 
-    /// A phase decides later. Returns the token its answer must carry to be taken.
-    mutating func awaitDecision() -> UInt64 {
+    /// A phase decides later. Returns the token its answer must carry to be taken. No timer
+    /// runs: the phase answers (the identity provider's own timeout bounds the wait).
+    mutating func awaitDecision() -> (token: UInt64, timer: TimerChange) {
         lastToken &+= 1
         switch state {
         case .dispatching(let r), .collecting(let r): state = .deciding(r, token: lastToken)
         default: assertionFailure("awaitDecision() while \(state)")
         }
-        return lastToken
+        return (lastToken, stop())
     }
 
     /// Whether a deferred answer is for the decision this connection waits for: not when the
@@ -162,9 +184,18 @@ extension Exchange {
 
     /// The request body was read to its end — or its framing failed, and nothing more of it
     /// will be read as body.
+    /// The body timer stops.
     @inline(__always)
-    mutating func requestBodyEnded() {
+    mutating func requestBodyEnded() -> TimerChange {
         updateRequest { $0.bodyDone = true }
+        return timer == .body ? stop() : .keep
+    }
+
+    /// Request body bytes arrived (or moved on, spliced): the body timer starts over — it
+    /// bounds the gap between two reads, not the whole body.
+    @inline(__always)
+    func requestBodyArrived() -> TimerChange {
+        timer == .body ? .arm(.body, after: timeouts.clientBody) : .keep
     }
 
     /// A `100 Continue` went to the client: it sends its body now.
@@ -221,29 +252,33 @@ extension Exchange {
     /// the connection does next.
     /// - bodyRead: request body bytes read so far (where discarding its rest begins).
     /// - inputEmpty: nothing more from the client is buffered.
+    /// Timers: the keep-alive one before the next request; the body one while the body's rest
+    /// is dropped; for an HTTP/2 stream, the send one until its last bytes are out and the
+    /// stream closes; none before a close (the send timer or the linger follows as the output
+    /// goes out).
     @inline(__always)
-    mutating func responseFinished(bodyRead: UInt64, inputEmpty: Bool) -> AfterResponse {
+    mutating func responseFinished(bodyRead: UInt64, inputEmpty: Bool) -> (next: AfterResponse, timer: TimerChange) {
         servedAny = true
         guard let r = request else {
             assertionFailure("responseFinished() while \(state)")
             state = .lingering(Linger(skip: false, unlogged: false, bodyDone: false))
-            return .close
+            return (.close, stop())
         }
         if _slowPath(isStream) {
             state = .lingering(Linger(skip: false, unlogged: false, bodyDone: r.bodyDone))
-            return .endStream
+            return (.endStream, run(.send))
         }
         if !r.bodyDone && !r.closeAfter {
             // The response said keep-alive with the body still arriving: read its rest and drop it.
             state = .discarding(from: bodyRead)
-            return .discardBody
+            return (.discardBody, run(.body))
         }
         return next(r, inputEmpty: inputEmpty)
     }
 
     /// After a request whose body is all read (or will not be): close, or wait for the next one.
     @inline(__always)
-    private mutating func next(_ r: Request, inputEmpty: Bool) -> AfterResponse {
+    private mutating func next(_ r: Request, inputEmpty: Bool) -> (next: AfterResponse, timer: TimerChange) {
         if r.closeAfter || !r.bodyDone {
             // The lingering close (half-close, then read until the client's FIN) exists so that
             // bytes the client sent after the request do not make close(2) answer with an RST
@@ -255,39 +290,43 @@ extension Exchange {
             // head, an unread body, a drain) keeps the linger.
             let skip = r.skipLinger || (r.clientAskedClose && r.bodyDone && inputEmpty)
             state = .lingering(Linger(skip: skip, unlogged: false, bodyDone: r.bodyDone))
-            return .close
+            return (.close, stop())
         }
         state = .idle
-        return .readNext
+        return (.readNext, run(.keepAlive))
     }
 
     /// Request body bytes were read and dropped after the response (`discarding`).
     /// - step: how the body reader's last step ended; total: its body bytes read so far.
-    /// Returns nil to keep reading, else what follows.
-    mutating func bodyDiscarded(_ step: BodyReader.Step, total: UInt64) -> AfterResponse? {
+    /// Returns nil to keep reading (the body timer starts over), else what follows.
+    mutating func bodyDiscarded(_ step: BodyReader.Step, total: UInt64) -> (next: AfterResponse?, timer: TimerChange) {
         guard case .discarding(let from) = state else {
             assertionFailure("bodyDiscarded() while \(state)")
-            return nil
+            return (nil, .keep)
         }
         switch step {
         case .done:
-            return next(Request(bodyDone: true, closeAfter: draining, clientAskedClose: false, awaitingContinue: false),
-                        inputEmpty: false)
+            let after = next(Request(bodyDone: true, closeAfter: draining, clientAskedClose: false, awaitingContinue: false),
+                             inputEmpty: false)
+            return (after.next, after.timer)
         case .more where total - from <= Exchange.discardLimit:
-            return nil
+            return (nil, run(.body))
         default:
             // Malformed chunked framing, or a body past the limit: stop here.
-            return next(Request(bodyDone: false, closeAfter: true, clientAskedClose: false, awaitingContinue: false),
-                        inputEmpty: false)
+            let after = next(Request(bodyDone: false, closeAfter: true, clientAskedClose: false, awaitingContinue: false),
+                             inputEmpty: false)
+            return (after.next, after.timer)
         }
     }
 
     // MARK: Tunnel
 
-    /// The upstream answered 101: bytes are copied both ways from now on.
-    mutating func switchedProtocols() {
+    /// The upstream answered 101: bytes are copied both ways from now on, with no client timer
+    /// (the upstream's idle timer bounds a tunnel), unless output waits for the client (`send`).
+    mutating func switchedProtocols() -> TimerChange {
         assert(isProxying, "switchedProtocols() while \(state)")
         state = .tunnel
+        return stop()
     }
 
     /// The tunnel's upstream closed: what is buffered goes to the client, then the close.
@@ -296,6 +335,19 @@ extension Exchange {
     }
 
     // MARK: The client, the clock, the server
+
+    /// The lingering close's reads begin (HTTP/1.1, the output out and the write side shut).
+    /// - now: the loop's clock.
+    mutating func lingerStarted(now: UInt64) -> TimerChange {
+        guard case .lingering(var l) = state else {
+            assertionFailure("lingerStarted() while \(state)")
+            return .keep
+        }
+        let deadline = l.clock.begin(now: now)
+        state = .lingering(l)
+        timer = .linger
+        return .arm(.linger, after: deadline - now)
+    }
 
     /// Everything buffered for the client is written.
     @inline(__always)
@@ -321,13 +373,15 @@ extension Exchange {
         isLingering || isClosed ? .close : .abort(.clientClosed)
     }
 
-    /// A deadline passed.
-    mutating func timedOut(_ kind: Deadline) -> TimeoutAction {
+    /// The timer passed (`timer`; the loop has let it go).
+    mutating func timedOut() -> TimeoutAction {
+        let kind = timer
+        timer = .none
         switch kind {
         case .header:
             // A slow or stalled head (slowloris): tell the client, then close without the
             // courtesy of lingering — a client that trickles bytes would keep us waiting.
-            headRefused(skipLinger: true)
+            _ = headRefused(skipLinger: true)
             return .refuse(.headTimeout)
         case .body:
             if case .discarding = state { return .close }
@@ -364,6 +418,7 @@ extension Exchange {
         case .idle, .discarding, .closed: owed = false
         }
         state = .closed
+        timer = .none
         return owed
     }
 

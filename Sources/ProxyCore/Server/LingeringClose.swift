@@ -6,7 +6,10 @@
 /// bytes gives it another `quiet` second, up to `most` in all (nginx: 5 s and 30 s; shorter
 /// here — a client still sending after ten seconds is not reading what we said, and a flood is
 /// dropped in the kernel, `Socket.discardInput`, so waiting costs a descriptor and little else).
-struct LingeringClose {
+///
+/// The clock only: the reads are the connection's (`Socket.discardInput`), the deadline its
+/// owner's to arm (an exchange's machine, `Exchange.lingerStarted`, or an HTTP/2 connection).
+struct LingeringClose: Equatable {
     static let quiet = Timeouts.second
     static let most = 10 * Timeouts.second
 
@@ -18,12 +21,17 @@ struct LingeringClose {
         return now + Self.quiet
     }
 
+    /// Bytes arrived and were dropped: the deadline, pushed on.
+    func extended(now: UInt64) -> UInt64 {
+        min(now + Self.quiet, max(ends, now))
+    }
+
     /// Drops what has arrived. nil: the client has closed (or the socket failed): close now.
     /// Otherwise the deadline to keep — pushed on when bytes came.
     func discard(_ fd: Int32, now: UInt64, deadline: UInt64) -> UInt64? {
         switch Socket.discardInput(fd) {
         case .closed: return nil
-        case .some: return min(now + Self.quiet, ends)
+        case .some: return extended(now: now)
         case .nothing: return deadline
         }
     }
