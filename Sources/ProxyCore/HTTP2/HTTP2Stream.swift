@@ -39,7 +39,6 @@ final class HTTP2Stream {
         self.connection = connection
         self.id = id
         exchange = ClientExchange(loop: connection.loop, listener: connection.listener, peer: connection.peer)
-        exchange.exchange.isStream = true
         exchange.peerText = connection.peerTextCache
         exchange.downstream = .stream(.init(self))
     }

@@ -74,13 +74,7 @@ public final class AccessLog: @unchecked Sendable {
         }
         // As ALPN names them (nginx's $server_protocol would say HTTP/2.0).
         out.append("\",\"protocol\":\"")
-        if r.request.connection.exchange.isStream {
-            out.append("h2")
-        } else if hasHead && r.request.connection.head.version == .http10 {
-            out.append("http/1.0")
-        } else {
-            out.append("http/1.1")
-        }
+        out.append(r.request.connection.downstream.protocolName(http10: hasHead && r.request.connection.head.version == .http10))
         out.append("\",\"request_id\":\"")
         r.request.connection.appendRequestID(to: &out)
         out.append("\",\"status\":")

@@ -61,20 +61,23 @@ extension ClientExchange {
         var edits = HeaderEdits()
         if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
         if headLength > 0 { phases { $0.responseFilter(RequestView(self), status: r.status, &edits) } }
-        if case .stream(let s) = downstream {
-            var writer = HTTP2HeadWriter()
-            composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
-            s.with { $0.heads.append(writer) }
-        } else {
-            var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
-            composeLocalHead(into: &writer, r, edits: edits, connection: connectionField)
-            output = writer.out
-        }
+        downstream.writeHead(LocalHead(response: r, edits: edits, connection: connectionField),
+                             for: self, http10: head.version == .http10)
         if head.method != .head {
             r.body.withUnsafeBytes { output.append($0) }
         }
         statusSent = r.status
         finishRequest()
+    }
+
+    /// A response of the proxy's own, as the client gets it.
+    private struct LocalHead: ResponseHeadComposer {
+        let response: Response
+        let edits: HeaderEdits
+        let connection: Exchange.ConnectionField
+        func compose<W: ResponseHeadWriter>(into w: inout W, for x: ClientExchange) {
+            x.composeLocalHead(into: &w, response, edits: edits, connection: connection)
+        }
     }
 
     private func composeLocalHead<W: ResponseHeadWriter>(into w: inout W, _ r: Response, edits: HeaderEdits,

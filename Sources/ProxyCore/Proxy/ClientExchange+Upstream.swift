@@ -336,23 +336,25 @@ extension ClientExchange {
         bytesOut += UInt64(written)
     }
 
-    /// The response head for the client's kind of connection (`ResponseHeadWriter`).
+    /// The response head, in the client's kind of connection's form (`Downstream.writeHead`).
     private func writeResponseHead(_ up: UpstreamConnection) {
-        if case .stream(let s) = downstream {
-            var writer = HTTP2HeadWriter()
-            writeResponseHead(up, into: &writer)
-            s.with { $0.heads.append(writer) }
-        } else {
-            var writer = HTTP1HeadWriter(into: output, http10: head.version == .http10)
-            writeResponseHead(up, into: &writer)
-            output = writer.out
+        downstream.writeHead(UpstreamResponseHead(upstream: .passUnretained(up)), for: self, http10: head.version == .http10)
+    }
+
+    /// The upstream's head as the client gets it (`writeResponseHead(_:into:)`).
+    private struct UpstreamResponseHead: ResponseHeadComposer {
+        // Borrowed (the exchange holds its upstream through the call): no retain on the hot path.
+        let upstream: Unmanaged<UpstreamConnection>
+        @inline(__always)
+        func compose<W: ResponseHeadWriter>(into w: inout W, for x: ClientExchange) {
+            upstream._withUnsafeGuaranteedRef { x.writeResponseHead($0, into: &w) }
         }
     }
 
     /// The upstream's head as the client gets it: its fields less the hop-by-hop ones (and any
     /// its `Connection` names), less what the phases remove and the operator's HSTS replaces,
     /// plus what the phases add; framing as the exchange decides here. Specialised per writer.
-    private func writeResponseHead<W: ResponseHeadWriter>(_ up: UpstreamConnection, into w: inout W) {
+    fileprivate func writeResponseHead<W: ResponseHeadWriter>(_ up: UpstreamConnection, into w: inout W) {
         // Decided before `r` is bound: an opaque call while it lives would make `r` a real
         // copy of the head (its field list retained and released, ~80 instructions).
         var compression = _slowPath(listener.compresses) ? compressionDecision(up.input.readableBytes) : .none
@@ -374,12 +376,12 @@ extension ClientExchange {
         case .chunked:
             response.body = BodyReader(chunked: ())
             // (An HTTP/2 stream's body ends with END_STREAM: never re-framed.)
-            if head.version == .http11 && !exchange.isStream { response.chunkedToClient = true } else { bodyEndsWithClose = true }
+            if head.version == .http11 && downstream.chunksBodies { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         case .untilClose:
             // Re-framed as chunked for an HTTP/1.1 client, so its connection outlives the
             // upstream's; an HTTP/1.0 client gets the bytes and the close, as sent.
             response.body = BodyReader(untilClose: ())
-            if head.version == .http11 && !exchange.isStream { response.chunkedToClient = true } else { bodyEndsWithClose = true }
+            if head.version == .http11 && downstream.chunksBodies { response.chunkedToClient = true } else { bodyEndsWithClose = true }
         }
         response.upstreamKeepAlive = r.keepAlive && r.framing != .untilClose
         // Compression (off unless configured): the body is re-framed as chunks (HTTP/1.1) or
@@ -391,7 +393,7 @@ extension ClientExchange {
                     response.encoder = encoder
                     listener.engineMetrics.compression.started(encoder.coding)
                     sendLength = nil
-                    if !exchange.isStream { response.chunkedToClient = true }
+                    if downstream.chunksBodies { response.chunkedToClient = true }
                 } else {
                     compression = .varyOnly
                 }
@@ -435,31 +437,28 @@ extension ClientExchange {
     private func writeInterim(_ up: UpstreamConnection, length: Int) {
         let r = response.head
         if r.status == 100 { exchange.continueSent() }
-        let buffer = up.input.readableBytes
-        if case .stream(let s) = downstream {
-            var writer = HTTP2HeadWriter()
-            composeInterim(into: &writer, r, buffer)
-            s.with { $0.heads.append(writer) }
-        } else {
-            var writer = HTTP1HeadWriter(into: output, http10: false)
-            composeInterim(into: &writer, r, buffer)
-            output = writer.out
-        }
+        downstream.writeHead(InterimHead(head: r, buffer: up.input.readableBytes), for: self, http10: false)
         flush()
     }
 
-    private func composeInterim<W: ResponseHeadWriter>(into w: inout W, _ r: ResponseHead, _ buffer: UnsafeRawBufferPointer) {
-        let bytes = buffer.baseAddress!
-        w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: nil, count: 0))
-        for field in r.headers {
-            switch HeaderKind.of(buffer, field.name) {
-            case .hopByHop, .transferEncoding, .contentLength, .upgrade: continue
-            default: break
+    /// A 1xx head from the upstream as the client gets it: less its hop-by-hop and framing fields.
+    private struct InterimHead: ResponseHeadComposer {
+        let head: ResponseHead
+        let buffer: UnsafeRawBufferPointer
+
+        func compose<W: ResponseHeadWriter>(into w: inout W, for x: ClientExchange) {
+            let bytes = buffer.baseAddress!
+            w.begin(status: head.status, reason: UnsafeRawBufferPointer(start: nil, count: 0))
+            for field in head.headers {
+                switch HeaderKind.of(buffer, field.name) {
+                case .hopByHop, .transferEncoding, .contentLength, .upgrade: continue
+                default: break
+                }
+                w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
+                        UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count))
             }
-            w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
-                    UnsafeRawBufferPointer(start: bytes + field.value.start, count: field.value.count))
+            w.end(contentLength: nil, chunked: false, connection: .keepAlive)
         }
-        w.end(contentLength: nil, chunked: false, connection: .keepAlive)
     }
 
     func responseComplete() {

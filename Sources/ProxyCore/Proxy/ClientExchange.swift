@@ -21,7 +21,9 @@ final class ClientExchange {
     var listener: ListenerContext
     let peer: PeerAddress
     /// Where the response goes (set by the downstream that owns this exchange, right after it).
-    var downstream: Downstream = .detached
+    var downstream: Downstream = .detached {
+        didSet { exchange.isStream = downstream.carriesOneRequest }
+    }
     /// The peer as text (X-Forwarded-For, access log), formatted once per connection:
     /// inet_ntop formats through printf, too slow to repeat per request.
     /// (An HTTP/2 stream is given its connection's.)
@@ -314,7 +316,7 @@ final class ClientExchange {
     func followReload() {
         guard listener.state(loop).retired else { return }
         // A stream stays on its connection's configuration (which sends GOAWAY on a reload).
-        guard case .connection = downstream else { return }
+        guard downstream.followsReloads else { return }
         let next = listener.newest(loop)
         let old = listener
         listener = next
@@ -497,7 +499,7 @@ final class ClientExchange {
             flush()
             if case .discarding = exchange.state { discardRequestBody() }
         case .endStream:
-            downstream.stream?.responseFinished()
+            downstream.endResponse()
         }
     }
 

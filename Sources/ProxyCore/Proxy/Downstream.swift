@@ -9,8 +9,12 @@
 ///   and an abort is a `RST_STREAM`. Its timers are swept by its connection.
 ///
 /// An enum, not a protocol: the exchange's calls are a switch over two known kinds, inlined
-/// into the hot path (no witness table, no existential box). A third kind (HTTP/3, one QUIC
-/// stream) would be a third case and a third head writer (docs/architecture.md).
+/// into the hot path (no witness table, no existential box). Everything in which the kinds
+/// differ is a member below, each a `switch` with no `default`: a third kind (HTTP/3, one QUIC
+/// stream) is a third case, and the package does not compile until each member says what it
+/// does (docs/architecture.md's table lists them; `ArchitectureDocsTests` checks it does).
+/// The HTTP/1.1-only fast paths (splice, `writeStraight`, the h2c preface) reach the
+/// connection itself (`connection`) and say so where they do.
 ///
 /// The links are unowned: the downstream owns its exchange (`HTTP1Connection.exchange`,
 /// `HTTP2Stream.exchange`) and outlives it.
@@ -35,14 +39,80 @@ enum Downstream {
         var retained: Owner { owner.takeUnretainedValue() }
     }
 
+    /// The HTTP/1.1 connection, for its own fast paths (nil for any other kind).
     var connection: HTTP1Connection? {
         if case .connection(let c) = self { return c.retained }
         return nil
     }
+}
 
-    var stream: HTTP2Stream? {
-        if case .stream(let s) = self { return s.retained }
-        return nil
+/// Where the kinds differ: each member an exhaustive switch (see the type's comment).
+extension Downstream {
+    /// Whether the downstream carries one request (an HTTP/2 stream) rather than one after
+    /// another: no keep-alive, no body left to drop, no lingering of its own (`Exchange.isStream`).
+    var carriesOneRequest: Bool {
+        switch self {
+        case .connection, .detached: return false
+        case .stream: return true
+        }
+    }
+
+    /// Whether a response body of no known length is re-framed as chunks for an HTTP/1.1
+    /// client (so that its connection outlives the body); a stream's body ends with END_STREAM.
+    var chunksBodies: Bool {
+        @inline(__always) get {
+            switch self {
+            case .connection, .detached: return true
+            case .stream: return false
+            }
+        }
+    }
+
+    /// Whether the exchange moves to a reloaded configuration at a request boundary: a
+    /// connection does; a stream stays on its connection's (which sends GOAWAY on a reload).
+    var followsReloads: Bool {
+        @inline(__always) get {
+            switch self {
+            case .connection, .detached: return true
+            case .stream: return false
+            }
+        }
+    }
+
+    /// The protocol as ALPN names it, for the access log.
+    func protocolName(http10: Bool) -> StaticString {
+        switch self {
+        case .connection, .detached: return http10 ? "http/1.0" : "http/1.1"
+        case .stream: return "h2"
+        }
+    }
+
+    /// Writes a response head in the downstream's own form: HTTP/1.1 text into the exchange's
+    /// output (a detached exchange's too, where a test reads it), or fields for the stream's
+    /// HEADERS, submitted when it flushes. `composer` says what the head says, once for all
+    /// kinds; it is specialised per writer.
+    @inline(__always)
+    func writeHead<C: ResponseHeadComposer>(_ composer: C, for x: ClientExchange, http10: Bool) {
+        switch self {
+        case .connection, .detached:
+            var writer = HTTP1HeadWriter(into: x.output, http10: http10)
+            composer.compose(into: &writer, for: x)
+            x.output = writer.out
+        case .stream(let s):
+            var writer = HTTP2HeadWriter()
+            composer.compose(into: &writer, for: x)
+            s.with { $0.heads.append(writer) }
+        }
+    }
+
+    /// The exchange's response is complete in its output and the exchange says the downstream
+    /// ends it (`Exchange.AfterResponse.endStream`): END_STREAM follows its last byte. An
+    /// HTTP/1.1 connection's responses end in the exchange (keep-alive or close), never here.
+    func endResponse() {
+        switch self {
+        case .stream(let s): s.retained.responseFinished()
+        case .connection, .detached: assertionFailure("only a stream ends its response itself")
+        }
     }
 
     /// When the exchange's timer passes (monotonic nanoseconds; 0: none).

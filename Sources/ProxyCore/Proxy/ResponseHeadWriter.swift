@@ -17,6 +17,14 @@ protocol ResponseHeadWriter {
     mutating func end(contentLength: UInt64?, chunked: Bool, connection: Exchange.ConnectionField)
 }
 
+/// What a response head says, written into whichever writer the downstream uses
+/// (`Downstream.writeHead`): one composition for every kind, specialised per writer. The
+/// exchange comes as an argument rather than a stored reference: a reference loaded from a
+/// stored property is retained around the call, one pair per response on the hot path.
+protocol ResponseHeadComposer {
+    func compose<W: ResponseHeadWriter>(into w: inout W, for x: ClientExchange)
+}
+
 extension ResponseHeadWriter {
     mutating func field(_ name: String, _ value: String) {
         var name = name, value = value
