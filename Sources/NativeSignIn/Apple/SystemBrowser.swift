@@ -1,8 +1,9 @@
 // ASWebAuthenticationSession as the flow's `SignInBrowser`.
 //
-// NOT COMPILED OR TESTED IN THIS REPOSITORY: it builds only where WebKit and
-// AuthenticationServices exist (iOS, macOS), and the package is built and tested on Linux.
-// Signatures follow Apple's documentation; every decision is `SignInFlow`'s, tested with fakes.
+// NOT RUN IN THIS REPOSITORY: it builds only where WebKit and AuthenticationServices exist (iOS,
+// macOS). scripts/test-apple-adapter type-checks it (Swift 6, warnings as errors) against
+// declaration-only stubs of the members it calls (Apple/adapter-stubs): types and isolation, not
+// behaviour. Every decision is `SignInFlow`'s, tested with fakes.
 //
 // A custom callback scheme is NOT registered in CFBundleURLTypes: the session catches its own
 // scheme, and a registered one risks the redirect going to application(_:open:) instead.
@@ -16,7 +17,7 @@ import AppKit
 #endif
 
 @MainActor
-final class SystemBrowser: NSObject, SignInBrowser, @preconcurrency ASWebAuthenticationPresentationContextProviding {
+final class SystemBrowser: NSObject, SignInBrowser, ASWebAuthenticationPresentationContextProviding {
     private weak var webView: WKWebView?
 
     init(webView: WKWebView) {
@@ -62,19 +63,25 @@ final class SystemBrowser: NSObject, SignInBrowser, @preconcurrency ASWebAuthent
 
     func openExternally(_ request: BrowserRequest, opened: @escaping @MainActor @Sendable (Bool) -> Void) {
         #if canImport(UIKit)
-        // The result comes in the completion handler, which UIKit calls on the main queue; the
-        // handler is @Sendable for the same reason as start()'s, and hops explicitly.
+        // UIKit declares the completion `@MainActor @Sendable`: it runs on the main actor.
         UIApplication.shared.open(request.url, options: [:]) { success in
-            Task { @MainActor in opened(success) }
+            opened(success)
         }
         #else
         opened(NSWorkspace.shared.open(request.url))
         #endif
     }
 
-    func presentationAnchor(for session: ASWebAuthenticationSession) -> ASPresentationAnchor {
-        // start() checked the window; it can only be gone if the WebView left it since.
-        webView?.window ?? ASPresentationAnchor()
+    // nonisolated: the SDKs disagree on this requirement — `@MainActor` in today's
+    // (a `@preconcurrency` conformance is then an error under warnings-as-errors: "has no
+    // effect"), nonisolated in older ones (a main-actor witness is then an error in Swift 6).
+    // A nonisolated witness fits both; the system asks on the main thread, which
+    // assumeIsolated checks (it traps otherwise, as a @preconcurrency conformance would).
+    nonisolated func presentationAnchor(for session: ASWebAuthenticationSession) -> ASPresentationAnchor {
+        MainActor.assumeIsolated {
+            // start() checked the window; it can only be gone if the WebView left it since.
+            webView?.window ?? ASPresentationAnchor()
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 // The WKWebView side of the flow: the app's own delegates ask it first.
 //
-// NOT COMPILED OR TESTED IN THIS REPOSITORY: it builds only where WebKit and
-// AuthenticationServices exist (iOS, macOS), and the package is built and tested on Linux.
+// NOT RUN IN THIS REPOSITORY: it builds only where WebKit and AuthenticationServices exist (iOS,
+// macOS). scripts/test-apple-adapter type-checks it against declaration-only stubs
+// (Apple/adapter-stubs): types and isolation, not behaviour.
 //
 // Composition: this object is NOT a delegate. The app keeps its WKNavigationDelegate and
 // WKUIDelegate (didFinish, didFail, webViewWebContentProcessDidTerminate, JavaScript panels,
