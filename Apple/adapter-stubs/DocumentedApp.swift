@@ -31,6 +31,14 @@ final class DocumentedWebViewController: UIViewController, WKNavigationDelegate,
             print("sign-in is misconfigured: \(error)")
         }
         webView.load(URLRequest(url: URL(string: "https://app.example.com")!))
+        // The app's lifecycle ("The phone's lifecycle", iOS).
+        signIn?.flow.onSaved = { UserDefaults.standard.set($0, forKey: "NativeSignIn.saved") }
+        signIn?.flow.restore(UserDefaults.standard.string(forKey: "NativeSignIn.saved"))
+    }
+
+    /// A view made again while `signIn` lives on.
+    func viewMadeAgain(with newWebView: WKWebView) {
+        signIn?.attach(webView: newWebView)
     }
 
     // WKNavigationDelegate

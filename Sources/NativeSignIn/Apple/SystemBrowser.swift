@@ -18,7 +18,8 @@ import AppKit
 
 @MainActor
 final class SystemBrowser: NSObject, SignInBrowser, ASWebAuthenticationPresentationContextProviding {
-    private weak var webView: WKWebView?
+    /// What the session presents over; `WebViewSignIn.attach(webView:)` replaces it.
+    weak var webView: WKWebView?
 
     init(webView: WKWebView) {
         self.webView = webView

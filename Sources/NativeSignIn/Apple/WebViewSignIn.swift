@@ -60,5 +60,14 @@ public final class WebViewSignIn {
     public func cancel() {
         flow.cancel()
     }
+
+    /// The view that shows the site was made again (a SwiftUI view with a new identity, a scene
+    /// connected again) while this object lives on — keep it in the scene delegate or the app's
+    /// model, not in the view: the sign-in under way, and later ones, present over and load into
+    /// `webView`.
+    public func attach(webView: WKWebView) {
+        browser.webView = webView
+        flow.attach(webView: webView)
+    }
 }
 #endif

@@ -16,6 +16,9 @@ import Foundation
 /// - **A browser that does not start** loads the callback with `error=sign_in_failed` (the
 ///   site shows its failure page; the proxy logs the cause) and ends `failed` /
 ///   `browser_did_not_start`, instead of leaving the user on a button that did nothing.
+/// - **The app's lifecycle** (iOS): the flow outlives the view that shows the WebView
+///   (`attach(webView:)`); a process that dies while a browser session is up is named by the
+///   next one (`saved`, `restore(_:)`, SignInFlow+Saved.swift).
 @MainActor
 public final class SignInFlow {
     /// What the WebView does with a navigation.
@@ -39,9 +42,17 @@ public final class SignInFlow {
     public private(set) weak var webView: (any SignInWebView)?
     /// Told how each sign-in ended (one call per sign-in), on the main actor.
     public var onOutcome: ((SignInOutcome) -> Void)?
+    /// Told `saved` each time a sign-in starts or ends (nil: none runs), on the main actor. Keep
+    /// it where it survives the process (UserDefaults) and hand it to `restore(_:)` at the next
+    /// launch: iOS ends the browser session with the process, and nothing else would tell.
+    public var onSaved: ((String?) -> Void)?
 
-    private var running: Running?
-    private var started = 0
+    var running: Running? {
+        didSet {
+            if running?.number != oldValue?.number { onSaved?(saved) }
+        }
+    }
+    var started = 0
 
     struct Running {
         let number: Int
@@ -49,6 +60,9 @@ public final class SignInFlow {
         let siteURL: URL
         let state: String
         let route: Route
+        /// Hand-back through the default browser: it runs outside the app, and the result comes
+        /// back as a universal link, even to a process started again.
+        let external: Bool
         var session: (any BrowserSession)?
     }
 
@@ -91,6 +105,13 @@ public final class SignInFlow {
     /// Whether a sign-in is under way.
     public var isRunning: Bool { running != nil }
 
+    /// The view that shows the site was made again while the flow lives on (kept in the scene
+    /// delegate or the app's model, not in the view): a sign-in under way, or any later one,
+    /// loads into `webView` — held weakly, as the first one.
+    public func attach(webView: any SignInWebView) {
+        self.webView = webView
+    }
+
     /// The WebView asks about a navigation (decidePolicyFor, createWebViewWith).
     public func decide(_ navigation: Navigation) -> Policy {
         let request: AuthorizationRequest
@@ -107,17 +128,11 @@ public final class SignInFlow {
             return .cancel
         }
         let route: Route
-        switch strategy {
-        case .native:
-            route = .native(request)
-        case .handBack(let linkPaths):
-            do {
-                route = .handBack(try SiteCallback(siteURL: navigation.url, initialURL: initialURL,
-                                                   linkPaths: handBackWaitsForHTTPSCallback ? nil : linkPaths))
-            } catch {
-                report(SignInOutcome(.refused, signIn: nil, reason: error.description))
-                return .cancel
-            }
+        do {
+            route = try self.route(siteURL: navigation.url, request: request, external: !handBackWaitsForHTTPSCallback)
+        } catch {
+            report(SignInOutcome(.refused, signIn: nil, reason: error.description))
+            return .cancel
         }
         if let old = running {
             running = nil
@@ -126,6 +141,17 @@ public final class SignInFlow {
         }
         start(siteURL: navigation.url, request: request, route: route)
         return .cancel
+    }
+
+    /// `external`: a hand-back sign-in's result can only come back as a universal link, so the
+    /// site's callback must be one of the link paths.
+    func route(siteURL: URL, request: AuthorizationRequest, external: Bool) throws(NativeSignInError) -> Route {
+        switch strategy {
+        case .native:
+            return .native(request)
+        case .handBack(let linkPaths):
+            return .handBack(try SiteCallback(siteURL: siteURL, initialURL: initialURL, linkPaths: external ? linkPaths : nil))
+        }
     }
 
     /// Ends the running sign-in, if any: its session is cancelled and nothing is loaded.
@@ -157,9 +183,12 @@ public final class SignInFlow {
                                             provider: request.provider, platform: request.platform,
                                             state: request.state, native: nil)
         }
-        running = Running(number: number, siteURL: siteURL, state: request.state, route: route, session: nil)
+        let external: Bool
+        if case .handBack = route { external = !handBackWaitsForHTTPSCallback } else { external = false }
+        running = Running(number: number, siteURL: siteURL, state: request.state, route: route, external: external,
+                          session: nil)
 
-        if case .handBack = route, !handBackWaitsForHTTPSCallback {
+        if external {
             // The default browser, then a universal link (`open(link:)`): nothing to cancel.
             browser.openExternally(browserRequest) { [weak self] opened in
                 if !opened { self?.didNotStart(number) }
@@ -225,7 +254,7 @@ public final class SignInFlow {
 
     /// Loads the result into the WebView (if it is still there) and reports the outcome.
     /// `redirect`: the hand-back redirect, loaded unchanged when it carries the code.
-    private func finish(_ ended: Running, _ outcome: AuthorizationRequest.Outcome, reason: String?, redirect: URL?) {
+    func finish(_ ended: Running, _ outcome: AuthorizationRequest.Outcome, reason: String?, redirect: URL?) {
         let load: URL?
         switch ended.route {
         case .native(let request):
@@ -251,7 +280,7 @@ public final class SignInFlow {
         }
     }
 
-    private func report(_ outcome: SignInOutcome) {
+    func report(_ outcome: SignInOutcome) {
         onOutcome?(outcome)
     }
 }

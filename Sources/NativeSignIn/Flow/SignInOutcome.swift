@@ -9,8 +9,8 @@ public struct SignInOutcome: Sendable, Equatable, CustomStringConvertible {
         case userCancelled = "user_cancelled"
         /// The provider redirected with `error=` (`reason`: the word passed on).
         case providerError = "provider_error"
-        /// `reason`: `state_mismatch`, `invalid_response`, `browser_failed`, `browser_did_not_start`;
-        /// the callback with that error was loaded.
+        /// `reason`: `state_mismatch`, `invalid_response`, `browser_failed`, `browser_did_not_start`,
+        /// `process_ended`; the callback with that error was loaded.
         case failed
         /// A provider URL that cannot be signed in safely (`reason`: the message); nothing loaded.
         case refused
@@ -20,6 +20,9 @@ public struct SignInOutcome: Sendable, Equatable, CustomStringConvertible {
         case cancelled
         /// The session ended after the WebView was released; nothing loaded.
         case webViewGone = "webview_gone"
+        /// A sign-in of a previous process (`SignInFlow.restore`) this configuration no longer
+        /// recognises (`reason`: `process_ended`); nothing loaded.
+        case lost
     }
 
     public enum Reason {
@@ -27,6 +30,8 @@ public struct SignInOutcome: Sendable, Equatable, CustomStringConvertible {
         public static let invalidResponse = "invalid_response"
         public static let browserFailed = "browser_failed"
         public static let browserDidNotStart = "browser_did_not_start"
+        /// The browser session ended with the app's process (`SignInFlow.restore`).
+        public static let processEnded = "process_ended"
     }
 
     public let kind: Kind
