@@ -163,13 +163,15 @@ class FlowApp:
         return self._completed(self.sim.activity_result(result, request)["events"])
 
     def activity_recreated(self) -> dict:
-        """Android: the activity destroyed and created again (rotation): `{"events", "saved"}`."""
+        """Android: the activity destroyed and created again (rotation); iOS: the view showing the
+        WebView made again, the flow living on. `{"events", "saved"}`."""
         answer = self.sim.activity_recreated()
         self._happened(answer["events"])
         return answer
 
     def process_restarted(self) -> dict:
-        """Android: the process killed and started again without saved state."""
+        """The process killed and started again — Android: without saved state; iOS: its browser
+        sessions ended with it, the new one restores what the app kept in UserDefaults."""
         answer = self.sim.process_restarted()
         self._happened(answer["events"])
         return answer

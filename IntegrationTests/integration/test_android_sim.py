@@ -15,6 +15,7 @@ import os
 import plistlib
 import re
 import subprocess
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -461,3 +462,58 @@ def test_a_configure_the_flow_refuses_leaves_both_simulators_unconfigured(sim, s
         fixed = app.call(**settings, initial_url="https://site.example/app")
         assert "error" not in fixed, fixed
         assert app.call(op="navigate", url=SITE, target="mainFrame")["policy"] == "cancel"
+
+
+# The same lifecycle ops on iOS (the Swift simulator), with iOS's meaning: the flow outlives the
+# view, ASWebAuthenticationSession ends with the process (sim-protocol.md).
+
+def _ios_flow(swift, **flow):
+    app, plists = swift
+    configured = app.call(**{**plists, "platform": "ios"}, initial_url="https://site.example/app", **flow)
+    assert "error" not in configured, configured
+    return app
+
+
+def test_ios_a_view_made_again_keeps_the_sign_in_and_its_completion_loads(swift):
+    app = _ios_flow(swift)
+    [started] = app.call(op="navigate", url=SITE, target="mainFrame")["events"]
+    recreated = app.call(op="activity_recreated")
+    assert recreated["events"] == []
+    assert "running=1" in recreated["saved"] and started["code_verifier"] not in recreated["saved"]
+    events = app.call(op="browser_complete", session="s1", result={"redirect": GRED + "?code=c&state=s1"})["events"]
+    assert [(e["event"], e.get("outcome")) for e in events] == [("load", None), ("outcome", "completed")]
+
+
+def test_ios_a_process_restart_ends_the_session_on_the_sites_failure_path_once(swift):
+    app = _ios_flow(swift)
+    app.call(op="navigate", url=SITE, target="mainFrame")
+    restarted = app.call(op="process_restarted")
+    assert "running=1" in restarted["saved"]
+    load, outcome = restarted["events"]
+    assert outcome == {"event": "outcome", "session": "s1", "outcome": "failed", "reason": "process_ended"}
+    query = dict(parse_qsl(urlsplit(load["url"]).query))
+    assert (query["error"], query["state"], query["platform"]) == ("sign_in_failed", "s1", "ios")
+    assert app.call(op="browser_complete", session="s1", result="cancelled") == {
+        "error": 'no browser session "s1" was started'}
+    assert app.call(op="process_restarted") == {"events": [], "saved": None}   # named once only
+
+
+def test_ios_a_hand_back_in_the_default_browser_survives_a_process_restart(swift):
+    app = _ios_flow(swift, strategy="hand_back", https_callbacks=False,
+                    link_paths=["/users/auth/google_oauth2/callback"])
+    app.call(op="navigate", url=SITE, target="mainFrame")
+    assert app.call(op="process_restarted")["events"] == []
+    answer = app.call(op="open_link", url=CALLBACK + "?code=c&state=s1")
+    assert answer == {"handled": True, "events": [
+        {"event": "load", "url": CALLBACK + "?code=c&state=s1"},
+        {"event": "outcome", "session": "s1", "outcome": "completed", "reason": None}]}
+
+
+def test_ios_a_screen_closed_for_good_cancels_and_activity_results_are_androids(swift):
+    app = _ios_flow(swift)
+    app.call(op="navigate", url=SITE, target="mainFrame")
+    assert app.call(op="activity_finished") == {"close": "ended", "events": [
+        {"event": "browser_cancelled", "session": "s1"},
+        {"event": "outcome", "session": "s1", "outcome": "cancelled", "reason": None}]}
+    assert app.call(op="activity_result", result="cancelled")["error"].startswith("activity_result is Android's")
+    assert app.call(op="activity_recreated", extra=1) == {"error": 'unknown field "extra"'}

@@ -6,6 +6,12 @@ import NativeSignIn
 /// fake WebView (`navigate`, `browser_complete`, …). Every decision is the library's; this only
 /// translates JSON to its calls and back. The protocol: IntegrationTests/e2e/sim-protocol.md.
 ///
+/// The lifecycle ops as iOS has them: `activity_recreated` is the view showing the WebView made
+/// again while the flow lives on (a new WebView attached to it); `process_restarted` ends the
+/// process with its browser sessions and starts a new flow that restores what the app kept in
+/// UserDefaults (`onSaved`); `activity_finished` is the screen closed for good (`cancel()`).
+/// `activity_result` is Android's: iOS reports each session through its own completion.
+///
 /// Anything else, or a request the library throws on, is answered `{"error":message}`.
 @MainActor
 final class Session {
@@ -19,6 +25,10 @@ final class Session {
     private var browser: SimBrowser?
     /// The app's strong reference to its WebView; `webview_gone` drops it.
     private var webView: SimWebView?
+    /// Makes the app's flow (again, after `process_restarted`).
+    private var newFlow: (() throws -> (SignInFlow, SimBrowser, SimWebView))?
+    /// What the app keeps in UserDefaults: the flow's last `onSaved`.
+    private var persisted: String?
 
     func handle(_ line: String) -> [String: Any] {
         do {
@@ -33,6 +43,12 @@ final class Session {
             case "cancel": return try flowOp(request) { $0.cancel() }
             case "webview_gone": return try flowOp(request) { _ in self.webView = nil }
             case "open_link": return try openLink(request)
+            case "activity_recreated": return try viewRecreated(request)
+            case "process_restarted": return try processRestarted(request)
+            case "activity_finished": return try screenClosed(request)
+            case "activity_result":
+                throw SimError("activity_result is Android's: on iOS each browser session completes through its own "
+                               + "handler (browser_complete)")
             case let op: throw SimError("unknown op \"\(op)\"")
             }
         } catch {
@@ -47,17 +63,22 @@ final class Session {
         // Nothing is kept until the flow is made too: a configure the flow refuses (its initial_url,
         // its link paths) changes nothing, and a corrected one may follow.
         if let interceptor, let initialURL = app.initialURL {
-            let browser = SimBrowser(supportsHTTPSCallbacks: app.httpsCallbacks, log: log)
-            let webView = SimWebView(log: log)
-            let flow = try SignInFlow(interceptor: interceptor, initialURL: initialURL, strategy: app.strategy,
-                                      prefersEphemeralSession: app.ephemeral,
-                                      handBackThroughUniversalLinks: app.configuration.handBackThroughUniversalLinks,
-                                      browser: browser, webView: webView)
-            flow.onOutcome = { [log] outcome in
-                log.events.append(["event": "outcome", "session": EventLog.session(outcome.signIn),
-                                   "outcome": outcome.kind.rawValue, "reason": outcome.reason ?? NSNull()])
+            let newFlow = { [log, weak self] () throws -> (SignInFlow, SimBrowser, SimWebView) in
+                let browser = SimBrowser(supportsHTTPSCallbacks: app.httpsCallbacks, log: log)
+                let webView = SimWebView(log: log)
+                let flow = try SignInFlow(interceptor: interceptor, initialURL: initialURL, strategy: app.strategy,
+                                          prefersEphemeralSession: app.ephemeral,
+                                          handBackThroughUniversalLinks: app.configuration.handBackThroughUniversalLinks,
+                                          browser: browser, webView: webView)
+                flow.onOutcome = { [log] outcome in
+                    log.events.append(["event": "outcome", "session": EventLog.session(outcome.signIn),
+                                       "outcome": outcome.kind.rawValue, "reason": outcome.reason ?? NSNull()])
+                }
+                flow.onSaved = { saved in self?.persisted = saved }
+                return (flow, browser, webView)
             }
-            (self.flow, self.browser, self.webView) = (flow, browser, webView)
+            (flow, browser, webView) = try newFlow()
+            self.newFlow = newFlow
         }
         self.interceptor = interceptor
         configured = true
@@ -114,6 +135,38 @@ final class Session {
         try request.only(["op"])
         if let flow = try configuredFlow() { action(flow) }
         return ["events": log.take()]
+    }
+
+    // MARK: the app's lifecycle (iOS)
+
+    /// The view showing the site made again (a SwiftUI view with a new identity, a scene
+    /// connected again) while the flow, kept outside it, lives on: a new WebView is attached.
+    private func viewRecreated(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op"])
+        guard let flow = try configuredFlow() else { return ["events": [], "saved": NSNull()] }
+        let webView = SimWebView(log: log)
+        flow.attach(webView: webView)
+        self.webView = webView
+        return ["events": log.take(), "saved": persisted ?? NSNull()]
+    }
+
+    /// The process ended (its browser sessions with it: their completions never come) and a
+    /// new one starts, restoring what the old one kept in UserDefaults.
+    private func processRestarted(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op"])
+        guard try configuredFlow() != nil, let newFlow else { return ["events": [], "saved": NSNull()] }
+        let kept = persisted
+        (flow, browser, webView) = try newFlow()
+        flow?.restore(kept)
+        return ["events": log.take(), "saved": kept ?? NSNull()]
+    }
+
+    /// The screen holding the WebView closed for good: the app calls `cancel()`.
+    private func screenClosed(_ request: JSONLine) throws -> [String: Any] {
+        try request.only(["op"])
+        guard let flow = try configuredFlow() else { return ["events": [], "close": NSNull()] }
+        flow.cancel()
+        return ["events": log.take(), "close": "ended"]
     }
 
     private func navigate(_ request: JSONLine) throws -> [String: Any] {
