@@ -1,6 +1,7 @@
-// Declaration-only stand-in for the part of AuthenticationServices (iOS) that
-// Sources/NativeSignIn/Apple/SystemBrowser.swift calls — NOT AuthenticationServices. Compiled by
-// scripts/test-apple-adapter into a module named AuthenticationServices; nothing here runs.
+// Declaration-only stand-in for the part of AuthenticationServices that
+// Sources/NativeSignIn/Apple/SystemBrowser.swift calls (iOS; macOS with -D APPKIT) — NOT
+// AuthenticationServices. Compiled by scripts/test-apple-adapter into a module named
+// AuthenticationServices; nothing here runs.
 // Declarations and isolation copied from Apple's reference
 // (developer.apple.com/documentation/authenticationservices):
 // - `class ASWebAuthenticationSession` — not main-actor isolated, not Sendable;
@@ -12,10 +13,15 @@
 // availability when it builds for Linux.
 // Apple's framework modules re-export Foundation (`export *` in their module maps).
 @_exported import Foundation
+#if APPKIT
+import AppKit
+
+public typealias ASPresentationAnchor = NSWindow
+#else
 import UIKit
 
-/// iOS: a window (`NSWindow` on macOS, which these stubs do not model).
 public typealias ASPresentationAnchor = UIWindow
+#endif
 
 // Today's SDK declares the protocol `@MainActor`; older SDKs (before the concurrency annotations,
 // e.g. the one of Apple's developer-forum thread 714151, Xcode 14) left it nonisolated. The check

@@ -1,4 +1,4 @@
-// Declaration-only stand-in for the part of WebKit (iOS) that Sources/NativeSignIn/Apple (and the
+// Declaration-only stand-in for the part of WebKit (iOS; macOS with -D APPKIT) that Sources/NativeSignIn/Apple (and the
 // app in DocumentedApp.swift) calls — NOT WebKit. Compiled by scripts/test-apple-adapter into a
 // module named WebKit; nothing here runs (bodies trap).
 // Declarations and isolation copied from Apple's WebKit reference (developer.apple.com/documentation/webkit):
@@ -14,7 +14,11 @@
 #if canImport(FoundationNetworking)
 @_exported import FoundationNetworking
 #endif
+#if APPKIT
+import AppKit
+#else
 import UIKit
+#endif
 
 /// WebKit's navigation token; only passed through (its isolation is not copied).
 open class WKNavigation: NSObject {}
@@ -45,16 +49,35 @@ public enum WKNavigationActionPolicy: Int, Sendable {
     case download = 2
 }
 
+// A UIView on iOS, an NSView on macOS (-D APPKIT).
+#if APPKIT
+@MainActor
+open class WKWebView: NSView {
+    public init(frame: CGRect, configuration: WKWebViewConfiguration) { fatalError("declaration-only stub") }
+}
+#else
 @MainActor
 open class WKWebView: UIView {
     public init(frame: CGRect, configuration: WKWebViewConfiguration) { fatalError("declaration-only stub") }
+}
+#endif
 
+// `public`, not `open`: a Swift extension cannot declare overridable members (nothing here
+// overrides them).
+extension WKWebView {
     // Objective-C methods are imported with a discardable result.
     @discardableResult
-    open func load(_ request: URLRequest) -> WKNavigation? { fatalError("declaration-only stub") }
+    public func load(_ request: URLRequest) -> WKNavigation? { fatalError("declaration-only stub") }
 
-    weak open var navigationDelegate: (any WKNavigationDelegate)?
-    weak open var uiDelegate: (any WKUIDelegate)?
+    public var navigationDelegate: (any WKNavigationDelegate)? {
+        get { fatalError("declaration-only stub") }
+        set { fatalError("declaration-only stub") }
+    }
+
+    public var uiDelegate: (any WKUIDelegate)? {
+        get { fatalError("declaration-only stub") }
+        set { fatalError("declaration-only stub") }
+    }
 }
 
 @MainActor
