@@ -45,4 +45,21 @@ import Testing
         let stale = rows.subtracting(members)
         #expect(stale.isEmpty, "docs/architecture.md has rows for members that are gone: \(stale.sorted())")
     }
+
+    /// The request lifecycle's machine is its shell's alone: downstreams, the HTTP/2 callbacks,
+    /// the access log and the domain report events to `ClientExchange` and read what it
+    /// offers; none reaches `ClientExchange.machine`. Swift has no access level for "these
+    /// files", so this reads the sources.
+    @Test func onlyTheShellDrivesTheExchangeMachine() throws {
+        let sources = Self.root.appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)!
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        #expect(files.count > 100)
+        var offenders: [String] = []
+        for file in files where !file.lastPathComponent.hasPrefix("ClientExchange") {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            if text.contains(".machine.") || text.contains(".machine ") { offenders.append(file.lastPathComponent) }
+        }
+        #expect(offenders.isEmpty, "files reaching ClientExchange.machine: \(offenders.sorted())")
+    }
 }

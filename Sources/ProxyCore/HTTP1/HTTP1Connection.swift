@@ -29,7 +29,7 @@ final class HTTP1Connection: Channel {
             try loop.register(self, EventLoop.readable)
         } catch {
             Glibc.close(fd)
-            _ = exchange.exchange.closed()
+            exchange.end(.downstreamGone)
             listener.clientGone(exchange.peer)
             return
         }
@@ -45,7 +45,7 @@ final class HTTP1Connection: Channel {
         // Its listener was replaced by a reload during the handshake: the session is made, the
         // first request is served by the new configuration.
         exchange.followReload()
-        if listener.isDraining(loop) { _ = exchange.exchange.drain(inputEmpty: false) }
+        if listener.isDraining(loop) { exchange.drain(closeIfIdle: false) }
         exchange.opened()
         want(read: true, write: false)
         // The request usually follows the client's Finished message at once.
@@ -71,15 +71,11 @@ final class HTTP1Connection: Channel {
     }
 
     private func readable() {
-        switch exchange.exchange.state {
-        case .lingering:
+        if exchange.isLingering {
             discardInput()
             return
-        case .closed:
-            return
-        default:
-            break
         }
+        if exchange.isClosed { return }
         if _slowPath(exchange.splicePipe != nil) && exchange.splice?.direction == .request {
             // The request body goes through a pipe (`ClientExchange+RequestSplice`).
             exchange.spliceFromClient()
@@ -150,7 +146,7 @@ final class HTTP1Connection: Channel {
         }
         if x.output.isEmpty {
             x.output.clear()
-            switch x.exchange.outputWritten() {
+            switch x.outputWritten() {
             case .none: break
             case .linger: startLinger(); return
             case .close: x.finishClose(); return
@@ -215,11 +211,8 @@ final class HTTP1Connection: Channel {
     func handOverToHTTP2() {
         let connection = HTTP2Connection(fd: fd, loop: loop, listener: listener, peer: exchange.peer, transport: transport)
         loop.handOver(self, to: connection)
-        _ = exchange.exchange.closed()
-        deadline = 0
         let bytes = Array(exchange.input.readableBytes)
-        exchange.releaseBuffers()
-        exchange.downstream = .detached
+        exchange.end(.handedOver)
         bytes.withUnsafeBytes { connection.start(initialBytes: $0) }
     }
 }

@@ -102,7 +102,7 @@ final class HTTP2Callbacks: @unchecked Sendable {
             x.output.clear()
             if stream.responseDone {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                if !x.exchange.requestBodyDone { c.endedEarly.append(id) }
+                if !x.requestBodyDone { c.endedEarly.append(id) }
                 return n
             }
             c.drained.append(stream)

@@ -109,7 +109,7 @@ enum HTTP2Response {
             guard rv == 0 else { return false }
             if head.isFinal {
                 h2.responseSubmitted = true
-                if h2.responseDone && stream.output.isEmpty && !stream.exchange.requestBodyDone { c.endedEarly.append(h2.id) }
+                if h2.responseDone && stream.output.isEmpty && !stream.requestBodyDone { c.endedEarly.append(h2.id) }
             }
         }
         return true

@@ -69,16 +69,14 @@ final class HTTP2Stream {
     /// Request bytes (the head, DATA, the end) arrived from the connection.
     func received() {
         let x = exchange
-        if x.exchange.isLingering {
+        if x.isLingering {
             // The response is complete; what the client still sends has nowhere to go.
             x.input.clear()
             return
         }
-        if x.exchange.isIdle, let refusal = request.refusal {
+        if x.isIdle, let refusal = request.refusal {
             x.input.clear()
-            x.beginRequest(headLength: 0)
-            x.arm(x.exchange.headRefused())
-            x.respondError(.invalidHead(status: refusal.status, refusal.reason))
+            x.refuseHead(.invalidHead(status: refusal.status, refusal.reason))
             return
         }
         x.inputArrived()
@@ -130,30 +128,16 @@ final class HTTP2Stream {
     /// reset it, or with the connection. An exchange still in flight is aborted (its upstream
     /// request with it).
     func closed(errorCode: UInt32) {
-        let x = exchange
         finished = true
         connection.streamEnded(self)
         connection.forget(id)
         if refused {
             // Refused while it waited for a budget unit: it never ran.
-            _ = x.exchange.closed()
-            deadline = 0
-            x.releaseBuffers()
+            exchange.end(.downstreamGone)
             return
         }
-        if !x.exchange.isLingering && !x.isClosed {
+        if exchange.streamClosed(errorCode: errorCode, responseDone: responseDone) {
             connection.listener.engineMetrics.http2.resetsReceived.increment()
-            x.abort(.streamReset)
-            return
-        }
-        if !x.isClosed {
-            if !(responseDone && x.output.isEmpty) && errorCode != 0 {
-                // The client reset it while the last bytes were still going out.
-                connection.listener.engineMetrics.http2.resetsReceived.increment()
-            }
-            _ = x.exchange.closed()
-            deadline = 0
-            x.releaseBuffers()
         }
     }
 

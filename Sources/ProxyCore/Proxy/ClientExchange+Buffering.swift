@@ -8,7 +8,7 @@ extension ClientExchange {
     /// `100 Continue` gets it from us.
     func startsBufferingRequest() -> Bool {
         let limit = config.buffering.requests
-        guard !exchange.requestBodyDone, !head.upgrade else { return false }
+        guard !machine.requestBodyDone, !head.upgrade else { return false }
         var size = limit
         switch head.framing {
         case .contentLength(let n):
@@ -20,14 +20,14 @@ extension ClientExchange {
             return false
         }
         // An HTTP/2 client's Expect is rare; such a request streams as before.
-        if head.expectContinue && exchange.isStream { return false }
+        if head.expectContinue && machine.isStream { return false }
         guard let budget = listener.bufferingBudget, budget.reserve(size) else { return false }
         current!.bodyReserved = size
         current!.bufferingBody = true
         if current!.bodyBuffer.base == nil { current!.bodyBuffer = ByteBuffer(capacity: min(size, 1 << 20)) }
         if head.expectContinue && head.version == .http11 {
             output.append("HTTP/1.1 100 Continue\r\n\r\n")
-            exchange.continueSent()
+            machine.continueSent()
             flush()
         }
         return true
@@ -51,16 +51,16 @@ extension ClientExchange {
                 return
             }
         case .done:
-            arm(exchange.requestBodyEnded())
+            arm(machine.requestBodyEnded())
         case .error(let e):
-            arm(exchange.requestBodyEnded())
+            arm(machine.requestBodyEnded())
             finishBufferingRequest()
             respondError(.invalidBody(e))
             return
         }
         finishBufferingRequest()
         connectUpstream(fresh: false)
-        if exchange.isProxying { flush() }
+        if machine.isProxying { flush() }
     }
 
     /// The body is read (or as much as may be): the reservation goes back.

@@ -50,7 +50,7 @@ extension ClientExchange {
 
     func respondLocal(_ r: Response, refusal: Bool = false) {
         let connectionField: Exchange.ConnectionField
-        switch exchange.respondLocally(refusal: refusal, draining: listener.isDraining(loop)) {
+        switch machine.respondLocally(refusal: refusal, draining: listener.isDraining(loop)) {
         case .send(let field):
             connectionField = field
         case .abort(let error):

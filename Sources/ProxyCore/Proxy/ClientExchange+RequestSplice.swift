@@ -12,7 +12,7 @@ extension ClientExchange {
     /// buffer) are asked again on the next pump; a body that found no pipe is copied to its end.
     @inline(never)
     func startRequestSpliceIfWorthIt(_ up: UpstreamConnection) {
-        guard splice == nil, exchange.isProxying, !exchange.requestBodyDone, requestBodyBytes > 0,
+        guard splice == nil, machine.isProxying, !machine.requestBodyDone, requestBodyBytes > 0,
               input.isEmpty, up.output.isEmpty, up.canWriteStraight, !up.receivedAny,
               case .connection(let c) = downstream,
               BodySplice.eligible(remaining: requestBody.remaining, minSize: config.splice.minSize,
@@ -61,7 +61,7 @@ extension ClientExchange {
             if !s.pipeEmpty { break }
         }
         splice = s
-        if moved { arm(exchange.requestBodyArrived()) }
+        if moved { arm(machine.requestBodyArrived()) }
         requestSpliceProgressed(up)
     }
 
@@ -104,9 +104,9 @@ extension ClientExchange {
         up.want(read: !up.paused, write: !s.pipeEmpty)
         if s.finished {
             endRequestSplice()
-            arm(exchange.requestBodyEnded())
+            arm(machine.requestBodyEnded())
         }
-        if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
+        if machine.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }
 
     /// The pipe goes back to the loop if empty (closed with whatever it still holds: a

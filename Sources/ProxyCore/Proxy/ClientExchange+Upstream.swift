@@ -5,7 +5,7 @@ extension ClientExchange {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return
         }
-        arm(exchange.proxy())
+        arm(machine.proxy())
         let buffering = _slowPath(listener.buffersRequests) && startsBufferingRequest()
         buildUpstreamHead(rewrite)
         if buffering {
@@ -13,7 +13,7 @@ extension ClientExchange {
             return
         }
         connectUpstream(fresh: false)
-        if exchange.isProxying { flush() }
+        if machine.isProxying { flush() }
     }
 
     /// `after`: the address whose connection just failed, to try the next one of a name's.
@@ -68,8 +68,8 @@ extension ClientExchange {
             up.output.append(current!.bodyBuffer.readableBytes)
             current!.bodyBuffer.free()
         }
-        if !exchange.requestBodyDone { pumpRequestBody() }
-        if exchange.isProxying { up.flushIfConnected() }
+        if !machine.requestBodyDone { pumpRequestBody() }
+        if machine.isProxying { up.flushIfConnected() }
     }
 
     private func buildUpstreamHead(_ rewrite: UpstreamRewrite?) {
@@ -125,7 +125,7 @@ extension ClientExchange {
                 // Forwarded, not answered by us (RFC 9110 §10.1.1): the upstream may refuse
                 // the body with a final status before the client sends it.
                 // (Not when the body is read here first: the 100 came from us.)
-                if !(head.expectContinue && !exchange.requestBodyDone && head.version == .http11) || current!.bufferingBody { continue }
+                if !(head.expectContinue && !machine.requestBodyDone && head.version == .http11) || current!.bufferingBody { continue }
             case .upgrade:
                 if !head.upgrade { continue }
             case .xForwardedFor:
@@ -200,7 +200,7 @@ extension ClientExchange {
             bufferRequestBody()
             return
         }
-        guard !exchange.requestBodyDone, let up = upstream else { return }
+        guard !machine.requestBodyDone, let up = upstream else { return }
         let chunked = head.framing == .chunked
         if up.output.isEmpty && up.canWriteStraight {
             let n = requestBody.straightBytes(available: input.readable, chunkedOut: chunked)
@@ -221,9 +221,9 @@ extension ClientExchange {
         case .more:
             break
         case .done:
-            arm(exchange.requestBodyEnded())
+            arm(machine.requestBodyEnded())
         case .error(let e):
-            arm(exchange.requestBodyEnded())
+            arm(machine.requestBodyEnded())
             upstreamFailure(.invalidBody(e))
             return
         }
@@ -234,20 +234,20 @@ extension ClientExchange {
         if _slowPath(listener.splices) && step == .more && upstream === up && !current!.bodySpliceConsidered {
             startRequestSpliceIfWorthIt(up)
         }
-        if exchange.isProxying { want(read: wantsInput, write: !output.isEmpty) }
+        if machine.isProxying { want(read: wantsInput, write: !output.isEmpty) }
     }
 
     // MARK: Upstream events
 
     /// The upstream took our buffered bytes: resume reading the request body.
     func upstreamDrained() {
-        if exchange.isProxying || exchange.isTunnel { want(read: wantsInput, write: !output.isEmpty) }
+        if machine.isProxying || machine.isTunnel { want(read: wantsInput, write: !output.isEmpty) }
     }
 
     /// New bytes in `upstream.input`.
     func upstreamReadable() {
         guard let up = upstream else { return }
-        if exchange.isTunnel {
+        if machine.isTunnel {
             output.append(up.input.readableBytes)
             up.input.clear()
             flush()
@@ -301,7 +301,7 @@ extension ClientExchange {
         } else {
             if output.isEmpty, case .connection(let c) = downstream, c.with({ $0.transport.isPlain }) {
                 writeBodyStraight(from: up, to: c)
-                if exchange.isClosed { return }  // the write failed
+                if machine.isClosed { return }  // the write failed
             }
             step = response.body.transfer(from: &up.input, to: &output, chunkedOut: response.chunkedToClient)
         }
@@ -310,9 +310,9 @@ extension ClientExchange {
             // Not with MSG_MORE, unlike request bodies (`pumpRequestBody`): tried, it cost 1 MiB
             // responses 20-40 % more CPU a request (bench/results/NOTES.md, issue 25).
             flush()
-            if exchange.isProxying && output.readable >= response.window { up.pauseReading() }
+            if machine.isProxying && output.readable >= response.window { up.pauseReading() }
             // (Closed first: a failed write above has let the request's state go.)
-            if _slowPath(listener.splices) && !exchange.isClosed && output.isEmpty && !response.spliceConsidered {
+            if _slowPath(listener.splices) && !machine.isClosed && output.isEmpty && !response.spliceConsidered {
                 startSpliceIfWorthIt(up)
             }
         case .done:
@@ -402,7 +402,7 @@ extension ClientExchange {
         var edits = HeaderEdits()
         if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
         phases { $0.responseFilter(RequestView(self), status: r.status, &edits) }
-        let connection = exchange.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
+        let connection = machine.responseHead(switching: r.status == 101, bodyEndsWithClose: bodyEndsWithClose,
                                                bodyLeft: requestBody.remaining, draining: listener.isDraining(loop))
         let bytes = buffer.baseAddress!
         w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: bytes + r.reason.start, count: r.reason.count))
@@ -436,7 +436,7 @@ extension ClientExchange {
     /// A 1xx head from the upstream, passed on (less its hop-by-hop and framing fields).
     private func writeInterim(_ up: UpstreamConnection, length: Int) {
         let r = response.head
-        if r.status == 100 { exchange.continueSent() }
+        if r.status == 100 { machine.continueSent() }
         downstream.writeHead(InterimHead(head: r, buffer: up.input.readableBytes), for: self, http10: false)
         flush()
     }
@@ -467,7 +467,7 @@ extension ClientExchange {
             upstream = nil
             // A context replaced by a reload pools nothing more: its pool is closed, and the new
             // configuration may name another upstream.
-            if response.upstreamKeepAlive && exchange.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
+            if response.upstreamKeepAlive && machine.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
                 up.pool.put(up)
             } else {
                 up.abort()
@@ -479,14 +479,14 @@ extension ClientExchange {
     /// The upstream closed (EOF) or failed.
     func upstreamClosed(failed: Bool, reason: String) {
         guard let up = upstream else { return }
-        if exchange.isTunnel {
+        if machine.isTunnel {
             upstream = nil
             up.abort()
-            exchange.tunnelEnded()
+            machine.tunnelEnded()
             flush()
             return
         }
-        if !exchange.responseStarted {
+        if !machine.responseStarted {
             if up.connectFailed && tryNextAddress(after: up, reason) { return }
             // A pooled connection the upstream had already closed: safe to try once more,
             // on a fresh connection, if the request is idempotent and nothing reached the app.
@@ -535,7 +535,7 @@ extension ClientExchange {
         if connecting {
             if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
             upstreamFailure(.upstreamConnectTimeout)
-        } else if exchange.responseStarted {
+        } else if machine.responseStarted {
             logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
             abort(.upstreamStalled)
         } else {
@@ -620,7 +620,7 @@ extension ClientExchange {
         upstream?.abort()
         upstream = nil
         upstreamEnd = loop.now
-        if exchange.responseStarted {
+        if machine.responseStarted {
             abort(error)
         } else {
             respondError(error)
@@ -630,7 +630,7 @@ extension ClientExchange {
     // MARK: Tunnel (after 101 Switching Protocols)
 
     private func enterTunnel(_ up: UpstreamConnection) {
-        arm(exchange.switchedProtocols())
+        arm(machine.switchedProtocols())
         up.enterTunnel()
         // Bytes the client sent after its upgrade request belong to the new protocol.
         if !input.isEmpty { pumpTunnelFromClient() }

@@ -1,7 +1,7 @@
 /// The exchange with one client — the requests of an HTTP/1.1 connection, or the one request
 /// of an HTTP/2 stream — and the I/O shell of its `Exchange`. It parses, pumps bodies, runs
 /// the phases and the upstream; where the request's lifecycle moves on it reports the event to
-/// `exchange` and performs what comes back (which state the request is in, whether the
+/// `machine` and performs what comes back (which state the request is in, whether the
 /// connection closes, lingers or takes the next request, which answer a timeout gets).
 ///
 /// It owns no socket: its `downstream` does — an `HTTP1Connection` (a socket of its own) or an
@@ -22,7 +22,7 @@ final class ClientExchange {
     let peer: PeerAddress
     /// Where the response goes (set by the downstream that owns this exchange, right after it).
     var downstream: Downstream = .detached {
-        didSet { exchange.isStream = downstream.carriesOneRequest }
+        didSet { machine.isStream = downstream.carriesOneRequest }
     }
     /// The peer as text (X-Forwarded-For, access log), formatted once per connection:
     /// inet_ntop formats through printf, too slow to repeat per request.
@@ -33,8 +33,10 @@ final class ClientExchange {
         peer.write(to: &b)
         return Array(b.readableBytes)
     }()
-    /// Where the request lifecycle stands (see `Exchange`).
-    var exchange = Exchange()
+    /// Where the request lifecycle stands (see `Exchange`). The shell's alone: only
+    /// ClientExchange*.swift report to it or read it (`ArchitectureDocsTests` checks); the
+    /// downstreams report events to the shell and ask it what they need (`isLingering`).
+    var machine = Exchange()
 
     var input = ByteBuffer()
     var output = ByteBuffer()
@@ -127,7 +129,7 @@ final class ClientExchange {
         self.loop = loop
         self.listener = listener
         self.peer = peer
-        exchange.timeouts = listener.config.timeouts
+        machine.timeouts = listener.config.timeouts
     }
 
     deinit {
@@ -142,7 +144,13 @@ final class ClientExchange {
         UnsafeRawBufferPointer(start: headStore.base, count: headLength)
     }
 
-    var isClosed: Bool { exchange.isClosed }
+    var isClosed: Bool { machine.isClosed }
+    /// Between requests (or before the first).
+    var isIdle: Bool { machine.isIdle }
+    /// The last response is out or going out; what the client still sends is dropped.
+    var isLingering: Bool { machine.isLingering }
+    /// The request body was read to its end (true while none is in flight).
+    var requestBodyDone: Bool { machine.requestBodyDone }
 
     /// The request's `name` fields (`name` lowercase) as one value — joined with commas when
     /// there are several, the rare case that allocates — or nil if it has none.
@@ -205,14 +213,14 @@ final class ClientExchange {
     /// New bytes in `input`.
     @inline(__always)
     func inputArrived() {
-        switch exchange.state {
+        switch machine.state {
         case .idle:
             processInput()
         case .proxying(let r) where !r.bodyDone:
-            arm(exchange.requestBodyArrived())
+            arm(machine.requestBodyArrived())
             pumpRequestBody()
         case .collecting:
-            arm(exchange.requestBodyArrived())
+            arm(machine.requestBodyArrived())
             pumpCollectedBody()
         case .discarding:
             discardRequestBody()
@@ -227,28 +235,28 @@ final class ClientExchange {
 
     /// The connection is open (a TLS one: its handshake done) and waits for its first request.
     func opened() {
-        arm(exchange.opened())
+        arm(machine.opened())
     }
 
     /// The lingering close's reads began (HTTP/1.1: the output is out, the write side shut).
     func lingerStarted() {
-        arm(exchange.lingerStarted(now: loop.now))
+        arm(machine.lingerStarted(now: loop.now))
     }
 
     /// The lingering close dropped bytes the client still sent.
     func lingerInputDropped() {
-        arm(exchange.lingerInputDropped(now: loop.now))
+        arm(machine.lingerInputDropped(now: loop.now))
     }
 
     /// The client's input ended.
     func inputEnded() {
-        clientEnded(exchange.clientEnded(inputEmpty: input.isEmpty))
+        clientEnded(machine.clientEnded(inputEmpty: input.isEmpty))
     }
 
     /// The client hung up while we were not reading (waiting on the upstream, or stopped by
     /// backpressure): it is gone; whatever is in flight is aborted.
     func clientHungUp() {
-        clientEnded(exchange.clientHungUp())
+        clientEnded(machine.clientHungUp())
     }
 
     private func clientEnded(_ end: Exchange.ClientEnd) {
@@ -263,7 +271,7 @@ final class ClientExchange {
     @inline(__always)
     func outputSent() {
         want(read: wantsInput, write: false)
-        arm(exchange.outputSent())
+        arm(machine.outputSent())
         // A response read ahead keeps its reservation while its upstream still sends (the
         // client's socket buffer empties `output` now and then); once all is read and sent, it
         // goes back.
@@ -276,12 +284,12 @@ final class ClientExchange {
     @inline(__always)
     func outputWaiting(readMore: Bool) {
         want(read: readMore, write: true)
-        arm(exchange.outputWaiting())
+        arm(machine.outputWaiting())
     }
 
     /// The timer passed (the loop has let it go).
     func timedOut() {
-        switch exchange.timedOut() {
+        switch machine.timedOut() {
         case .none:
             break
         case .refuse(let error):
@@ -298,16 +306,23 @@ final class ClientExchange {
         }
     }
 
-    /// The listener drains for shutdown.
-    func drain() {
-        if exchange.drain(inputEmpty: input.isEmpty) { close() }
+    /// The listener drains for shutdown: an idle connection closes now (`closeIfIdle`), the
+    /// others after their response.
+    func drain(closeIfIdle: Bool = true) {
+        if machine.drain(inputEmpty: input.isEmpty) && closeIfIdle { close() }
+    }
+
+    /// Everything in `output` is written (HTTP/1.1): what the connection does now — nothing
+    /// more, the lingering close, or the close.
+    func outputWritten() -> Exchange.AfterWrite {
+        machine.outputWritten()
     }
 
     /// A reload replaced the listener's context: an idle connection moves now; one with a
     /// request in flight (or a head half read) finishes it on the configuration it began on
     /// and moves when it is over. Nothing is closed: a keep-alive client never sees a reload.
     func reloaded() {
-        if exchange.isIdle(inputEmpty: input.isEmpty) { followReload() }
+        if machine.isIdle(inputEmpty: input.isEmpty) { followReload() }
     }
 
     /// At a request boundary: from a replaced context to the one serving the listener now
@@ -320,7 +335,7 @@ final class ClientExchange {
         let next = listener.newest(loop)
         let old = listener
         listener = next
-        exchange.timeouts = next.config.timeouts
+        machine.timeouts = next.config.timeouts
         next.connectionOpened(loop)
         old.connectionClosed(loop)
     }
@@ -329,26 +344,32 @@ final class ClientExchange {
 
     /// Parses and starts the next request in `input`, if a complete head is there.
     func processInput() {
-        guard exchange.isIdle, !input.isEmpty else { return }
+        guard machine.isIdle, !input.isEmpty else { return }
         followReload()
         if current == nil { current = loop.requestStates.take() }
         let result = listener.requestParser.parseHead(input.readableBytes, into: &head)
         switch result {
         case .incomplete:
-            arm(exchange.headArriving())
+            arm(machine.headArriving())
             want(read: true, write: !output.isEmpty)
         case .error(let error):
-            if _slowPath(config.http2.cleartext) && !exchange.servedAny, let c = downstream.connection, c.startsWithHTTP2Preface {
+            if _slowPath(config.http2.cleartext) && !machine.servedAny, let c = downstream.connection, c.startsWithHTTP2Preface {
                 c.handOverToHTTP2()
                 return
             }
-            beginRequest(headLength: 0)
-            arm(exchange.headRefused())
-            respondError(.invalidHead(error))
+            refuseHead(.invalidHead(error))
         case .complete(let length):
             beginRequest(headLength: length)
             dispatch()
         }
+    }
+
+    /// A request refused before a head could be read from it (unparsable; an HTTP/2 stream's
+    /// head that broke the rules): answered, then the connection (or stream) closes.
+    func refuseHead(_ error: EngineError) {
+        beginRequest(headLength: 0)
+        arm(machine.headRefused())
+        respondError(error)
     }
 
     func beginRequest(headLength: Int) {
@@ -390,7 +411,7 @@ final class ClientExchange {
         case .chunked: requestBody = BodyReader(chunked: ()); bodyDone = false
         case .untilClose: requestBody = BodyReader(); bodyDone = false
         }
-        arm(exchange.headParsed(keepAlive: head.keepAlive, bodyDone: bodyDone, expectContinue: head.expectContinue,
+        arm(machine.headParsed(keepAlive: head.keepAlive, bodyDone: bodyDone, expectContinue: head.expectContinue,
                                 draining: listener.isDraining(loop)))
         switch head.framing {
         case .contentLength(let n) where config.maxBodySize > 0 && n > config.maxBodySize:
@@ -422,7 +443,7 @@ final class ClientExchange {
                 respondError(.bodyTooLarge(limit: limit))
                 return
             }
-            arm(exchange.collectBody())
+            arm(machine.collectBody())
             collectLimit = limit
             collectHandler = handler
             collected.clear()
@@ -431,7 +452,7 @@ final class ClientExchange {
     }
 
     private func startDeferred(_ start: (ResponseSink) -> Void) {
-        let (token, timer) = exchange.awaitDecision()
+        let (token, timer) = machine.awaitDecision()
         arm(timer)
         want(read: wantsInput, write: !output.isEmpty)
         // The sink may outlive this connection; it reaches us only through the loop and
@@ -445,7 +466,7 @@ final class ClientExchange {
 
     /// Moves body bytes into `collected`; once the body is complete, hands it to the phase.
     func pumpCollectedBody() {
-        if !exchange.requestBodyDone {
+        if !machine.requestBodyDone {
             let step = requestBody.transfer(from: &input, to: &collected, chunkedOut: false)
             if collected.readable > collectLimit {
                 respondError(.bodyTooLarge(limit: collectLimit))
@@ -456,9 +477,9 @@ final class ClientExchange {
                 want(read: true, write: !output.isEmpty)
                 return
             case .done:
-                arm(exchange.requestBodyEnded())
+                arm(machine.requestBodyEnded())
             case .error(let e):
-                arm(exchange.requestBodyEnded())
+                arm(machine.requestBodyEnded())
                 respondError(.invalidBody(e))
                 return
             }
@@ -471,7 +492,7 @@ final class ClientExchange {
     }
 
     func deferredOutcome(token: UInt64, _ outcome: DeferredOutcome) {
-        guard exchange.takesDecision(token: token) else { return }
+        guard machine.takesDecision(token: token) else { return }
         switch outcome {
         case .respond(let r): respondLocal(r)
         case .proceed(let rewrite): proceedUpstream(rewrite: rewrite)
@@ -488,7 +509,7 @@ final class ClientExchange {
         upstream = nil
         // Its state goes now, not when this request's state is next used.
         if _slowPath(response.encoder != nil) { response.encoder = nil }
-        let (next, timer) = exchange.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
+        let (next, timer) = machine.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
         arm(timer)
         switch next {
         case .readNext, .close:
@@ -497,7 +518,7 @@ final class ClientExchange {
             // The response went out with the body still arriving and said keep-alive: read
             // the body's rest and drop it, then take the next request.
             flush()
-            if case .discarding = exchange.state { discardRequestBody() }
+            if case .discarding = machine.state { discardRequestBody() }
         case .endStream:
             downstream.endResponse()
         }
@@ -518,7 +539,7 @@ final class ClientExchange {
         // Write the response now rather than on the next writability event: one fewer
         // epoll round trip (and epoll_ctl pair) per request. flush() also sets the interest.
         flush()
-        if exchange.isIdle && input.isEmpty && output.isEmpty {
+        if machine.isIdle && input.isEmpty && output.isEmpty {
             // Idle keep-alive connections hold no buffers: the memory goes back until the next request.
             loop.buffers.recycle(&input)
             loop.buffers.recycle(&output)
@@ -531,7 +552,7 @@ final class ClientExchange {
         var scratch = loop.buffers.take()
         defer { loop.buffers.recycle(&scratch) }
         let step = requestBody.discard(from: &input, scratch: &scratch)
-        let (next, timer) = exchange.bodyDiscarded(step, total: requestBody.total)
+        let (next, timer) = machine.bodyDiscarded(step, total: requestBody.total)
         arm(timer)
         if let next {
             proceed(next)
@@ -555,23 +576,64 @@ final class ClientExchange {
     /// Whether we want read readiness now (`Exchange.wantsInput`).
     var wantsInput: Bool {
         @inline(__always) get {
-            exchange.wantsInput(buffered: input.readable, upstreamBuffered: upstream?.output.readable ?? 0)
+            machine.wantsInput(buffered: input.readable, upstreamBuffered: upstream?.output.readable ?? 0)
         }
     }
 
     // MARK: Closing
 
-    /// The exchange is over: the downstream lets its socket or stream go, the buffers go back.
-    func finishClose() {
-        guard !exchange.isClosed else { return }
-        // A request in flight, or a tunnel that ended, still owes its access-log line.
-        if exchange.closed() { logAccess() }
+    /// How an exchange ends (`end`).
+    enum Ending {
+        /// The exchange decided (a close, an abort, the linger done): the downstream lets its
+        /// socket or stream go.
+        case closed
+        /// The downstream went first: nghttp2 closed the stream, or the connection could not
+        /// start. Nothing to let go.
+        case downstreamGone
+        /// An `HTTP1Connection` hands its socket to HTTP/2: the socket lives on, the exchange
+        /// is detached from it.
+        case handedOver
+    }
+
+    /// The one way an exchange ends, whoever ends it: the upstream request is dropped, an
+    /// access-log line still owed (a request in flight, a tunnel that ended) is written, the
+    /// timer stops, the downstream is told as `how` says, and the buffers go back.
+    func end(_ how: Ending) {
+        guard !machine.isClosed else { return }
+        upstream?.abort()
+        upstream = nil
+        if machine.closed() { logAccess() }
         arm(.disarm)
-        downstream.exchangeClosed()
+        switch how {
+        case .closed: downstream.exchangeClosed()
+        case .downstreamGone: break
+        case .handedOver: downstream = .detached
+        }
         releaseBuffers()
     }
 
-    func releaseBuffers() {
+    /// The exchange decided to close (its output is out, or lingering is over).
+    func finishClose() {
+        end(.closed)
+    }
+
+    /// nghttp2 closed the stream (`errorCode`: its RST_STREAM code, 0 after END_STREAM both
+    /// ways). A request still in flight is aborted (its upstream request with it). Returns
+    /// whether the peer cut the stream (its resets are counted by the connection): while the
+    /// request was in flight, or with an error while the response's last bytes went out.
+    /// - responseDone: the stream had the whole response (its END_STREAM was due).
+    func streamClosed(errorCode: UInt32, responseDone: Bool) -> Bool {
+        guard !machine.isClosed else { return false }
+        if !machine.isLingering {
+            abort(.streamReset)
+            return true
+        }
+        let cut = !(responseDone && output.isEmpty) && errorCode != 0
+        end(.downstreamGone)
+        return cut
+    }
+
+    private func releaseBuffers() {
         if _slowPath(bufferingReserved != 0 || current?.bufferingBody == true) { releaseBuffering() }
         if _slowPath(splicePipe != nil) { endSplice(keepPipe: true) }
         loop.buffers.recycle(&input)
@@ -583,10 +645,7 @@ final class ClientExchange {
     /// event handlers it would cost their hot paths register saves.
     @inline(never)
     func close() {
-        guard !exchange.isClosed else { return }
-        upstream?.abort()
-        upstream = nil
-        finishClose()
+        end(.closed)
     }
 
     /// The client or the connection failed mid-request: drop everything, tell the upstream.
