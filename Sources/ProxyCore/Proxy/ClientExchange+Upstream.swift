@@ -19,43 +19,33 @@ extension ClientExchange {
     /// `after`: the address whose connection just failed, to try the next one of a name's.
     func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
         let balancer = listener.balancer(loop)
-        let pool: UpstreamPool
-        if let only = balancer.only {
+        if current!.attempt.server < 0 {
             // One server and no health checks: nothing to choose (most sites).
-            current!.server = 0
-            pool = only
-        } else {
-            if current!.server < 0 {
-                guard let server = balancer.pick(now: loop.now, excluding: current!.triedServers) else {
-                    respondError(.noUpstreamAvailable)
-                    return
-                }
-                current!.server = server
-                current!.triedServers |= 1 << UInt64(server)
+            let server = balancer.only != nil ? 0 : balancer.pick(now: loop.now, excluding: current!.attempt.triedServers)
+            guard let server else {
+                respondError(.noUpstreamAvailable)
+                return
             }
-            pool = balancer.pools[current!.server]
+            current!.attempt.serverChosen(server)
         }
+        let pool = balancer.only ?? balancer.pools[current!.attempt.server]
         let up: UpstreamConnection
         if !fresh, let pooled = pool.take() {
             up = pooled
         } else {
             guard let address = pool.address(after: failed, now: loop.now) else {
                 let reason = pool.resolver?.problem?.description ?? "no address"
-                if tryAnotherServer(.connect, reason) { return }
-                respondError(.upstreamUnreachable(reason))
+                var facts = attemptFacts(nil)
+                facts.addressTried = false
+                attemptFailed(.upstreamUnreachable(reason), reason, facts)
                 return
             }
-            connectAttempts += 1
+            current!.attempt.connecting()
             do {
                 up = try UpstreamConnection.connect(to: address, pool: pool, loop: loop, timeouts: config.timeouts)
             } catch {
                 addressFailed(address, error.description)
-                if Int(connectAttempts) < pool.maxAttempts {
-                    connectUpstream(fresh: true, after: address)
-                    return
-                }
-                if tryAnotherServer(.connect, error.description) { return }
-                respondError(.upstreamUnreachable("\(error)"))
+                attemptFailed(.upstreamUnreachable("\(error)"), error.description, attemptFacts(nil), address: address)
                 return
             }
         }
@@ -276,8 +266,9 @@ extension ClientExchange {
                     enterTunnel(up)
                     return
                 }
-                if _slowPath(listener.upstreams!.countsStatus(status)) {
-                    _ = upstreamServerFailed(.status, "answered \(status)", retry: false)
+                if _slowPath(listener.upstreams!.countsStatus(status)) && current!.attempt.server >= 0 {
+                    // The answer goes to the client as it is; the server's health hears of it.
+                    listener.upstreams!.failed(current!.attempt.server, .status, "answered \(status)", now: loop.now)
                 }
                 if status < 200 {
                     // Interim responses go to HTTP/1.1 clients (RFC 9110 §15.2); HTTP/1.0 ones
@@ -487,26 +478,10 @@ extension ClientExchange {
             return
         }
         if !machine.responseStarted {
-            if up.connectFailed && tryNextAddress(after: up, reason) { return }
-            // A pooled connection the upstream had already closed: safe to try once more,
-            // on a fresh connection, if the request is idempotent and nothing reached the app.
-            if up.reused && !up.receivedAny && !retried && head.method.isIdempotent && requestBodyBytes == 0 {
-                retried = true
-                upstream = nil
-                up.abort()
-                listener.log.debug("retrying on a fresh upstream connection", [:])
-                connectUpstream(fresh: true)
-                return
-            }
-            if !up.connectFailed {
-                // Counted against the server; an idempotent request without a body that the
-                // server did not answer at all may go to another.
-                let mayMove = !up.receivedAny && head.method.isIdempotent && requestBodyBytes == 0
-                if upstreamServerFailed(.closed, reason, retry: mayMove) { return }
-            }
             // A connection that never opened is an unreachable upstream, not one that failed.
-            upstreamFailure(up.connectFailed ? .upstreamUnreachable(reason)
-                            : failed ? .upstreamFailed(reason) : .upstreamClosedEarly)
+            if up.connectFailed { addressFailed(up.address, reason) }
+            attemptFailed(up.connectFailed ? .upstreamUnreachable(reason) : failed ? .upstreamFailed(reason) : .upstreamClosedEarly,
+                          reason, attemptFacts(up), address: up.address)
             return
         }
         if case .untilClose = response.body.mode {
@@ -533,80 +508,85 @@ extension ClientExchange {
 
     func upstreamTimedOut(connecting: Bool) {
         if connecting {
-            if let up = upstream, tryNextAddress(after: up, "connect timed out") { return }
-            upstreamFailure(.upstreamConnectTimeout)
+            let up = upstream
+            if let up { addressFailed(up.address, "connect timed out") }
+            attemptFailed(.upstreamConnectTimeout, "connect timed out", attemptFacts(up), address: up?.address)
         } else if machine.responseStarted {
             logProblem(.warn, "upstream stalled mid-response", key: "", [("status", "\(response.status)")])
             abort(.upstreamStalled)
         } else {
-            _ = upstreamServerFailed(.timeout, "no response in time", retry: false)
-            upstreamFailure(.upstreamResponseTimeout)
+            attemptFailed(.upstreamResponseTimeout, "no response in time", attemptFacts(upstream))
         }
     }
 
-    /// The current server could not be reached (nothing was sent to it): it is counted against
-    /// its health, and the request goes to another server if one is left. False when none is.
-    private func tryAnotherServer(_ kind: UpstreamGroup.Failure, _ reason: String) -> Bool {
-        upstreamServerFailed(kind, reason, retry: true)
+    /// What the machine needs to know of a failed attempt (`up`: its connection, if one began).
+    private func attemptFacts(_ up: UpstreamConnection?) -> UpstreamAttempt.Facts {
+        let server = current!.attempt.server
+        let pools = listener.balancer(loop).pools
+        return UpstreamAttempt.Facts(idempotent: head.method.isIdempotent,
+                              addresses: server >= 0 && server < pools.count ? pools[server].maxAttempts : 1,
+                              reused: up?.reused ?? false,
+                              receivedAny: up?.receivedAny ?? false, bodyBytes: requestBodyBytes,
+                              bodyUnsent: up.map { $0.state == .connecting || $0.state == .handshaking } ?? true)
     }
 
-    /// Counts a failure against the current server; with `retry`, sends the request to another
-    /// server if one is left (true then).
-    private func upstreamServerFailed(_ kind: UpstreamGroup.Failure, _ reason: String, retry: Bool) -> Bool {
-        let server = current!.server
-        guard server >= 0, let group = listener.upstreams else { return false }
-        group.failed(server, kind, reason, now: loop.now)
-        guard retry, group.count > 1,
-              let next = listener.balancer(loop).pick(now: loop.now, excluding: current!.triedServers) else { return false }
-        if let up = upstream {
-            upstream = nil
-            up.abort()
+    /// An attempt failed before any response began (`detail`: for the server's health log):
+    /// `UpstreamAttempt` decides what follows; this does it — counts the failure against the
+    /// server, and sends the request again (the same server on a fresh connection, the name's
+    /// next address after `address`, another server) or answers with the error.
+    private func attemptFailed(_ error: EngineError, _ detail: String, _ facts: UpstreamAttempt.Facts,
+                               address: SocketAddress? = nil) {
+        let (next, count) = current!.attempt.failed(error, facts)
+        let server = current!.attempt.server
+        let group = listener.upstreams
+        if let count, server >= 0, let group { group.failed(server, count, detail, now: loop.now) }
+        switch next {
+        case .fail(let error):
+            upstreamFailure(error)
+        case .freshConnection:
+            dropFailedConnection()
+            listener.log.debug("retrying on a fresh upstream connection", [:])
+            connectUpstream(fresh: true)
+        case .nextAddress:
+            dropFailedConnection()
+            connectUpstream(fresh: true, after: address)
+        case .nextServer(let elseFail):
+            guard server >= 0, let group, group.count > 1,
+                  let other = listener.balancer(loop).pick(now: loop.now, excluding: current!.attempt.triedServers) else {
+                upstreamFailure(elseFail)
+                return
+            }
+            dropFailedConnection()
+            current!.attempt.serverChosen(other)
+            logProblem(.info, "upstream request moved to another server", key: "moved \(count?.rawValue ?? "")", [
+                ("from", group.servers[server].label), ("to", group.servers[other].label), ("reason", detail),
+            ])
+            connectUpstream(fresh: true)
         }
-        current!.server = next
-        current!.triedServers |= 1 << UInt64(next)
-        connectAttempts = 0
-        logProblem(.info, "upstream request moved to another server", key: "moved \(kind.rawValue)", [
-            ("from", group.servers[server].label), ("to", group.servers[next].label), ("reason", reason),
-        ])
-        connectUpstream(fresh: true)
-        return true
     }
 
-    /// A connection that never opened (refused, timed out): nothing was sent, so a name's next
-    /// address, or another server, may take the request whatever its method — with the body
-    /// bytes already read, which wait unsent behind the head. False when none is left to try.
-    private func tryNextAddress(after up: UpstreamConnection, _ reason: String) -> Bool {
-        addressFailed(up.address, reason)
-        if requestBodyBytes > 0 && !takeBackUnsentBody(from: up) { return false }
-        guard Int(connectAttempts) < up.pool.maxAttempts else {
-            // The server's addresses are all tried: another server, if there is one.
-            return tryAnotherServer(.connect, reason)
-        }
+    /// The failed connection goes; body bytes it holds unsent (it never opened: a connection
+    /// writes only once connected, and splicing or straight writes need it connected too) go
+    /// back into `bodyBuffer`, which `connectUpstream` sends after the head on the next one.
+    /// (`UpstreamAttempt` sends a request with a body again only when they are unsent.)
+    private func dropFailedConnection() {
+        guard let up = upstream else { return }
         upstream = nil
-        up.abort()
-        connectUpstream(fresh: true, after: up.address)
-        return true
-    }
-
-    /// The body bytes read so far, queued behind the head on a connection that never opened
-    /// (a connection writes only once connected, and splicing or straight writes need it
-    /// connected too): back into `bodyBuffer`, which `connectUpstream` sends after the head on
-    /// the next connection. False (nothing taken) if the connection had opened.
-    private func takeBackUnsentBody(from up: UpstreamConnection) -> Bool {
-        guard up.state == .connecting || up.state == .handshaking else { return false }
-        let queued = up.output.readableBytes
-        let headLength = upstreamHead.readable
-        if queued.count > headLength {
-            current!.bodyBuffer.append(UnsafeRawBufferPointer(rebasing: queued[headLength...]))
+        if requestBodyBytes > 0 {
+            let queued = up.output.readableBytes
+            let headLength = upstreamHead.readable
+            if queued.count > headLength {
+                current!.bodyBuffer.append(UnsafeRawBufferPointer(rebasing: queued[headLength...]))
+            }
+            up.output.clear()
         }
-        up.output.clear()
-        return true
+        up.abort()
     }
 
     /// A connection to one of a name's addresses failed: it is passed over for a while
     /// (`HostResolver.failTimeout`), and that is logged once per period, not per request.
     private func addressFailed(_ address: SocketAddress, _ reason: String) {
-        guard let resolver = listener.balancer(loop).pools[max(0, current!.server)].resolver else { return }
+        guard let resolver = listener.balancer(loop).pools[max(0, current!.attempt.server)].resolver else { return }
         if resolver.markFailed(address, now: loop.now) {
             listener.log.warn("upstream address failed; passed over for 10 s", [
                 "name": resolver.name, "address": "\(address)", "reason": reason,

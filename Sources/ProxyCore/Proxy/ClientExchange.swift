@@ -71,14 +71,6 @@ final class ClientExchange {
         @inline(__always) get { current!.upstreamHead }
         @inline(__always) _modify { yield &current!.upstreamHead }
     }
-    var retried: Bool {
-        @inline(__always) get { current!.retried }
-        @inline(__always) set { current!.retried = newValue }
-    }
-    var connectAttempts: UInt8 {
-        @inline(__always) get { current!.connectAttempts }
-        @inline(__always) set { current!.connectAttempts = newValue }
-    }
     var response: ResponseState {
         @inline(__always) get { current!.response }
         @inline(__always) _modify { yield &current!.response }
@@ -387,10 +379,7 @@ final class ClientExchange {
         bytesOut = 0
         statusSent = 0
         requestID = RequestID()
-        retried = false
-        connectAttempts = 0
-        current!.server = -1
-        current!.triedServers = 0
+        current!.attempt = UpstreamAttempt()
         current!.bodySpliceConsidered = false
         // The previous response's field list is reused, not reallocated.
         let fields = response.head.headers

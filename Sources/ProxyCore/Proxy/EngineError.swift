@@ -73,6 +73,29 @@ public struct EngineError: Error, Sendable, Equatable {
         }
     }
 
+    /// What the proxy itself may do with a request after this error, before any response began
+    /// (`UpstreamAttempt`): after Pingora's `RetryType`, the decision travels with the error.
+    enum Resend: Equatable {
+        /// Nothing reached the app (no connection opened): any request may go elsewhere, its
+        /// body with it.
+        case any
+        /// The connection opened and closed (or failed) without an answer: the app may or may
+        /// not have seen the request, so only one that is safe to repeat — idempotent, no body
+        /// — may go again.
+        case ifIdempotent
+        /// The app has the request (it is slow, or answered something unusable), or there is
+        /// nowhere to send it: answer with the error.
+        case never
+    }
+
+    var resend: Resend {
+        switch code {
+        case .upstreamUnreachable, .upstreamConnectTimeout: return .any
+        case .upstreamFailed, .upstreamClosedEarly: return .ifIdempotent
+        default: return .never
+        }
+    }
+
     /// A stable snake_case name for the access log and metrics.
     public var name: StaticString {
         switch code {

@@ -30,13 +30,9 @@ final class RequestState {
     var requestBodyBytes: UInt64 = 0
     /// What failed, if anything: the first error the request met (for its access-log line).
     var error: EngineError? = nil
-    var retried = false
-    /// New upstream connections tried for this request (a name's addresses, one each).
-    var connectAttempts: UInt8 = 0
-    /// The upstream server this request's current attempt goes to (`UpstreamBalancer`), and
-    /// the ones it tried (a bit each): a request that could not reach one moves to another.
-    var server = -1
-    var triedServers: UInt64 = 0
+    /// The server this request's attempt goes to, those it tried, the connections begun: what
+    /// decides where a failed attempt goes next (`UpstreamAttempt`).
+    var attempt = UpstreamAttempt()
     /// The request body read here before the upstream is connected (`buffering.requests`),
     /// while `bufferingBody`; what it reserved of the read-ahead budget.
     var bufferingBody = false
