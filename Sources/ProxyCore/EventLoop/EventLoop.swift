@@ -186,42 +186,59 @@ public final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
         while running {
-            now = EventLoop.monotonicNow()
-            // Rounded up: a deadline 0.9 ms away must not become a 0 ms busy wait.
-            var timeoutMS = Int32(((nextSweep > now ? nextSweep - now : 0) + 999_999) / 1_000_000)
-            if let next = timers.nextDeadline {
-                timeoutMS = min(timeoutMS, Int32(((next > now ? next - now : 0) + 999_999) / 1_000_000))
-            }
-            let n = epoll_wait(epfd, events, Int32(capacity), timeoutMS)
-            now = EventLoop.monotonicNow()
-            if n > 0 {
-                for i in 0..<Int(n) {
-                    let fd = Int(events[i].data.u64)
-                    if fd == Int(wakeFD) {
-                        runTasks()
-                        continue
-                    }
-                    if fd < channels.count, let channel = channels[fd] {
-                        channel.onEvent(events[i].events)
-                    }
+            turn(events, capacity: capacity, longestWaitMS: .max)
+        }
+    }
+
+    /// One turn by hand, waiting at most `longestWaitMS` for an event: for a loop with no
+    /// thread of its own (`EmbeddedExchange`). Call from one thread only.
+    func turn(longestWaitMS: Int32) {
+        let capacity = 16
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        turn(events, capacity: capacity, longestWaitMS: longestWaitMS)
+    }
+
+    /// Waits for events (until the next sweep or timer at most), handles them, the expired
+    /// timers, the deadline sweep when due, and the after-batch hooks.
+    @inline(__always)
+    private func turn(_ events: UnsafeMutablePointer<epoll_event>, capacity: Int, longestWaitMS: Int32) {
+        now = EventLoop.monotonicNow()
+        // Rounded up: a deadline 0.9 ms away must not become a 0 ms busy wait.
+        var timeoutMS = Int32(((nextSweep > now ? nextSweep - now : 0) + 999_999) / 1_000_000)
+        if let next = timers.nextDeadline {
+            timeoutMS = min(timeoutMS, Int32(((next > now ? next - now : 0) + 999_999) / 1_000_000))
+        }
+        timeoutMS = min(timeoutMS, longestWaitMS)
+        let n = epoll_wait(epfd, events, Int32(capacity), timeoutMS)
+        now = EventLoop.monotonicNow()
+        if n > 0 {
+            for i in 0..<Int(n) {
+                let fd = Int(events[i].data.u64)
+                if fd == Int(wakeFD) {
+                    runTasks()
+                    continue
+                }
+                if fd < channels.count, let channel = channels[fd] {
+                    channel.onEvent(events[i].events)
                 }
             }
-            while let task = timers.popExpired(now: now) { task() }
-            if now >= nextSweep {
-                sweepDeadlines()
-                nextSweep = now + EventLoop.sweepInterval
-                if now >= nextPoolTrim {
-                    buffers.trim()
-                    pipes.trim()
-                    nextPoolTrim = now + BufferPool.trimInterval
-                }
+        }
+        while let task = timers.popExpired(now: now) { task() }
+        if now >= nextSweep {
+            sweepDeadlines()
+            nextSweep = now + EventLoop.sweepInterval
+            if now >= nextPoolTrim {
+                buffers.trim()
+                pipes.trim()
+                nextPoolTrim = now + BufferPool.trimInterval
             }
-            for hook in afterBatch { hook() }
-            while !onceAfterBatch.isEmpty {
-                let once = onceAfterBatch
-                onceAfterBatch.removeAll(keepingCapacity: true)
-                for task in once { task() }
-            }
+        }
+        for hook in afterBatch { hook() }
+        while !onceAfterBatch.isEmpty {
+            let once = onceAfterBatch
+            onceAfterBatch.removeAll(keepingCapacity: true)
+            for task in once { task() }
         }
     }
 

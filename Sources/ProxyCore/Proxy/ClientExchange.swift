@@ -139,6 +139,15 @@ final class ClientExchange {
     var isClosed: Bool { machine.isClosed }
     /// Between requests (or before the first).
     var isIdle: Bool { machine.isIdle }
+    /// The request went upstream and its response is not complete.
+    var isProxying: Bool { machine.isProxying }
+    /// A phase has not answered yet.
+    var isDeciding: Bool {
+        if case .deciding = machine.state { return true }
+        return false
+    }
+    /// The timer that runs now.
+    var timer: Exchange.Deadline { machine.timer }
     /// The last response is out or going out; what the client still sends is dropped.
     var isLingering: Bool { machine.isLingering }
     /// The request body was read to its end (true while none is in flight).

@@ -1,0 +1,126 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A client exchange with no client socket, for unit tests of phases — the domain's seam
+/// (after SwiftNIO's `EmbeddedChannel`). The request is written into the exchange's input as a
+/// socket would; the response is read from its output, in HTTP/1.1 form; everything between
+/// is the real engine: the parser, the phases (deferred answers hop through a real event
+/// loop, turned by hand), the exchange's machine, and a real upstream connection to a unix
+/// socket this object listens on, whose bytes `upstreamRequest()` reads as the app would.
+///
+/// Not a mock: only the client's socket is missing, so what a test sees here is what a
+/// client would, less the socket's timing. The timer is the machine's (`timer`); a test
+/// passes it with `timerPasses()`, as the loop's sweep would.
+///
+/// One thread at a time, the test's: the loop has no thread of its own.
+public final class EmbeddedExchange {
+    let loop: EventLoop
+    let listener: ListenerContext
+    let exchange: ClientExchange
+    private let upstreamListener: Int32
+    private var upstreamPeers: [Int32] = []
+    private let directory: String
+
+    /// - phases: the phases under test; config: the listener's settings (its upstream is
+    ///   replaced by this object's socket); peer: the client's address.
+    public init(phases: any HTTPPhases, config: ProxyConfig = ProxyConfig(), peer: String = "192.0.2.10") throws {
+        var template = Array("/tmp/embedded-exchange.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw SystemError(call: "mkdtemp", errno: errno) }
+        directory = String(cString: made)
+        let path = directory + "/upstream.sock"
+        upstreamListener = try Socket.makeListener(.unix(path: path), backlog: 16, reusePort: false)
+        loop = try EventLoop(index: 0)
+        var config = config
+        config.upstream = UpstreamTarget(address: .unix(path: path))
+        config.upstreamServers = []
+        let spec = ListenerSpec(name: "embedded", address: .ipv4(host: "127.0.0.1", port: 0), config: config,
+                                phases: phases, accessLogged: false)
+        listener = ListenerContext(spec: spec, loops: 1, log: Logger(level: .error), accessLog: nil,
+                                   metrics: EngineMetrics(registry: MetricsRegistry()))
+        exchange = ClientExchange(loop: loop, listener: listener, peer: PeerAddress(text: peer) ?? PeerAddress(text: "192.0.2.10")!)
+        exchange.opened()
+    }
+
+    deinit {
+        exchange.close()
+        for fd in upstreamPeers { close(fd) }
+        close(upstreamListener)
+        unlink(directory + "/upstream.sock")
+        rmdir(directory)
+    }
+
+    // MARK: The client's side
+
+    /// The client sends `bytes` (a request, or part of one).
+    public func send(_ bytes: String) {
+        var bytes = bytes
+        if exchange.input.base == nil { exchange.input = loop.buffers.take() }
+        bytes.withUTF8 { exchange.input.append(UnsafeRawBufferPointer($0)) }
+        exchange.bytesIn += UInt64(bytes.utf8.count)
+        exchange.inputArrived()
+    }
+
+    /// What the client has been sent since the last call, as text; the client has read it (the
+    /// exchange goes on: the next request, or the close).
+    public func receive() -> String {
+        guard exchange.output.base != nil, !exchange.output.isEmpty else { return "" }
+        let text = String(decoding: exchange.output.readableBytes, as: UTF8.self)
+        exchange.bytesOut += UInt64(exchange.output.readable)
+        exchange.output.clear()
+        switch exchange.outputWritten() {
+        case .none: exchange.outputSent()
+        case .linger, .close: exchange.finishClose()
+        }
+        return text
+    }
+
+    /// Turns the loop until `done` holds or `seconds` pass (a deferred phase's answer, an
+    /// upstream connection's events). Returns whether `done` held.
+    @discardableResult
+    public func run(until done: () -> Bool, seconds: Double = 5) -> Bool {
+        let end = EventLoop.monotonicNow() + UInt64(seconds * 1e9)
+        while !done() {
+            if EventLoop.monotonicNow() >= end { return false }
+            loop.turn(longestWaitMS: 10)
+        }
+        return true
+    }
+
+    /// The request went upstream (the phases let it through).
+    public var proxied: Bool { exchange.isProxying }
+    /// A phase has not answered yet.
+    public var deciding: Bool { exchange.isDeciding }
+    /// The connection is closed.
+    public var closed: Bool { exchange.isClosed }
+    /// The timer the exchange runs now (`Exchange.Deadline`'s name: none, header, body, …).
+    public var timer: String { "\(exchange.timer)" }
+
+    /// The running timer passes, as the loop's sweep finds it.
+    public func timerPasses() {
+        guard exchange.timer != .none else { return }
+        exchange.timedOut()
+    }
+
+    // MARK: The app's side
+
+    /// The bytes the app has been sent on its connections so far (the upstream request: its
+    /// head with the phases' edits, then any body), or nil if none reached it within `seconds`.
+    public func upstreamRequest(seconds: Double = 5) -> String? {
+        var received: [UInt8] = []
+        run(until: {
+            var peer = PeerAddress(text: "127.0.0.1")!
+            if let fd = try? Socket.accept(upstreamListener, peer: &peer) { upstreamPeers.append(fd) }
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            for fd in upstreamPeers {
+                while case .done(let n)? = try? chunk.withUnsafeMutableBytes({ try Socket.read(fd, into: $0.baseAddress!, count: $0.count) }),
+                      n > 0 {
+                    received += chunk[0..<n]
+                }
+            }
+            // A whole head is enough to look at (the tests send no bodies upstream).
+            return received.count >= 4 && received.suffix(4) == [13, 10, 13, 10]
+        }, seconds: seconds)
+        return received.isEmpty ? nil : String(decoding: received, as: UTF8.self)
+    }
+}
