@@ -162,6 +162,15 @@ public final class EventLoop: @unchecked Sendable {
         timers.push(deadline: now + delay, handle: handle, task)
     }
 
+    /// Entries in the timer heap (cancelled and stale ones included until they come due).
+    var pendingTimers: Int { timers.count }
+
+    /// A timer heap entry at an absolute deadline (`LoopSource`, which tells stale entries
+    /// apart itself).
+    func scheduleEntry(at deadline: UInt64, _ task: @escaping () -> Void) {
+        timers.push(deadline: deadline, task)
+    }
+
     private var cancelledTimers = 0
 
     func timerCancelled() {

@@ -1,6 +1,8 @@
-/// A binary min-heap of one-shot timers keyed by monotonic deadline.
-/// Used for the few loop-wide timers (drain limits, periodic jobs); per-connection
-/// timeouts use the deadline sweep instead.
+/// A binary min-heap of one-shot timers keyed by monotonic deadline, served to the
+/// millisecond (the loop's `epoll_wait` timeout is the next deadline's). Used for loop-wide
+/// timers (drain limits, periodic jobs, libcurl's) and `LoopSource`s' timers; client and
+/// upstream connections' timeouts use the deadline sweep instead (one comparison per
+/// connection ten times a second is cheaper than a heap entry per read).
 struct TimerHeap {
     private var items: [(deadline: UInt64, seq: UInt64, handle: TimerHandle?, task: () -> Void)] = []
     private var seq: UInt64 = 0
