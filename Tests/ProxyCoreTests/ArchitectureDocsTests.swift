@@ -62,4 +62,51 @@ import Testing
         }
         #expect(offenders.isEmpty, "files reaching ClientExchange.machine: \(offenders.sorted())")
     }
+
+    /// The table of what the domain takes from the engine lists exactly the public top-level
+    /// `ProxyCore` types `OAuthCallback` names: a new dependency shows on the map or fails here.
+    @Test func theDomainsDependenciesOnTheEngineAreTheOnesTheArchitectureLists() throws {
+        func swiftFiles(_ dir: String) -> [URL] {
+            FileManager.default.enumerator(at: Self.root.appendingPathComponent(dir), includingPropertiesForKeys: nil)!
+                .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        }
+        var engineTypes = Set<String>()
+        for file in swiftFiles("Sources/ProxyCore") {
+            for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n") where line.hasPrefix("public ") {
+                let words = line.split(whereSeparator: { " :<{(".contains($0) })
+                if let kind = words.firstIndex(where: { ["class", "struct", "enum", "protocol", "typealias", "actor"].contains($0) }),
+                   kind + 1 < words.count {
+                    engineTypes.insert(String(words[kind + 1]))
+                }
+            }
+        }
+        #expect(engineTypes.count > 50)
+        let domain = try swiftFiles("Sources/OAuthCallback").map { try String(contentsOf: $0, encoding: .utf8) }.joined(separator: "\n")
+        let wordChars = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+        var used = Set<String>()
+        for name in engineTypes {
+            var search = domain[...]
+            while let r = search.range(of: name) {
+                let before = r.lowerBound == domain.startIndex ? nil : domain[domain.index(before: r.lowerBound)]
+                let after = r.upperBound == domain.endIndex ? nil : domain[r.upperBound]
+                if !(before.map { wordChars.contains($0) } ?? false) && !(after.map { wordChars.contains($0) } ?? false) {
+                    used.insert(name)
+                    break
+                }
+                search = domain[r.upperBound...]
+            }
+        }
+        let doc = try String(contentsOf: Self.root.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
+        let lines = doc.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = try #require(lines.firstIndex { $0.hasPrefix("| what for |") })
+        var listed = Set<String>()
+        for line in lines[(start + 2)...] {
+            guard line.hasPrefix("|") else { break }
+            let cells = line.split(separator: "|")
+            guard cells.count >= 2 else { continue }
+            for piece in cells[1].split(separator: "`").enumerated() where piece.offset % 2 == 1 { listed.insert(String(piece.element)) }
+        }
+        #expect(used.subtracting(listed).isEmpty, "used by OAuthCallback, missing in docs/architecture.md: \(used.subtracting(listed).sorted())")
+        #expect(listed.subtracting(used).isEmpty, "listed in docs/architecture.md, no longer used: \(listed.subtracting(used).sorted())")
+    }
 }
