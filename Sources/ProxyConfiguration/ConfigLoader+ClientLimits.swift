@@ -55,4 +55,59 @@ extension ConfigLoader {
             if rate != nil { l.rules.append(rule) }
         }
     }
+
+    /// `client_access: [{ name, paths, allow, deny }]`: address lists are addresses, CIDR
+    /// ranges, or `all`; a rule needs at least one of them.
+    func readClientAccess(_ node: ConfigNode, _ m: MappingReader, into rules: inout [ClientAccessRule]) {
+        guard case .sequence(let items, _) = node else {
+            m.problems.add("client_access", node.line, "must be a list of { name, paths, allow, deny }, not \(node.kindName)")
+            return
+        }
+        var names: Set<String> = []
+        for (i, item) in items.enumerated() {
+            let path = "client_access[\(i)]"
+            let entry = MappingReader(item, path: path, pattern: "client_access[]", problems: m.problems)
+            let name = entry.string("name") ?? path
+            if !names.insert(name).inserted {
+                entry.problems.add("\(path).name", entry.node("name")?.line, "'\(name)' names another rule too: each rule needs its own name")
+            }
+            if name.isEmpty || name.utf8.count > 64 || !name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" }) {
+                entry.problems.add("\(path).name", entry.node("name")?.line, "must be 1 to 64 printable ASCII characters without quotes or backslashes")
+            }
+            var rule = ClientAccessRule(name: name)
+            if let list = entry.strings("paths") {
+                for text in list {
+                    switch PathPrefix.parse(text) {
+                    case .success(let p): rule.paths.append(p)
+                    case .failure(let r): entry.problems.add("\(path).paths", entry.node("paths")?.line, "'\(text)' \(r.text)")
+                    }
+                }
+            }
+            rule.allow = addresses(entry, "allow", path)
+            rule.deny = addresses(entry, "deny", path)
+            if entry.node("allow") == nil && entry.node("deny") == nil {
+                entry.problems.add(path, item.line, "needs allow, deny or both: a rule with neither refuses nobody")
+            }
+            entry.finish()
+            rules.append(rule)
+        }
+    }
+
+    /// An address list of `client_access`: addresses, CIDR ranges, `all` (every IPv4 and IPv6
+    /// address).
+    private func addresses(_ entry: MappingReader, _ key: String, _ path: String) -> [CIDR] {
+        guard let list = entry.strings(key) else { return [] }
+        if list.isEmpty { entry.problems.add("\(path).\(key)", entry.node(key)?.line, "is empty: list addresses, CIDR ranges or all") }
+        var out: [CIDR] = []
+        for text in list {
+            if text == "all" {
+                out += [CIDR.parse("0.0.0.0/0")!, CIDR.parse("::/0")!]
+            } else if let r = CIDR.parse(text) {
+                out.append(r)
+            } else {
+                entry.problems.add("\(path).\(key)", entry.node(key)?.line, "'\(text)' is not an address, a CIDR range or all")
+            }
+        }
+        return out
+    }
 }

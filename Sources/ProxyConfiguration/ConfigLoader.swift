@@ -221,6 +221,7 @@ public struct ConfigLoader {
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
+        if let r = m.node("client_access") { readClientAccess(r, m, into: &c.proxy.clientAccess) }
     }
 
     /// `headers: { request | response: { set: {NAME: VALUE}, add: {NAME: VALUE}, remove: [NAME] } }`.

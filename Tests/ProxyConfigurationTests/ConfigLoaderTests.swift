@@ -575,6 +575,36 @@ import Testing
         #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
     }
 
+    @Test func clientAccessRulesLoad() throws {
+        let rules = try loader().load(text: """
+        client_access:
+          - { name: admin, paths: [/admin, /sidekiq], allow: [10.0.0.0/8, "2001:db8::/32"], deny: [10.9.0.0/16] }
+          - { deny: [all] , paths: [/internal] }
+        """).get().proxy.clientAccess
+        #expect(rules.map(\.name) == ["admin", "client_access[1]"])
+        #expect(rules[0].paths.map(\.description) == ["/admin", "/sidekiq"])
+        #expect(rules[0].allow == [CIDR.parse("10.0.0.0/8")!, CIDR.parse("2001:db8::/32")!])
+        #expect(rules[0].deny == [CIDR.parse("10.9.0.0/16")!])
+        // `all` is every IPv4 and every IPv6 address.
+        #expect(rules[1].deny == [CIDR.parse("0.0.0.0/0")!, CIDR.parse("::/0")!] && rules[1].allow.isEmpty)
+        #expect(try loader().load(text: "").get().proxy.clientAccess.isEmpty)
+    }
+
+    @Test(arguments: [
+        ("client_access: [{ name: a, paths: [/a] }]", "client_access[0]: needs allow, deny or both"),
+        ("client_access: [{ allow: [example.com] }]", "client_access[0].allow: 'example.com' is not an address, a CIDR range or all"),
+        ("client_access: [{ deny: [10.0.0.0/33] }]", "client_access[0].deny: '10.0.0.0/33'"),
+        ("client_access: [{ allow: [] }]", "client_access[0].allow: is empty"),
+        ("client_access: [{ allow: [all], paths: [/a/../b] }]", "client_access[0].paths: '/a/../b'"),
+        ("client_access: [{ allow: [all], from: x }]", "client_access[0].from: unknown key"),
+        ("client_access: [{ name: a, deny: [all] }, { name: a, deny: [all] }]", "client_access[1].name: 'a' names another rule too"),
+        ("client_access: { deny: [all] }", "client_access: must be a list of { name, paths, allow, deny }"),
+    ])
+    func clientAccessMistakesAreNamed(line: String, problem: String) {
+        let found = problems(line)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+    }
+
     @Test func bufferingLoadsAndItsBoundsAreNamed() throws {
         let b = try loader().load(text: "buffering: { responses: 8m, max_memory: 128m }").get().proxy.buffering
         #expect(b.responses == 8 << 20 && b.maxMemory == 128 << 20 && b.isEnabled)

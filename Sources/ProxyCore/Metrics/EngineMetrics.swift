@@ -39,6 +39,8 @@ public final class EngineMetrics: Sendable {
     let http2: HTTP2Metrics
     let compression: CompressionMetrics
     let clientLimits: ClientLimitMetrics
+    /// `callback_proxy_client_access_refusals_total{rule}`: requests `client_access` refused.
+    let clientAccessRefusals: MetricFamily<Counter>
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -68,6 +70,9 @@ public final class EngineMetrics: Sendable {
         http2 = HTTP2Metrics(registry: registry)
         compression = CompressionMetrics(registry: registry)
         clientLimits = ClientLimitMetrics(registry: registry)
+        clientAccessRefusals = registry.counter("callback_proxy_client_access_refusals_total",
+                                                "Requests refused by client_access (an address rule on their paths), by rule.",
+                                                labels: ["rule"])
     }
 
     func listener(_ name: String) -> ListenerMetrics {

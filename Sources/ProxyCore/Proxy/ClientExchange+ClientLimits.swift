@@ -1,5 +1,6 @@
-/// `rate_limits:` on each request, before the phases see it (so the OAuth callback, the
-/// session layer and the app are all behind it).
+/// `client_access:` and `rate_limits:` on each request, in that order, before the phases see
+/// it (so the OAuth callback, the session layer and the app are all behind them; a refused
+/// address spends no rate token).
 extension ClientExchange {
     /// False when the request was refused (the 429 is on its way).
     func admitUnderRateLimits(_ policy: ClientLimitPolicy) -> Bool {
@@ -7,8 +8,8 @@ extension ClientExchange {
         let client: ClientKey
         if listener.isTrusted(peer) {
             // Behind a trusted proxy the client is the one X-Forwarded-For names.
-            let text = view.clientAddress
-            if let address = PeerAddress(text: text) {
+            let (address, text) = forwardedClient(view)
+            if let address {
                 if policy.isExempt(address) { return true }
                 client = ClientKey(address)
             } else {
@@ -37,5 +38,33 @@ extension ClientExchange {
             respondError(.rateLimited(rule.reason, retryAfterSeconds: wait))
             return false
         }
+    }
+
+    /// The client behind a trusted peer: the right-most untrusted `X-Forwarded-For` entry, as
+    /// an address if it is one (`RequestView.clientAddress`).
+    func forwardedClient(_ view: RequestView) -> (address: PeerAddress?, text: String) {
+        let text = view.clientAddress
+        return (PeerAddress(text: text), text)
+    }
+
+    /// `client_access` on this request, before the rate limits and the phases: false when a
+    /// rule refused the client's address (the 403 is on its way).
+    func admitByAddress(_ policy: ClientAccessPolicy) -> Bool {
+        let view = RequestView(self)
+        let client: PeerAddress?
+        if listener.isTrusted(peer) {
+            client = forwardedClient(view).address
+        } else {
+            client = peer.isUnix ? nil : peer
+        }
+        guard let i = view.withPathReadings({ policy.refusing(client, readings: $0) }) else { return true }
+        let rule = policy.rules[i]
+        policy.refusals[i].increment()
+        logProblem(.info, "request refused by client_access", key: "client_access \(rule.name)", [
+            ("rule", rule.name), ("client", client.map { $0.text } ?? view.clientAddress),
+            ("setting", "client_access (\(rule.name))"),
+        ])
+        respondError(.addressRefused(rule: rule.name))
+        return false
     }
 }

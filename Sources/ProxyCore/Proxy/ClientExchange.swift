@@ -425,6 +425,7 @@ final class ClientExchange {
             respondError(.connectNotSupported)
             return
         }
+        if let access = listener.clientAccess, !admitByAddress(access) { return }
         if let policy = listener.clientLimits, !policy.rules.isEmpty, !admitUnderRateLimits(policy) { return }
         let decision = phases { $0.requestFilter(RequestView(self)) }
         switch decision {

@@ -19,7 +19,7 @@ public struct EngineError: Error, Sendable, Equatable {
     enum Code: Sendable, Equatable {
         // A request refused before anything went upstream (4xx).
         case invalidHead, headTimeout, bodyTooLarge, bodyWithoutLength, methodNotSupported, invalidBody, bodyStalled,
-             rateLimited
+             rateLimited, addressRefused
         // The client left or failed mid-request (the connection is cut; nothing is sent).
         case clientClosed, clientSocketError, clientReadFailed, clientWriteFailed, clientBodyTimeout,
              clientSendTimeout, streamReset
@@ -48,7 +48,7 @@ public struct EngineError: Error, Sendable, Equatable {
     public var source: Source {
         switch code {
         case .invalidHead, .headTimeout, .bodyTooLarge, .bodyWithoutLength, .methodNotSupported, .invalidBody,
-             .bodyStalled, .rateLimited, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
+             .bodyStalled, .rateLimited, .addressRefused, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
              .clientBodyTimeout, .clientSendTimeout, .streamReset:
             return .client
         case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
@@ -105,6 +105,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .bodyWithoutLength: return "body_without_length"
         case .methodNotSupported: return "method_not_supported"
         case .rateLimited: return "rate_limited"
+        case .addressRefused: return "address_refused"
         case .invalidBody: return "invalid_body"
         case .bodyStalled: return "body_stalled"
         case .clientClosed: return "client_closed"
@@ -155,6 +156,12 @@ extension EngineError {
     }
     static var bodyWithoutLength: EngineError { EngineError(.bodyWithoutLength, status: 400, "request body without length") }
     static var connectNotSupported: EngineError { EngineError(.methodNotSupported, status: 501, "CONNECT is not supported") }
+    /// `client_access` refused the client's address on this path (`rule`: which rule).
+    static func addressRefused(rule: String) -> EngineError {
+        // The rule's name is the operator's: it goes to the log line, not to the client.
+        EngineError(.addressRefused, status: 403, "client address not allowed here")
+    }
+
     static func rateLimited(_ reason: String, retryAfterSeconds: Int) -> EngineError {
         var e = EngineError(.rateLimited, status: 429, reason)
         e.retryAfterSeconds = retryAfterSeconds

@@ -46,6 +46,8 @@ final class ListenerContext: @unchecked Sendable {
     /// a context alone), and what this configuration enforces with them (nil: nothing).
     let clients: ClientLimits?
     let clientLimits: ClientLimitPolicy?
+    /// `client_access` (nil: no rules).
+    let clientAccess: ClientAccessPolicy?
     /// The process's budget for responses read ahead (nil in tests that run a context alone;
     /// kept when buffering is off, so that a reservation made before a reload goes back), and
     /// whether this configuration reads responses ahead (`buffering:`).
@@ -82,6 +84,7 @@ final class ListenerContext: @unchecked Sendable {
         self.budget = budget
         self.clients = clients
         clientLimits = clients.flatMap { ClientLimitPolicy(spec.config.clientLimits, budget: budget.limit, state: $0) }
+        clientAccess = ClientAccessPolicy(spec.config.clientAccess, metrics: metrics)
         bufferingBudget = buffering
         buffersResponses = buffering != nil && spec.config.buffering.responses > 0
         buffersRequests = buffering != nil && spec.config.buffering.requests > 0

@@ -59,6 +59,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var headerRules = HeaderRules()
     /// Request rates and connections per client address (`rate_limits:`, `limits.*_client*`).
     public var clientLimits = ClientLimitSettings()
+    /// `client_access:` — which client addresses may reach which paths.
+    public var clientAccess: [ClientAccessRule] = []
     /// Responses read ahead of slow clients (`buffering:`); off by default.
     public var buffering = BufferingSettings()
     /// Large response bodies spliced from socket to socket (`splice:`); on by default.
