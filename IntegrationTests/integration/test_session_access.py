@@ -425,6 +425,7 @@ def test_with_two_providers_start_offers_a_choice_in_configuration_order(proxy_f
 # API calls from the native app: Authorization: Bearer <id_token> (oauth.session.bearer_tokens)
 
 ANDROID = "123-android.apps.googleusercontent.com"
+IOS_CLIENT = "123-ios.apps.googleusercontent.com"
 
 
 def id_token(idp, client="123-ios.apps.googleusercontent.com", **login):
@@ -436,6 +437,23 @@ def id_token(idp, client="123-ios.apps.googleusercontent.com", **login):
 
 def bearer(token):
     return {"Authorization": "Bearer " + token, "Accept": "application/json"}
+
+
+def expired_id_token(idp):
+    """A real token of `idp`, issued three hours ago."""
+    idp.set_clock(-3 * 3600)
+    try:
+        return id_token(idp)
+    finally:
+        idp.set_clock(0)
+
+
+def tampered(token):
+    """Claims that still name the issuer and client, one of them changed: only the signature tells."""
+    head, claims, sig = token.split(".")
+    decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    decoded["email"] = "eve@example.test"
+    return ".".join([head, base64.urlsafe_b64encode(json.dumps(decoded).encode()).rstrip(b"=").decode(), sig])
 
 
 def test_a_native_apps_api_call_with_a_verified_id_token_passes_protect(gate, idp, upstream):
@@ -456,20 +474,11 @@ def test_a_bearer_token_that_does_not_verify_gets_401_and_never_a_redirect(gate,
     if case == "another client":
         token = id_token(idp, client=ANDROID)  # a real token of this IdP, for a client not configured
     elif case == "expired":
-        idp.set_clock(-3 * 3600)
-        try:
-            token = id_token(idp)
-        finally:
-            idp.set_clock(0)
+        token = expired_id_token(idp)
     elif case == "another issuer":
         token = id_token(web_idp)  # same client id, another IdP's keys and iss
     elif case == "tampered":
-        # Claims that still name this IdP and client, one of them changed: only the signature tells.
-        head, claims, sig = id_token(idp).split(".")
-        decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
-        decoded["email"] = "eve@example.test"
-        claims = base64.urlsafe_b64encode(json.dumps(decoded).encode()).rstrip(b"=").decode()
-        token = ".".join([head, claims, sig])
+        token = tampered(id_token(idp))
     else:
         token = "abc.def"
     for path in ("/private/api", "/echo"):
@@ -578,3 +587,94 @@ def test_idle_timeout_needs_server_side_sessions(proxy_bin, tmp_path, idp):
     out = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 1 and "oauth.session.idle_timeout: needs server-side sessions" in out.stdout + out.stderr, out
+
+
+# ---------------------------------------------------------------------------------------------
+# extra_jwt_issuers: another issuer's JWTs as bearer tokens (oauth2-proxy --extra-jwt-issuers).
+# The second test IdP (web_idp) plays the partner issuer: its tokens name its own iss and keys.
+
+
+@pytest.fixture
+def partner_gate(proxy_factory, upstream, tmp_path, idp, web_idp):
+    """A session-mode proxy that trusts both test IdPs' CAs and `extra` as extra_jwt_issuers."""
+    from test_session import IOS
+    bundle = tmp_path / "cas.pem"
+    bundle.write_text(open(idp.ca_cert).read() + open(web_idp.ca_cert).read())
+
+    def start(access="allowed_email_domains: [example.test]", rules="protect: [/private]", jwks=None, audience=IOS):
+        jwks_uri = f", jwks_uri: {jwks}" if jwks else ""
+        extra = f"extra_jwt_issuers: [{{ issuer: {web_idp.base_url}, audiences: [\"{audience}\"]{jwks_uri} }}]"
+        config = tmp_path / "partner.yaml"
+        config.write_text(session_config(idp, access=f"{access}, {extra}", rules=rules)
+                          .replace(f"ca_file: {idp.ca_cert}", f"ca_file: {bundle}"))
+        return proxy_factory(upstream, extra=["--config", str(config)])
+    return start
+
+
+def test_an_extra_issuers_token_passes_protect_with_its_identity(partner_gate, idp, web_idp, upstream):
+    p = partner_gate()
+    token = id_token(web_idp)
+    assert get(p, "/private/api", headers=bearer(token)).status == 404, "the upstream's own answer"
+    sent = {k.lower(): v for k, v in get(p, "/echo", headers=bearer(token)).json()["headers"]}
+    assert sent["x-forwarded-email"] == "alice@example.test" and sent["x-forwarded-user"]
+    # The providers' own tokens are not accepted through it (bearer_tokens is not set).
+    assert get(p, "/private/api", headers=bearer(id_token(idp))).status == 401
+    assert value(samples(scrape(p)), "callback_proxy_bearer_tokens_total", provider=web_idp.base_url, result="accepted") == 2
+
+
+@pytest.mark.parametrize("case", ["expired", "tampered", "another audience"])
+def test_an_extra_issuers_token_that_does_not_verify_gets_401(partner_gate, web_idp, upstream, case):
+    p = partner_gate(audience="api://orders" if case == "another audience" else IOS_CLIENT)
+    if case == "expired":
+        token = expired_id_token(web_idp)
+    elif case == "tampered":
+        token = tampered(id_token(web_idp))
+    else:
+        token = id_token(web_idp)  # its issuer, an audience not listed: not ours to judge
+    r = get(p, "/private/api", headers=bearer(token))
+    assert r.status == 401 and r.json() == {"error": "invalid_token"}, r
+    assert not any(q["target"] == "/private/api" for q in upstream.record.requests())
+    if case == "another audience":
+        # Where no session is needed it is the app's business, as any JWT of an issuer not listed.
+        echo = get(p, "/echo", headers=bearer(token))
+        assert echo.status == 200 and "x-forwarded-user" not in {k.lower() for k, _ in echo.json()["headers"]}
+
+
+def test_an_extra_issuers_identity_is_held_to_every_rule(partner_gate, web_idp):
+    p = partner_gate(access="allowed_email_domains: [example.test], denied_groups: [suspended], "
+                            "allowed_claims: [{ claim: realm_access.roles, contains: staff }]",
+                     rules="protect: [/private], path_rules: [{ prefix: /admin, allowed_groups: [admins] }]")
+    assert get(p, "/private/x", headers=bearer(id_token(web_idp, groups="staff"))).status == 404
+    assert get(p, "/private/x", headers=bearer(id_token(web_idp, groups="viewers"))).status == 403, "claim rule"
+    assert get(p, "/private/x", headers=bearer(id_token(web_idp, groups="staff,suspended"))).status == 403, "deny wins"
+    assert get(p, "/private/x", headers=bearer(id_token(web_idp, username="bob@other.test", groups="staff"))).status == 403
+    assert get(p, "/admin", headers=bearer(id_token(web_idp, groups="staff"))).status == 403, "path rule"
+    assert get(p, "/admin", headers=bearer(id_token(web_idp, groups="staff,admins"))).status == 404
+    # Forward-auth: the same token, the same rules, the original path's rules and per-call ones.
+    staff = {"Authorization": "Bearer " + id_token(web_idp, groups="staff")}
+    r = get(p, "/_oauth/auth", headers=staff)
+    assert r.status == 202 and r.one("x-auth-request-email") == "alice@example.test"
+    assert get(p, "/_oauth/auth", headers={**staff, "X-Original-URI": "/admin/x"}).status == 403
+    assert get(p, "/_oauth/auth?allowed_groups=ops", headers=staff).status == 403
+    assert get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + id_token(web_idp, groups="viewers")}).status == 403
+    assert value(samples(scrape(p)), "callback_proxy_session_refusals_total", provider=web_idp.base_url, rule="claim") >= 2
+
+
+def test_an_extra_issuer_whose_keys_cannot_be_had_refuses_and_warns_naming_the_setting(partner_gate, web_idp, upstream):
+    p = partner_gate(jwks="http://127.0.0.1:9/jwks")  # nothing listens on the discard port
+    token = id_token(web_idp)
+    for _ in range(3):
+        r = get(p, "/private/api", headers=bearer(token))
+        assert r.status == 401 and r.json() == {"error": "invalid_token"}, r
+    assert get(p, "/_oauth/auth", headers={"Authorization": "Bearer " + token}).status == 401
+    assert not any(q["target"] == "/private/api" for q in upstream.record.requests())
+    lines = [json.loads(l) for l in p.stderr_text().splitlines() if "the issuer's keys cannot be had" in l]
+    assert len(lines) == 1, "at most one warning a second"
+    assert lines[0]["setting"] == "oauth.session.extra_jwt_issuers[0].jwks_uri" and lines[0]["level"] == "warn"
+    assert token not in p.stderr_text()
+    assert value(samples(scrape(p)), "callback_proxy_bearer_tokens_total", provider=web_idp.base_url, result="unavailable") == 4
+
+
+def test_an_extra_issuers_keys_come_from_its_discovery_document(partner_gate, web_idp):
+    p = partner_gate()  # no jwks_uri: <issuer>/.well-known/openid-configuration
+    assert get(p, "/private/api", headers=bearer(id_token(web_idp))).status == 404

@@ -68,9 +68,13 @@ struct OAuthWiring {
                 // shared store is there for several instances, and sessions kept in it can be
                 // ended at sign-out; the in-memory store would lose them at every restart.
                 let serverSide = config.oauth.session?.serverSide ?? (config.store.redis != nil)
+                let options = ProviderOptions(config.oauth)
+                let extra = settings.extraJWTIssuers.enumerated().map { i, issuer in
+                    ExtraJWTIssuer(issuer, index: i, http: http.measured(provider: issuer.issuer, by: metrics), options: options)
+                }
                 session = try SessionLayer(oauth: config.oauth, store: store, identityProviders: providers,
                                            serverSide: serverSide, log: log, clock: ProviderFactory.systemClock,
-                                           emailsFile: emailsFile, metrics: metrics)
+                                           emailsFile: emailsFile, metrics: metrics, extraIssuers: extra)
             } catch {
                 throw ConfigProblems([ConfigProblem(path: "oauth.session", line: nil, message: "cannot build the session cookie: \(error)")])
             }

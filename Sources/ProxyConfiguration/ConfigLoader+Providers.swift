@@ -203,7 +203,7 @@ extension ConfigLoader {
             && s.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
     }
 
-    private func isAllowedURL(_ s: String) -> Bool {
+    func isAllowedURL(_ s: String) -> Bool {
         if s.hasPrefix("https://") && s.count > 8 { return true }
         for loopback in ["http://127.0.0.1", "http://localhost", "http://[::1]"] where s.hasPrefix(loopback) {
             let rest = s.dropFirst(loopback.count)

@@ -118,6 +118,7 @@ extension ConfigLoader {
         if let a = m.mapping("jwt_assertion") { s.jwtAssertion = readJWTAssertion(a, names: &s.headers) }
         // Checked against the providers by `ConfigLoader.read` (they are read after this section).
         if let list = m.strings("bearer_tokens") { s.bearerProviders = list }
+        if let node = m.node("extra_jwt_issuers") { s.extraJWTIssuers = readExtraJWTIssuers(node, m) }
         if let so = m.mapping("sign_out") {
             if let b = so.bool("at_provider") { s.signOutAtProvider = b }
             if let u = so.string("post_logout_redirect_uri") {
@@ -161,6 +162,42 @@ extension ConfigLoader {
         }
         m.finish()
         return s
+    }
+
+    /// `extra_jwt_issuers: [{ issuer, audiences, jwks_uri }]`: the issuer exact and https (its
+    /// tokens' `iss` is compared byte for byte), at least one audience, each issuer once.
+    private func readExtraJWTIssuers(_ node: ConfigNode, _ m: MappingReader) -> [SessionSettings.ExtraJWTIssuer] {
+        guard case .sequence(let items, _) = node else {
+            m.problems.add(m.child("extra_jwt_issuers"), node.line, "must be a list of { issuer, audiences, jwks_uri }, not \(node.kindName)")
+            return []
+        }
+        var out: [SessionSettings.ExtraJWTIssuer] = []
+        for (i, item) in items.enumerated() {
+            let path = "\(m.child("extra_jwt_issuers"))[\(i)]"
+            let entry = MappingReader(item, path: path, pattern: m.childPattern("extra_jwt_issuers") + "[]", problems: m.problems)
+            let issuer = entry.string("issuer", required: true)
+            let audiences = (entry.strings("audiences") ?? []).filter { !$0.isEmpty }
+            let jwks = entry.string("jwks_uri")
+            var ok = issuer != nil
+            if let issuer, !isAllowedURL(issuer) {
+                m.problems.add("\(path).issuer", item.line, "must be an https:// URL (http:// only for loopback), exactly as its tokens' iss")
+                ok = false
+            } else if let issuer, out.contains(where: { $0.issuer == issuer }) {
+                m.problems.add("\(path).issuer", item.line, "'\(issuer)' is listed twice")
+                ok = false
+            }
+            if audiences.isEmpty {
+                m.problems.add("\(path).audiences", item.line, "needs at least one audience: a token is accepted only when its aud names one")
+                ok = false
+            }
+            if let jwks, !isAllowedURL(jwks) {
+                m.problems.add("\(path).jwks_uri", item.line, "must be an https:// URL (http:// only for loopback)")
+                ok = false
+            }
+            if ok, let issuer { out.append(.init(issuer: issuer, audiences: audiences, jwksURI: jwks)) }
+            entry.finish()
+        }
+        return out
     }
 
     /// `headers: { user, user_claim, email, preferred_username, groups, access_token }`: header

@@ -83,6 +83,7 @@ import Testing
         allowed_hosted_domains: [example.com]
         groups_claim: realm_access.roles
         bearer_tokens: [google]
+        extra_jwt_issuers: [{ issuer: https://login.partner.example, audiences: [api://orders], jwks_uri: https://login.partner.example/keys }]
         sign_out: { at_provider: true, post_logout_redirect_uri: "https://app.example.com/signed-out" }
         headers: { user: X-WEBAUTH-USER, user_claim: email, email: X-WEBAUTH-EMAIL, preferred_username: X-WEBAUTH-LOGIN, groups: X-WEBAUTH-GROUPS, access_token: X-WEBAUTH-TOKEN }
         jwt_assertion: { signing_key_file: /keys/assertion.pem, previous_signing_key_env: OLD_ASSERTION_KEY, header: X-WEBAUTH-JWT, issuer: https://app.example.com, audience: grafana, lifetime: 2m }

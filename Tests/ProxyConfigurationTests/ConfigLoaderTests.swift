@@ -670,6 +670,22 @@ import Testing
         #expect(found == ["headers.request: 'X-WEBAUTH-USER' is an identity header session mode sets (oauth.session.headers): a rule cannot change it"])
     }
 
+    @Test func extraJWTIssuersLoadInOrder() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            extra_jwt_issuers:
+              - { issuer: https://login.partner.example/tenant, audiences: [api://orders, orders], jwks_uri: https://keys.partner.example/jwks }
+              - { issuer: "http://127.0.0.1:8443", audiences: [svc] }
+        """ + "\n" + Self.sessionProvider).get()
+        let extra = try #require(c.oauth.session?.extraJWTIssuers)
+        #expect(extra == [.init(issuer: "https://login.partner.example/tenant", audiences: ["api://orders", "orders"],
+                                jwksURI: "https://keys.partner.example/jwks"),
+                          .init(issuer: "http://127.0.0.1:8443", audiences: ["svc"])])
+    }
+
     @Test func headerNamesAndTheUserClaimLoad() throws {
         let c = try loader().load(text: """
         oauth:
@@ -698,6 +714,18 @@ import Testing
         ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
         ("allowed_groups: [x], headers: { user_claim: \"ext..login\" }", "oauth.session.headers.user_claim:"),
         ("allowed_groups: [x], bearer_tokens: [nobody]", "oauth.session.bearer_tokens: 'nobody' is not a configured provider"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ audiences: [a] }]", "oauth.session.extra_jwt_issuers[0].issuer: is required"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: http://partner.example, audiences: [a] }]",
+         "oauth.session.extra_jwt_issuers[0].issuer: must be an https:// URL"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: https://partner.example }]",
+         "oauth.session.extra_jwt_issuers[0].audiences: needs at least one audience"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: https://p.example, audiences: [a], jwks_uri: http://p.example/k }]",
+         "oauth.session.extra_jwt_issuers[0].jwks_uri: must be an https:// URL"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: https://p.example, audiences: [a] }, { issuer: https://p.example, audiences: [b] }]",
+         "oauth.session.extra_jwt_issuers[1].issuer: 'https://p.example' is listed twice"),
+        ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: https://p.example, audiences: [a], jwks: https://p.example/k }]",
+         "oauth.session.extra_jwt_issuers[0].jwks:"),
+        ("allowed_groups: [x], extra_jwt_issuers: { issuer: https://p.example }", "oauth.session.extra_jwt_issuers: must be a list"),
         ("allowed_groups: [x], jwt_assertion: { issuer: me }", "oauth.session.jwt_assertion.signing_key_env: is required (or signing_key_file)"),
         ("allowed_groups: [x], jwt_assertion: { signing_key_file: /keys/apple.p8 }",
          "oauth.session.jwt_assertion.signing_key_file: must be a P-256 (prime256v1) private key in PEM"),

@@ -15,6 +15,8 @@ public final class OAuthMetrics: Sendable {
     let storeErrors: Counter
     /// Configured provider → its configured native platforms.
     private let known: [String: Set<String>]
+    /// `extra_jwt_issuers`' issuers: bearer token labels beside the providers.
+    private let extraIssuers: Set<String>
 
     public init(registry: MetricsRegistry, settings: OAuthSettings, storeKind: String) {
         callbacks = registry.counter("callback_proxy_callbacks_total",
@@ -41,6 +43,7 @@ public final class OAuthMetrics: Sendable {
         storeErrors = registry.counter("callback_proxy_store_errors_total", "Store operations that failed.",
                                        labels: ["store"]).labels(storeKind)
         known = settings.providers.mapValues { Set($0.native.keys) }
+        extraIssuers = Set((settings.session?.extraJWTIssuers ?? []).map(\.issuer))
         // Every configured provider × platform × outcome starts at 0: a series that first
         // appears already at 1 hides its first increase from rate() and increase(), so an
         // alert on the first store outage of a deployment would never fire.
@@ -120,10 +123,10 @@ public final class OAuthMetrics: Sendable {
 
     func relayMinted(_ provider: String) { minted.labels(provider).increment() }
     func bearerToken(_ provider: String, result: String) {
-        bearerTokens.labels(known[provider] != nil ? provider : "unknown", result).increment()
+        bearerTokens.labels(known[provider] != nil || extraIssuers.contains(provider) ? provider : "unknown", result).increment()
     }
     func sessionRefused(_ provider: String, rule: AccessRefusal) {
-        sessionRefusals.labels(known[provider] != nil ? provider : "unknown", rule.rawValue).increment()
+        sessionRefusals.labels(known[provider] != nil || extraIssuers.contains(provider) ? provider : "unknown", rule.rawValue).increment()
     }
     func sessionRefreshed(_ provider: String, _ outcome: RefreshOutcome) {
         sessionRefreshes.labels(known[provider] != nil ? provider : "unknown", outcome.rawValue).increment()

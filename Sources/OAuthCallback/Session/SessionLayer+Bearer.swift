@@ -6,7 +6,10 @@ import ProxyCore
 /// client id, `exp` — and the access rules (global and per path) hold for the identity in it.
 /// The identity headers are set from it as from a session. Never a redirect: a bad token gets
 /// 401 JSON with `WWW-Authenticate: Bearer error="invalid_token"`, a refused identity 403 JSON.
-/// (oauth2-proxy's `skip_jwt_bearer_tokens` with `extra_jwt_issuers`.)
+/// `extra_jwt_issuers` add issuers that are no provider (`ExtraJWTIssuer`), checked by the same
+/// verifier and held to the same rules; a token of one whose keys cannot be had is refused (401,
+/// a warning naming the setting), never let by. (oauth2-proxy's `skip_jwt_bearer_tokens` with
+/// `extra_jwt_issuers`.)
 extension SessionLayer {
     /// What a verified bearer token is for.
     enum BearerUse: Sendable {
@@ -17,17 +20,25 @@ extension SessionLayer {
         case forwardAuth(perCall: AccessRule?)
     }
 
-    /// One provider whose id_tokens are accepted: its verifier and its native client ids.
+    /// One issuer whose tokens are accepted: a provider (its native client ids) or an
+    /// `extra_jwt_issuers` entry (its audiences), and its verifier.
     struct BearerIssuer: Sendable {
+        /// The provider's name, or an extra issuer's `iss` (metrics and log lines).
         let provider: String
         let audiences: Set<String>
         let verifier: any IDTokenVerifying
+        /// An extra issuer's key setting, named when its keys cannot be had; nil for a provider.
+        var keySetting: String? = nil
     }
 
-    static func bearerIssuers(_ oauth: OAuthSettings, _ providers: [String: any IdentityProvider]) -> [BearerIssuer] {
-        (oauth.session?.bearerProviders ?? []).compactMap { name in
+    static func bearerIssuers(_ oauth: OAuthSettings, _ providers: [String: any IdentityProvider],
+                              extra: [ExtraJWTIssuer]) -> [BearerIssuer] {
+        let configured = oauth.session?.extraJWTIssuers ?? []
+        return (oauth.session?.bearerProviders ?? []).compactMap { name in
             guard let settings = oauth.providers[name], let verifier = providers[name] as? any IDTokenVerifying else { return nil }
             return BearerIssuer(provider: name, audiences: Set(settings.native.values.map(\.clientID)), verifier: verifier)
+        } + zip(configured, extra).map { settings, verifier in
+            BearerIssuer(provider: settings.issuer, audiences: Set(settings.audiences), verifier: verifier, keySetting: verifier.setting)
         }
     }
 
@@ -57,11 +68,23 @@ extension SessionLayer {
                 switch result {
                 case .success(let c): claims = c
                 case .failure(let failure):
-                    metrics?.bearerToken(issuer.provider, result: failure.retryable ? "unavailable" : "invalid")
+                    // An extra issuer's keys missing for good (a discovery document naming
+                    // another issuer) count as unavailable too: either way the token is unchecked.
+                    let unavailable = failure.retryable || (issuer.keySetting != nil && failure.code == "idp_unavailable")
+                    metrics?.bearerToken(issuer.provider, result: unavailable ? "unavailable" : "invalid")
                     if refusalLog.isDue(provider: issuer.provider, setting: "bearer " + failure.code, now: loop.nowNanoseconds) {
-                        log.info("bearer token refused", ["provider": issuer.provider, "reason": failure.code, "detail": failure.logDetail])
+                        if unavailable, let setting = issuer.keySetting {
+                            log.warn("bearer token refused: the issuer's keys cannot be had", [
+                                "issuer": issuer.provider, "reason": failure.code, "detail": failure.logDetail, "setting": setting,
+                            ])
+                        } else {
+                            log.info("bearer token refused", ["provider": issuer.provider, "reason": failure.code, "detail": failure.logDetail])
+                        }
                     }
-                    return sink.respond(failure.retryable ? Self.json(503, ["error": .string("temporarily_unavailable")]) : Self.invalidBearer)
+                    // A provider's outage is the sign-in's outage too: 503, try again. An extra
+                    // issuer is not ours to wait for: a token that cannot be checked is refused.
+                    guard unavailable && issuer.keySetting == nil else { return sink.respond(Self.invalidBearer) }
+                    return sink.respond(Self.json(503, ["error": .string("temporarily_unavailable")]))
                 }
                 let now = clock()
                 var session = ProxySession(provider: issuer.provider, subject: claims.subject, email: claims.email,

@@ -81,14 +81,16 @@ public final class SessionLayer: Sendable {
     ///   - identityProviders: the implementations that redeem a web sign-in's code, by name.
     ///   - serverSide: `settings.serverSide` resolved against the configured store.
     ///   - emailsFile: `allowed_emails_file`, already read (so a bad file stops the start).
+    ///   - extraIssuers: `extra_jwt_issuers`' verifiers, in configuration order.
     public init(oauth: OAuthSettings, store: any Store, identityProviders: [String: any IdentityProvider],
                 serverSide: Bool, log: Logger, clock: @escaping @Sendable () -> Int64,
-                emailsFile: AllowedEmailsFile? = nil, metrics: OAuthMetrics? = nil) throws(CryptoError) {
+                emailsFile: AllowedEmailsFile? = nil, metrics: OAuthMetrics? = nil,
+                extraIssuers: [ExtraJWTIssuer] = []) throws(CryptoError) {
         let settings = oauth.session ?? SessionSettings()
         self.settings = settings
         self.emailsFile = emailsFile
         self.metrics = metrics
-        bearerIssuers = Self.bearerIssuers(oauth, identityProviders)
+        bearerIssuers = Self.bearerIssuers(oauth, identityProviders, extra: extraIssuers)
         providers = oauth.providers.filter { $0.value.handoff == .session }
         // Configuration order; names the loader did not record (a settings value built in code) last, by name.
         let listed = oauth.providerOrder.filter { oauth.providers[$0]?.handoff == .session }

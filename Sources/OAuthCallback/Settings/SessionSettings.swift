@@ -51,6 +51,9 @@ public struct SessionSettings: Sendable, Equatable {
     /// Providers whose id_tokens, issued to one of their native clients, API calls may carry as
     /// `Authorization: Bearer` instead of a session cookie (`bearer_tokens`).
     public var bearerProviders: [String] = []
+    /// Issuers other than the providers whose JWTs API calls may carry as bearer tokens
+    /// (`extra_jwt_issuers`; oauth2-proxy's `--extra-jwt-issuers`), verified by the same code.
+    public var extraJWTIssuers: [ExtraJWTIssuer] = []
     /// The names of the identity headers upstream, and the claim behind the user header.
     public var headers = IdentityHeaderNames()
     /// A proxy-signed JWT about the user with the identity headers (`jwt_assertion`); nil: none.
@@ -91,6 +94,23 @@ public struct SessionSettings: Sendable, Equatable {
         public static let namable: [String: HTTPMethod] = [
             "GET": .get, "HEAD": .head, "POST": .post, "PUT": .put, "DELETE": .delete, "OPTIONS": .options, "PATCH": .patch,
         ]
+    }
+
+    /// One `extra_jwt_issuers` entry: whose tokens, for which audiences, checked with which keys.
+    public struct ExtraJWTIssuer: Sendable, Equatable {
+        /// The exact `iss` its tokens carry.
+        public var issuer: String
+        /// Accepted `aud` values (with `azp`, when present, one of them too).
+        public var audiences: [String]
+        /// The JWKS document; nil: the issuer's discovery document's `jwks_uri`. Signatures
+        /// are RS256 or ES256 (`JWSAlgorithm`: never `none`, never HMAC).
+        public var jwksURI: String?
+
+        public init(issuer: String, audiences: [String], jwksURI: String? = nil) {
+            self.issuer = issuer
+            self.audiences = audiences
+            self.jwksURI = jwksURI
+        }
     }
 
     public init() {}
