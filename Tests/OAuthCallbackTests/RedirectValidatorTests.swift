@@ -18,6 +18,9 @@ import Testing
         "/%25252f%25252fevil.com", "/%255cevil.com", "/%2525252f%2525252fevil.com",
         "/%2e%2e//evil.com", "/..//evil.com", "/.%2f%2fevil.com", "/%2e/%2fevil.com", "/foo/../..//evil.com",
         "/foo/%2e%2e/%2e%2e//evil.com", "/x/..\\evil.com",
+        // A URL as a later path segment (oauth2-proxy's corpus): `//` anywhere in the path.
+        "/http://evil.com", "/https://evil.com/", "/https://good.com@evil.com/", "/<>//evil.com",
+        "/%68%74%74%70%3a%2f%2f%65%76%69%6c%2e%63%6f%6d", "https://good.com/https://evil.com/", "/a//b",
     ]
 
     /// Whitespace and control characters, raw and percent-encoded, including CRLF injection.

@@ -8,12 +8,12 @@
 /// - an absolute `https://` URL whose host is on the allowlist (see `init(allowedHosts:)`),
 ///   or `http://` when the matching entry is written with `http://`.
 ///
-/// Refused, among others: `//host`, `/\host`, any backslash, any control character or
-/// whitespace (raw, or percent-encoded at any depth — `%0a`, `%250a`), encoded `/` or `\` that
-/// turn the path into `//host` after decoding, `.`/`..` path segments, non-ASCII bytes (raw,
-/// or percent-encoded in the path: overlong UTF-8, full-width dots), userinfo (`user@host`),
-/// IP literals and numeric hosts unless listed, trailing dots, other schemes, and inputs
-/// longer than `maximumLength` bytes.
+/// Refused, among others: `//host`, `/\host`, `//` anywhere in the path, any backslash, any
+/// control character or whitespace (raw, or percent-encoded at any depth — `%0a`, `%250a`),
+/// encoded `/` or `\` that turn the path into `//host` after decoding, `.`/`..` path
+/// segments, non-ASCII bytes (raw, or percent-encoded in the path: overlong UTF-8, full-width
+/// dots), userinfo (`user@host`), IP literals and numeric hosts unless listed, trailing dots,
+/// other schemes, and inputs longer than `maximumLength` bytes.
 ///
 /// The input is checked after the caller has percent-decoded the query parameter once; a
 /// browser percent-decodes nothing in a `Location` header, but the app behind us or a later
@@ -107,9 +107,13 @@ public struct RedirectValidator: Sendable {
         // After decoding: no whitespace, controls, backslashes or non-ASCII (overlong UTF-8
         // `%c0%af`, full-width dots and slashes) anywhere in the path.
         for byte in path where byte <= 0x20 || byte >= 0x7F || byte == .backslash { return false }
-        // No dot segments: `/..//evil.com` normalises to `//evil.com`.
-        for segment in path.split(separator: .slash, omittingEmptySubsequences: false) {
+        // No dot segments: `/..//evil.com` normalises to `//evil.com`. No empty segment either
+        // (`//` anywhere, as oauth2-proxy refuses): `/http://evil.com` is a path here, but a
+        // later hop that merges or strips a leading segment turns it into a hostile URL.
+        let segments = path.split(separator: .slash, omittingEmptySubsequences: false)
+        for (i, segment) in segments.enumerated() {
             if segment.elementsEqual([.dot]) || segment.elementsEqual([.dot, .dot]) { return false }
+            if segment.isEmpty && i > 0 && i < segments.count - 1 { return false }
         }
         return true
     }
