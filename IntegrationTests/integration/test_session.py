@@ -264,18 +264,23 @@ WEB_SECRET = "web-secret-of-the-session-tests"
 SIGNED_OUT = "http://127.0.0.1/signed-out"
 
 
+def idp_with_clients(tmp_path_factory, name, clients):
+    """A test IdP of its own (its own CA) with exactly these registered clients."""
+    d = tmp_path_factory.mktemp(name)
+    path = d / "clients.json"
+    path.write_text(json.dumps({"clients": clients}))
+    return IdP.start(make_test_pki(str(d)), log_dir=d, clients_file=str(path))
+
+
 @pytest.fixture(scope="module")
 def web_idp(tmp_path_factory):
-    d = tmp_path_factory.mktemp("web-idp")
-    clients = d / "clients.json"
-    clients.write_text(json.dumps({"clients": [
+    with idp_with_clients(tmp_path_factory, "web-idp", [
         {"client_id": WEB, "type": "web", "client_secret": WEB_SECRET, "require_pkce": True,
          "token_endpoint_auth_method": ["client_secret_post", "client_secret_basic"],
          "redirect_uris": [WEB_REDIRECT], "post_logout_redirect_uris": [SIGNED_OUT]},
         {"client_id": IOS, "type": "native", "platform": "ios", "token_endpoint_auth_method": "none",
          "redirect_uris": ["com.googleusercontent.apps.123-ios:/oauth2redirect"],
-         "post_logout_redirect_uris": [SIGNED_OUT]}]}))
-    with IdP.start(make_test_pki(str(d)), log_dir=d, clients_file=str(clients)) as srv:
+         "post_logout_redirect_uris": [SIGNED_OUT]}]) as srv:
         yield srv
 
 

@@ -154,6 +154,7 @@ extension ConfigLoader {
         ConfigKey("oauth.session.previous_secret_env"),
         ConfigKey("oauth.session.previous_secret_file"),
         ConfigKey("oauth.session.cookie_name"),
+        ConfigKey("oauth.session.cookie_domain"),
         ConfigKey("oauth.session.lifetime"),
         ConfigKey("oauth.session.idle_timeout"),
         ConfigKey("oauth.session.refresh_interval"),

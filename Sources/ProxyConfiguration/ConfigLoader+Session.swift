@@ -63,6 +63,14 @@ extension ConfigLoader {
         }) {
             s.refreshIntervalSeconds = Int64(d / 1_000_000_000)
         }
+        if let d = m.string("cookie_domain") {
+            // `.example.com` (oauth2-proxy's spelling) or `example.com`: the same to a browser.
+            let domain = String((d.hasPrefix(".") ? d.dropFirst() : d[...])).asciiLowercased()
+            if EmailAddress.isDomain(Substring(domain)) && domain.contains(".") { s.cookieDomain = domain } else {
+                m.problems.add(m.child("cookie_domain"), m.node("cookie_domain")?.line,
+                               "'\(d)' is not a domain with at least two labels, like .example.com")
+            }
+        }
         if let b = m.bool("secure") { s.secure = b }
         if let b = m.bool("pass_access_token") { s.passAccessToken = b }
         if let hosts = m.strings("allowed_redirect_hosts") {
@@ -160,8 +168,34 @@ extension ConfigLoader {
                 m.problems.add(m.child("path_rules"), node.line, "must be a list of { prefix, allowed_… }, not \(node.kindName)")
             }
         }
+        if let domain = s.cookieDomain { checkCookieDomain(domain, s, m) }
         m.finish()
         return s
+    }
+
+    /// With `cookie_domain`, the hosts a sign-in involves must lie under it: the callback's host
+    /// (`web_redirect_uri`; its state cookie is shared through the domain) and every redirect
+    /// host (the session cookie never reaches a host outside, so a redirect there would only
+    /// start another sign-in).
+    private func checkCookieDomain(_ domain: String, _ s: SessionSettings, _ m: MappingReader) {
+        for entry in s.allowedRedirectHosts {
+            guard let host = RedirectValidator.entryHost(entry), !SessionSettings.isHost(host, under: domain) else { continue }
+            m.problems.add(m.child("allowed_redirect_hosts"), m.node("allowed_redirect_hosts")?.line,
+                           "'\(entry)' is not under cookie_domain '\(domain)': the session cookie never reaches it")
+        }
+        if let uri = s.webRedirectURI, let host = Self.host(ofURL: uri), !SessionSettings.isHost(host, under: domain) {
+            m.problems.add(m.child("cookie_domain"), m.node("cookie_domain")?.line,
+                           "'\(domain)' does not cover web_redirect_uri's host '\(host)': the sign-in's cookies would never reach its callback")
+        }
+    }
+
+    /// The host of an `http(s)://host[:port]/…` URL, nil when it has none.
+    static func host(ofURL url: String) -> String? {
+        for scheme in ["https://", "http://"] where url.hasPrefix(scheme) {
+            let host = url.dropFirst(scheme.count).prefix { $0 != "/" && $0 != ":" && $0 != "?" && $0 != "#" }
+            return host.isEmpty ? nil : String(host)
+        }
+        return nil
     }
 
     /// `extra_jwt_issuers: [{ issuer, audiences, jwks_uri }]`: the issuer exact and https (its

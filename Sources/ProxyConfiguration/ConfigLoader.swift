@@ -83,6 +83,16 @@ public struct ConfigLoader {
                              "must be shorter than oauth.session.lifetime (\(session.lifetimeSeconds)s), or no session would ever be refreshed: shorten it, or remove it")
             }
         }
+        if let domain = config.oauth.session?.cookieDomain {
+            // The names the listener serves certificates for are the hosts users sign in on.
+            for name in (config.tls?.sni ?? []).flatMap(\.names) {
+                let host = name.hasPrefix("*.") ? String(name.dropFirst(2)) : name
+                if !SessionSettings.isHost(host, under: domain) {
+                    problems.add("oauth.session.cookie_domain", nil,
+                                 "'\(domain)' does not cover tls.sni name '\(name)': a sign-in there could never keep its session")
+                }
+            }
+        }
         for name in config.oauth.session?.bearerProviders ?? [] {
             guard let p = config.oauth.providers[name] else {
                 problems.add("oauth.session.bearer_tokens", nil, "'\(name)' is not a configured provider")

@@ -234,14 +234,17 @@ import Testing
             == "_oauth_session=v; Path=/; Domain=example.com; Max-Age=60; HttpOnly; SameSite=Lax")
     }
 
-    @Test func aDomainIsOnlyUsedWithoutTheHostPrefix() throws {
-        let prefixed = try SessionCookie(keys: [Self.key1], domain: "example.com")
-        #expect(prefixed.domain == nil)
-        #expect(prefixed.setCookie(prefixed.name, "v", maxAge: 60)
-            == "__Host-_oauth_session=v; Path=/; Max-Age=60; Secure; HttpOnly; SameSite=Lax")
-        let shared = try SessionCookie(keys: [Self.key1], hostPrefix: false, domain: "example.com")
+    @Test func aCookieSharedWithADomainIsSecurePrefixedNeverHostPrefixed() throws {
+        // A `__Host-` cookie with `Domain` is dropped by the browser: shared, `__Secure-` it is.
+        let shared = try SessionCookie(keys: [Self.key1], domain: "example.com")
+        #expect(shared.name == "__Secure-_oauth_session" && shared.domain == "example.com")
         #expect(shared.setCookie(shared.name, "v", maxAge: 60)
-            == "_oauth_session=v; Path=/; Domain=example.com; Max-Age=60; Secure; HttpOnly; SameSite=Lax")
+            == "__Secure-_oauth_session=v; Path=/; Domain=example.com; Max-Age=60; Secure; HttpOnly; SameSite=Lax")
+        let session = try #require(shared.setCookies(for: Self.session, now: Self.now).first)
+        #expect(session.hasPrefix("__Secure-_oauth_session=") && session.contains("; Domain=example.com;"))
+        #expect(shared.isSessionCookieName("__Secure-_oauth_session") && !shared.isSessionCookieName("__Host-_oauth_session"))
+        let hostOnly = try SessionCookie(keys: [Self.key1])
+        #expect(hostOnly.name == "__Host-_oauth_session" && hostOnly.domain == nil)
     }
 
     @Test func maxAgeNeverGoesNegative() throws {

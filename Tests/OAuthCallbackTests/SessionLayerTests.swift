@@ -333,6 +333,33 @@ import Testing
         #expect(header.hasPrefix("__Host-_oauth_state_") && header.contains("; Secure") && header.contains("; Path=/"))
     }
 
+    @Test func withACookieDomainStateCookiesAreSharedAndAPathReturnsToTheHostItStartedOn() throws {
+        var settings = Self.settings()
+        settings.session?.secure = true
+        settings.session?.cookieDomain = "example.com"
+        settings.session?.allowedRedirectHosts = [".example.com"]
+        let layer = try SessionLayer(oauth: settings, store: MemoryStore(clock: clock.read), identityProviders: [:],
+                                     serverSide: false, log: Logger(level: .error), clock: { 1_800_000_000 })
+        #expect(layer.cookie.name == "__Secure-_oauth_session" && layer.cookie.domain == "example.com")
+        func rd(startedOn host: String, _ rd: String) throws -> String {
+            let r = layer.start(query: FormEncoding.encode([("rd", rd)]), host: host, cookies: [])
+            let header = try #require(r.headers.first { $0.name == "Set-Cookie" }?.value)
+            #expect(header.hasPrefix("__Secure-_oauth_state_") && header.contains("; Path=/; Domain=example.com;")
+                    && header.contains("; Secure"))
+            let location = try #require(r.headers.first { $0.name == "Location" }?.value)
+            guard case .success(let fields) = QueryDecoding.decode(String(location.split(separator: "?", maxSplits: 1)[1])),
+                  let state = fields.first(where: { $0.name == "state" })?.value else { throw CryptoError(.invalidInput, "no state") }
+            return try #require(layer.stateRecord(setCookies(r), state: state)).rd
+        }
+        #expect(try rd(startedOn: "app1.example.com", "/orders?id=7") == "https://app1.example.com/orders?id=7")
+        #expect(try rd(startedOn: "app2.example.com", "https://app1.example.com/x") == "https://app1.example.com/x")
+        // A host outside the allow-list keeps the path; a target outside it is refused as ever.
+        #expect(try rd(startedOn: "evil.test", "/orders") == "/orders")
+        #expect(try rd(startedOn: "app1.example.com", "https://evil.test/") == "https://app1.example.com/")
+        #expect(try rd(startedOn: "app1.example.com", "//evil.test/") == "https://app1.example.com/")
+        #expect(layer.clearStateCookie(named: "__Secure-_oauth_state_x").contains("; Domain=example.com; Max-Age=0;"))
+    }
+
     @Test(arguments: [
         ("application/json", true), ("text/html, Application/JSON;q=0.9", true), ("*/*", false),
         ("application/jso", false), ("", false), ("text/html,application/xhtml+xml", false),

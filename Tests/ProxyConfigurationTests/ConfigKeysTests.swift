@@ -32,7 +32,7 @@ import Testing
       key: /tls/server.key
       min_version: "1.3"
       http2: false
-      sni: [{ names: [a.example], cert: /tls/a.pem, key: /tls/a.key }]
+      sni: [{ names: [a.example.com], cert: /tls/a.pem, key: /tls/a.key }]
       session_ticket_keys: [/tls/ticket1.key, /tls/ticket0.key]
       ocsp_stapling: true
       hsts: { max_age: 31536000, include_subdomains: true, preload: true }
@@ -64,6 +64,7 @@ import Testing
         secret_env: SESSION_SECRET
         previous_secret_file: /keys/old-session
         cookie_name: _s
+        cookie_domain: .example.com
         lifetime: 12h
         idle_timeout: 30m
         refresh_interval: 15m

@@ -670,6 +670,28 @@ import Testing
         #expect(found == ["headers.request: 'X-WEBAUTH-USER' is an identity header session mode sets (oauth.session.headers): a rule cannot change it"])
     }
 
+    @Test func aCookieDomainLoadsWithTheHostsUnderIt() throws {
+        let c = try loader().load(text: """
+        oauth:
+          session:
+            secret_env: SESSION_SECRET
+            allow_any_authenticated_user: true
+            cookie_domain: .Example.COM
+            allowed_redirect_hosts: [.example.com, app.example.com, "https://example.com:8443"]
+            web_redirect_uri: https://auth.example.com/_oauth/web_callback
+        """ + "\n" + Self.sessionProvider).get()
+        #expect(c.oauth.session?.cookieDomain == "example.com")
+        #expect(c.oauth.session?.cookiePrefix == "__Secure-")
+    }
+
+    @Test func aCookieDomainMustCoverTheListenersTLSNames() {
+        let p = problems("""
+        tls: { cert: /keys/c.pem, key: /keys/k.pem, sni: [{ names: ["*.example.com", www.example.org], cert: /keys/c.pem, key: /keys/k.pem }] }
+        oauth: { session: { secret_env: SESSION_SECRET, allow_any_authenticated_user: true, cookie_domain: example.com } }
+        """ + "\n" + Self.sessionProvider)
+        #expect(p == ["oauth.session.cookie_domain: 'example.com' does not cover tls.sni name 'www.example.org': a sign-in there could never keep its session"], "\(p)")
+    }
+
     @Test func extraJWTIssuersLoadInOrder() throws {
         let c = try loader().load(text: """
         oauth:
@@ -714,6 +736,14 @@ import Testing
         ("allowed_groups: [x], headers: { user: X-A, email: x-a }", "oauth.session.headers.email: 'x-a' is already headers.user"),
         ("allowed_groups: [x], headers: { user_claim: \"ext..login\" }", "oauth.session.headers.user_claim:"),
         ("allowed_groups: [x], bearer_tokens: [nobody]", "oauth.session.bearer_tokens: 'nobody' is not a configured provider"),
+        ("allowed_groups: [x], cookie_domain: com", "oauth.session.cookie_domain: 'com' is not a domain with at least two labels"),
+        ("allowed_groups: [x], cookie_domain: \"*.example.com\"", "oauth.session.cookie_domain: '*.example.com' is not a domain"),
+        ("allowed_groups: [x], cookie_domain: .example.com, allowed_redirect_hosts: [.example.com, app.example.org]",
+         "oauth.session.allowed_redirect_hosts: 'app.example.org' is not under cookie_domain 'example.com'"),
+        ("allowed_groups: [x], cookie_domain: .example.com, allowed_redirect_hosts: [\"*.ample.com\"]",
+         "oauth.session.allowed_redirect_hosts: '*.ample.com' is not under cookie_domain 'example.com'"),
+        ("allowed_groups: [x], cookie_domain: .example.com, web_redirect_uri: https://auth.example.org/_oauth/web_callback",
+         "oauth.session.cookie_domain: 'example.com' does not cover web_redirect_uri's host 'auth.example.org'"),
         ("allowed_groups: [x], extra_jwt_issuers: [{ audiences: [a] }]", "oauth.session.extra_jwt_issuers[0].issuer: is required"),
         ("allowed_groups: [x], extra_jwt_issuers: [{ issuer: http://partner.example, audiences: [a] }]",
          "oauth.session.extra_jwt_issuers[0].issuer: must be an https:// URL"),

@@ -41,6 +41,12 @@ public struct RedirectValidator: Sendable {
     /// Whether an allowlist entry is well formed (for the configuration check).
     public static func isValidEntry(_ entry: String) -> Bool { HostRule(entry: entry) != nil }
 
+    /// The host an allowlist entry names, lower-case, without scheme, port or wildcard
+    /// (`.apps.example.com` → `apps.example.com`); nil for a malformed entry.
+    public static func entryHost(_ entry: String) -> String? {
+        HostRule(entry: entry).map { String(decoding: $0.host, as: UTF8.self) }
+    }
+
     /// The target to redirect to (the input itself, unchanged), or nil when it is refused.
     public func validate(_ rd: String) -> String? {
         let bytes = Array(rd.utf8)

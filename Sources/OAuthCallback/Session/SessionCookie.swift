@@ -32,28 +32,29 @@ public struct SessionCookie: Sendable {
     /// The cookie's full name, `__Host-` prefix included when it applies.
     public let name: String
     public let secure: Bool
-    /// Only without the `__Host-` prefix (a `__Host-` cookie must not carry `Domain`).
+    /// The `Domain` attribute; the name is then `__Secure-` prefixed rather than `__Host-`
+    /// (a `__Host-` cookie must not carry `Domain`).
     public let domain: String?
     private let sealers: [AES256GCM]
 
     /// - Parameters:
     ///   - name: the configured base name (`_oauth_session`).
     ///   - keys: 32-byte keys, newest first; at least one.
-    ///   - secure: mark cookies `Secure` (the site is served over TLS).
-    ///   - hostPrefix: when `secure`, name the cookie `__Host-<name>`, which the browser only
-    ///     accepts with `Secure`, `Path=/` and no `Domain` — so no sibling subdomain can set
-    ///     or shadow it. On by default; turned off only to share the cookie with `domain`.
-    ///   - domain: the `Domain` attribute; ignored when the `__Host-` prefix applies.
+    ///   - secure: mark cookies `Secure` (the site is served over TLS), and prefix the name:
+    ///     `__Host-<name>` without `domain` — the browser only accepts it with `Secure`,
+    ///     `Path=/` and no `Domain`, so no sibling subdomain can set or shadow it — and
+    ///     `__Secure-<name>` with one (shared with the domain's hosts, but still only ever set
+    ///     over TLS).
+    ///   - domain: the `Domain` attribute (`cookie_domain`): one sign-in for every host under it.
     public init(name: String = "_oauth_session", keys: [[UInt8]], secure: Bool = true,
-                hostPrefix: Bool = true, domain: String? = nil) throws(CryptoError) {
+                domain: String? = nil) throws(CryptoError) {
         guard !keys.isEmpty else { throw CryptoError(.invalidKey, "session cookie needs at least one key") }
         var sealers: [AES256GCM] = []
         for key in keys { sealers.append(try AES256GCM(key: key)) }
         self.sealers = sealers
         self.secure = secure
-        let prefixed = secure && hostPrefix
-        self.name = prefixed ? "__Host-" + name : name
-        self.domain = prefixed ? nil : domain
+        self.name = (secure ? (domain == nil ? "__Host-" : "__Secure-") : "") + name
+        self.domain = domain
     }
 
     // MARK: Sealing and opening one value

@@ -6,7 +6,7 @@ import ProxyCore
 /// pages, a page that started a sign-in and then another): with a single state cookie the
 /// second `/_oauth/start` replaced the first's, and the first came back to a state the browser
 /// no longer held. So each sign-in's cookie is named after its state —
-/// `_oauth_state_<first 12 hex digits of SHA-256(state)>`, `__Host-` prefixed when secure — and a
+/// `_oauth_state_<first 12 hex digits of SHA-256(state)>`, prefixed as the session cookie — and a
 /// callback looks up the cookie for the `state` it carries. The digest only names the cookie:
 /// it says nothing about the state a callback needs, and the sealed value (associated data: the
 /// full cookie name) must still open and hold exactly that state, so login CSRF is refused as
@@ -76,6 +76,6 @@ extension SessionLayer {
 
     /// Expires one state cookie: each is single use.
     func clearStateCookie(named name: String) -> String {
-        name + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
+        name + "=" + stateCookieAttributes + "; Max-Age=0; HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
     }
 }

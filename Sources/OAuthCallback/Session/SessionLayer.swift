@@ -66,9 +66,11 @@ public final class SessionLayer: Sendable {
     /// One per session secret, the current one first: state cookies are sealed with it and
     /// open with any, so rotating the secret does not fail the sign-ins in flight.
     let stateSealers: [AES256GCM]
-    /// `_oauth_state_` (`__Host-_oauth_state_` when secure): each sign-in's state cookie is this
-    /// followed by a digest of its state.
+    /// `_oauth_state_` (`__Host-_oauth_state_` when secure, `__Secure-…` with a cookie domain):
+    /// each sign-in's state cookie is this followed by a digest of its state.
     let stateCookiePrefix: String
+    /// `; Path=/`, and the cookie domain's `Domain` when there is one.
+    let stateCookieAttributes: String
     private let redirects: RedirectValidator
     let clock: @Sendable () -> Int64
     /// Every spelling of every identity header a client might send (case is compared
@@ -102,13 +104,16 @@ public final class SessionLayer: Sendable {
         self.log = log
         let keys = settings.secrets.map { SHA256.hash("session:" + $0.value) }
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
-                                   secure: settings.secure)
+                                   secure: settings.secure, domain: settings.cookieDomain)
         assertions = try settings.jwtAssertion.map { a throws(CryptoError) in try JWTAssertions(a) }
         let stateKeys = settings.secrets.map { SHA256.hash("state:" + $0.value) }
         stateSealers = try (stateKeys.isEmpty ? [SHA256.hash("state:unset")] : stateKeys).map { k throws(CryptoError) in
             try AES256GCM(key: k)
         }
-        stateCookiePrefix = (settings.secure ? "__Host-" : "") + "_oauth_state_"
+        stateCookiePrefix = settings.cookiePrefix + "_oauth_state_"
+        // With a cookie domain the state cookie is shared too: the sign-in may start on one host
+        // and come back to `web_redirect_uri` on another.
+        stateCookieAttributes = "; Path=/" + (settings.cookieDomain.map { "; Domain=" + $0 } ?? "")
         redirects = RedirectValidator(allowedHosts: settings.allowedRedirectHosts)
         self.clock = clock
         let withAuthorization = settings.passAccessToken
@@ -348,12 +353,18 @@ public final class SessionLayer: Sendable {
               let authorize = Self.authorizationEndpoint(provider) else {
             return CallbackPage.error(status: 400, message: "Unknown sign-in provider.")
         }
-        let rd = Self.queryValue(query, "rd").flatMap(redirects.validate) ?? "/"
+        let scheme = settings.secure ? "https" : "http"
+        var rd = Self.queryValue(query, "rd").flatMap(redirects.validate) ?? "/"
+        // One sign-in across sub-domains: the callback may answer on another host
+        // (`web_redirect_uri`), where a bare path would land. The path is made absolute on the
+        // host the sign-in started from — only when that host is an allowed redirect host too.
+        if settings.cookieDomain != nil, rd.hasPrefix("/"), let absolute = redirects.validate("\(scheme)://\(host)\(rd)") {
+            rd = absolute
+        }
         guard let state = try? SecureRandom.bytes(32), let nonce = try? SecureRandom.bytes(16),
               let verifier = try? SecureRandom.bytes(32) else {
             return CallbackPage.error(status: 500, message: Messages.internalError)
         }
-        let scheme = settings.secure ? "https" : "http"
         let record = StateRecord(state: Base64URL.encode(state), nonce: Base64URL.encode(nonce), rd: rd,
                                  provider: provider.name, expiresAt: clock() + Self.stateLifetime,
                                  verifier: Base64URL.encode(verifier),
@@ -371,7 +382,7 @@ public final class SessionLayer: Sendable {
             ("scope", offline.scope), ("state", record.state), ("nonce", record.nonce),
             ("code_challenge", Base64URL.encode(SHA256.hash(record.verifier))), ("code_challenge_method", "S256"),
         ] + offline.extra)
-        let attributes = "; Path=/; Max-Age=\(Self.stateLifetime); HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
+        let attributes = stateCookieAttributes + "; Max-Age=\(Self.stateLifetime); HttpOnly; SameSite=Lax" + (settings.secure ? "; Secure" : "")
         let cleared = stateCookiesToClear(cookies).map { ("Set-Cookie", clearStateCookie(named: $0)) }
         return Response(status: 302, headers: [("Location", location), ("Cache-Control", "no-store")] + cleared
                         + [("Set-Cookie", name + "=" + Base64URL.encode(sealed) + attributes)])

@@ -3,8 +3,13 @@ import ProxyCore
 /// `session` hand-off mode: the proxy's own sign-in (oauth2-proxy style), identity passed
 /// upstream in headers. Present when any provider uses `handoff: session`.
 public struct SessionSettings: Sendable, Equatable {
-    /// Base name of the session cookie (`__Host-` is prefixed when `secure`). Default `_oauth_session`.
+    /// Base name of the session cookie (`__Host-` is prefixed when `secure`, `__Secure-` with a
+    /// `cookieDomain`). Default `_oauth_session`.
     public var cookieName = "_oauth_session"
+    /// The `Domain` of the session and state cookies (`cookie_domain`, oauth2-proxy's
+    /// `--cookie-domain`), lower-case, without a leading dot: one sign-in serves every host under
+    /// it. nil (the default): host-only cookies, `__Host-` prefixed when `secure`.
+    public var cookieDomain: String? = nil
     /// Cookie secrets, newest first (rotation: seal with the first, open with any). Each is
     /// stretched to a 32-byte AES key with SHA-256; at least 32 characters.
     public var secrets: [Secret] = []
@@ -23,6 +28,7 @@ public struct SessionSettings: Sendable, Equatable {
     /// plain-http development.
     public var secure = true
     /// Hosts an absolute `rd` may point to (see `RedirectValidator`); relative paths always may.
+    /// With a `cookieDomain`, every one lies under it (`check` refuses others).
     public var allowedRedirectHosts: [String] = []
     /// Pass the access token upstream (`X-Forwarded-Access-Token`). Default false.
     public var passAccessToken = false
@@ -114,6 +120,21 @@ public struct SessionSettings: Sendable, Equatable {
     }
 
     public init() {}
+
+    /// Whether `host` (a DNS name, any case) is `domain` or a name under it, on a label boundary.
+    public static func isHost(_ host: String, under domain: String) -> Bool {
+        let h = host.asciiLowercased()
+        return h == domain || h.hasSuffix("." + domain)
+    }
+
+    /// The cookie-name prefix the browser enforces: `__Host-` binds a `Secure` cookie to this
+    /// host alone (no `Domain` allowed), `__Secure-` is the strongest a cookie shared with a
+    /// domain may carry (still `Secure`, so no plain-http page of a sibling can set it); none
+    /// without `secure`.
+    public var cookiePrefix: String {
+        guard secure else { return "" }
+        return cookieDomain == nil ? "__Host-" : "__Secure-"
+    }
 
     /// Every claim path an `allowed_claims` rule reads, globally or per path, and the user
     /// header's claim when it is not one the session keeps anyway.
