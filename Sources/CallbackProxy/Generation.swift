@@ -53,7 +53,7 @@ struct Generation {
             internalConfig.proxyProtocol = false
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness,
-                                                              assertionJWKS: oauth.assertionJWKS),
+                                                              assertionJWKS: oauth.assertionJWKS, revocation: oauth.revocationEndpoint),
                                     accessLogged: false)
             spec.drainsLast = true
             spec.ownBudget = true

@@ -8,9 +8,12 @@ struct InternalEndpoints: HTTPPhases {
     let readiness: Readiness
     /// `{"keys":[…]}` verifying `oauth.session.jwt_assertion` tokens; nil without that setting.
     var assertionJWKS: [UInt8]? = nil
+    /// `POST /sessions/revoke`; nil outside session mode.
+    var revocation: SessionRevocationEndpoint? = nil
 
     func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
         if let relay, let decision = relay.decision(request) { return decision }
+        if let revocation, let decision = revocation.decision(request) { return decision }
         if request.pathEquals("/healthz") {
             return .respond(Response(status: 200, text: "ok\n", headers: [("Cache-Control", "no-store")]))
         }

@@ -10,6 +10,8 @@ struct OAuthWiring {
     let assertionJWKS: [UInt8]?
     /// Served on the internal listener: the relay token endpoint (relay mode).
     let relayEndpoint: RelayTokenEndpoint?
+    /// `POST /sessions/revoke` in session mode (nil without it).
+    let revocationEndpoint: SessionRevocationEndpoint?
     let http: CurlClient?
     /// The shared state (nil: no providers), for readiness checks.
     let store: (any Store)?
@@ -32,6 +34,7 @@ struct OAuthWiring {
             phases = PassThrough()
             assertionJWKS = nil
             relayEndpoint = nil
+            revocationEndpoint = nil
             http = nil
             store = nil
             storeSpec = nil
@@ -81,6 +84,7 @@ struct OAuthWiring {
         }
         phases = OAuthPhases(pipeline: pipeline, relayCodes: relayCodes, session: session, metrics: metrics, log: log)
         assertionJWKS = session?.assertionJWKS
+        revocationEndpoint = session.map { SessionRevocationEndpoint(revocation: $0.revocation, log: log) }
         relayEndpoint = RelayTokenEndpoint(settings: config.oauth, relayCodes: relayCodes, providers: providers,
                                            http: http, metrics: metrics, log: log)
         self.http = http

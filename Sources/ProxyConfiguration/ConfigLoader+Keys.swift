@@ -165,6 +165,7 @@ extension ConfigLoader {
         ConfigKey("oauth.session.skip", .list),
         ConfigKey("oauth.session.skip_preflight"),
         ConfigKey("oauth.session.server_side"),
+        ConfigKey("oauth.session.revocation"),
         ConfigKey("oauth.session.error_url"),
         ConfigKey("oauth.session.web_redirect_uri"),
         ConfigKey("oauth.session.allowed_email_domains", .list),

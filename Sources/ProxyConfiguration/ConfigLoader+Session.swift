@@ -106,6 +106,7 @@ extension ConfigLoader {
         }
         if let b = m.bool("skip_preflight") { s.skipPreflight = b }
         if let b = m.bool("server_side") { s.serverSide = b }
+        if let b = m.bool("revocation") { s.revocation = b }
         if let u = m.string("error_url") {
             if RedirectValidator(allowedHosts: s.allowedRedirectHosts).validate(u) == u { s.errorURL = u } else {
                 m.problems.add(m.child("error_url"), m.node("error_url")?.line,

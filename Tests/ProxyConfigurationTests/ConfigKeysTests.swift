@@ -74,6 +74,7 @@ import Testing
         protect: [/admin]
         skip: [/admin/health]
         server_side: true
+        revocation: true
         error_url: /signin-failed
         web_redirect_uri: https://app.example.com/_oauth/web_callback
         allowed_email_domains: [example.com, .example.org]

@@ -681,6 +681,7 @@ import Testing
             web_redirect_uri: https://auth.example.com/_oauth/web_callback
         """ + "\n" + Self.sessionProvider).get()
         #expect(c.oauth.session?.cookieDomain == "example.com")
+        #expect(c.oauth.session?.revocation == false, "revocation is off unless asked for")
         #expect(c.oauth.session?.cookiePrefix == "__Secure-")
     }
 

@@ -19,10 +19,18 @@ extension SessionLayer {
 
     /// Runs `answer` with the request's session: at once for cookie sessions (and for a request
     /// without a session cookie), after a store lookup for a server-side one. Call on `loop`.
+    /// With `revocation`, a session found is first looked up in the store's revocation markers
+    /// (`SessionRevocation`): a revoked one is no session, a store that cannot say fails closed.
     func withSession(_ cookies: [(name: String, value: String)], on loop: EventLoop,
                      _ answer: @escaping @Sendable (Result<ProxySession?, StoreError>) -> SessionAnswer) -> RequestDecision? {
         guard serverSide, let id = cookie.reference(from: cookies.filter { cookie.isSessionCookieName($0.name) }) else {
-            switch answer(.success(session(cookies, on: loop))) {
+            let found = session(cookies, on: loop)
+            if let revocation, let s = found {
+                return .deferred { [self] sink in
+                    revocation.isRevoked(s, on: loop) { revoked in self.deliver(answer(Self.unlessRevoked(s, revoked)), to: sink, on: loop) }
+                }
+            }
+            switch answer(.success(found)) {
             case .respond(let response): return .respond(response)
             case .pass(nil): return nil
             // The cookie was opened once, here: its identity headers go with the decision.
@@ -34,14 +42,24 @@ extension SessionLayer {
         }
         return .deferred { [self] sink in
             lookup(id, on: loop) { found in
-                switch answer(found) {
-                case .respond(let response): sink.respond(response)
-                case .pass(let s):
-                    var edits = HeaderEdits()
-                    if let s { edits.add = self.identityHeaders(s, on: loop) }
-                    sink.proceed(UpstreamRewrite(edits: edits))
-                }
+                guard let revocation = self.revocation, case .success(let s?) = found else { return self.deliver(answer(found), to: sink, on: loop) }
+                revocation.isRevoked(s, on: loop) { revoked in self.deliver(answer(Self.unlessRevoked(s, revoked)), to: sink, on: loop) }
             }
+        }
+    }
+
+    /// `session`, unless a revocation marker ends it (or the store could not say: fail closed).
+    static func unlessRevoked(_ session: ProxySession, _ revoked: Result<Bool, StoreError>) -> Result<ProxySession?, StoreError> {
+        revoked.map { $0 ? nil : session }
+    }
+
+    private func deliver(_ answer: SessionAnswer, to sink: ResponseSink, on loop: EventLoop) {
+        switch answer {
+        case .respond(let response): sink.respond(response)
+        case .pass(let s):
+            var edits = HeaderEdits()
+            if let s { edits.add = identityHeaders(s, on: loop) }
+            sink.proceed(UpstreamRewrite(edits: edits))
         }
     }
 

@@ -56,6 +56,8 @@ public final class SessionLayer: Sendable {
     let cookie: SessionCookie
     /// Signs `jwt_assertion` tokens (nil without that setting).
     let assertions: JWTAssertions?
+    /// Revocation markers, read for every request with a session (nil without `revocation`).
+    public let revocation: SessionRevocation?
     /// Cookie sessions already opened, per loop, by the exact cookie text (names and values: a
     /// value opens only under the name it was sealed for). In session mode every request of a
     /// signed-in user carries the same cookie, and opening it (Base64, AES-256-GCM, JSON) was
@@ -106,6 +108,7 @@ public final class SessionLayer: Sendable {
         cookie = try SessionCookie(name: settings.cookieName, keys: keys.isEmpty ? [SHA256.hash("unset")] : keys,
                                    secure: settings.secure, domain: settings.cookieDomain)
         assertions = try settings.jwtAssertion.map { a throws(CryptoError) in try JWTAssertions(a) }
+        revocation = settings.revocation ? SessionRevocation(store: store, lifetimeSeconds: settings.lifetimeSeconds, clock: clock) : nil
         let stateKeys = settings.secrets.map { SHA256.hash("state:" + $0.value) }
         stateSealers = try (stateKeys.isEmpty ? [SHA256.hash("state:unset")] : stateKeys).map { k throws(CryptoError) in
             try AES256GCM(key: k)

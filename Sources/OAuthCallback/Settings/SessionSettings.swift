@@ -60,6 +60,10 @@ public struct SessionSettings: Sendable, Equatable {
     /// Issuers other than the providers whose JWTs API calls may carry as bearer tokens
     /// (`extra_jwt_issuers`; oauth2-proxy's `--extra-jwt-issuers`), verified by the same code.
     public var extraJWTIssuers: [ExtraJWTIssuer] = []
+    /// Sessions can be revoked from outside (`revocation`; the internal listener's
+    /// `POST /sessions/revoke`): every request with a session then reads its user's revocation
+    /// markers from the store (`SessionRevocation`). Default false: nothing is read.
+    public var revocation = false
     /// The names of the identity headers upstream, and the claim behind the user header.
     public var headers = IdentityHeaderNames()
     /// A proxy-signed JWT about the user with the identity headers (`jwt_assertion`); nil: none.
