@@ -675,6 +675,16 @@ def test_an_extra_issuer_whose_keys_cannot_be_had_refuses_and_warns_naming_the_s
     assert value(samples(scrape(p)), "callback_proxy_bearer_tokens_total", provider=web_idp.base_url, result="unavailable") == 4
 
 
+def test_check_warns_about_an_extra_issuer_a_bearer_provider_shadows(proxy_bin, tmp_path, idp):
+    config = tmp_path / "shadow.yaml"
+    config.write_text(session_config(idp, access="allowed_email_domains: [example.test], bearer_tokens: [google], "
+                                                 f"extra_jwt_issuers: [{{ issuer: {idp.base_url}, audiences: [{IOS_CLIENT}] }}]"))
+    r = subprocess.run([proxy_bin, "check", "--config", str(config), "--upstream", "http://127.0.0.1:3000"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: oauth.session.extra_jwt_issuers[0]: its issuer is bearer_tokens provider 'google''s" in r.stdout, r.stdout
+
+
 def test_an_extra_issuers_keys_come_from_its_discovery_document(partner_gate, web_idp):
     p = partner_gate()  # no jwks_uri: <issuer>/.well-known/openid-configuration
     assert get(p, "/private/api", headers=bearer(id_token(web_idp))).status == 404

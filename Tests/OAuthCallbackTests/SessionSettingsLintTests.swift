@@ -28,6 +28,22 @@ import ProxyCore
         #expect(s.rulesThatCannotMatch(sessionProviders: [Self.corp, Self.google]).isEmpty)
     }
 
+    @Test func anExtraIssuerShadowedByABearerProviderIsNamed() {
+        var corp = Self.corp
+        corp.endpoints.issuer = "https://login.corp.example"
+        corp.native["ios"] = NativeClient(clientID: "corp-ios", redirectURI: "com.corp:/cb")
+        var s = SessionSettings()
+        s.bearerProviders = ["corp"]
+        s.extraJWTIssuers = [.init(issuer: "https://login.corp.example", audiences: ["corp-ios"]),
+                             .init(issuer: "https://login.corp.example", audiences: ["corp-ios", "api://orders"]),
+                             .init(issuer: "https://partner.example", audiences: ["corp-ios"])]
+        let found = s.rulesThatCannotMatch(sessionProviders: [corp])
+        #expect(found.count == 1 && found.first?.hasPrefix("oauth.session.extra_jwt_issuers[0]: its issuer is bearer_tokens provider 'corp''s") == true,
+                "\(found)")
+        s.bearerProviders = []
+        #expect(s.rulesThatCannotMatch(sessionProviders: [corp]).isEmpty, "without bearer_tokens the provider takes no tokens")
+    }
+
     @Test func aPathRuleUnderSkipIsNamed() {
         var s = SessionSettings()
         s.skip = [try! PathPrefix.parse("/public").get()]

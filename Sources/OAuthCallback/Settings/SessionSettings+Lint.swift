@@ -32,6 +32,16 @@ extension SessionSettings {
                            + "need no session, so the rule refuses nobody there (a session it refuses only loses its identity headers)")
             }
         }
+        for (i, extra) in extraJWTIssuers.enumerated() {
+            // Providers are asked first (`SessionLayer.bearerIssuers`): a token naming one's issuer
+            // and one of its native clients is that provider's to judge.
+            let same = sessionProviders.filter { bearerProviders.contains($0.name) && $0.endpoints.issuer == extra.issuer }
+            let clients = Set(same.flatMap { $0.native.values.map(\.clientID) })
+            if let first = same.first, extra.audiences.allSatisfy(clients.contains) {
+                out.append("oauth.session.extra_jwt_issuers[\(i)]: its issuer is bearer_tokens provider '\(first.name)''s and every "
+                           + "audience one of that provider's native clients: those tokens are judged as the provider's, so this entry never applies")
+            }
+        }
         return out
     }
 }
