@@ -310,3 +310,17 @@ def test_check_online_has_no_note_for_an_oidc_idp_that_lists_offline_access(prox
     assert out.returncode == 0, out.stdout + out.stderr
     assert "online: every provider's documents fetched and usable" in out.stdout, out.stdout
     assert "offline_access" not in out.stdout, out.stdout
+
+
+def test_a_revoked_session_due_for_refresh_ends_without_a_call_to_its_idp(refreshing, idp):
+    from helpers import HTTPConn
+    p = refreshing(extra=", revocation: true")
+    _, session, _ = native_sign_in(p, idp, "rhea@example.test")
+    with HTTPConn(p.internal_port) as c:
+        c.request("POST", "/sessions/revoke", headers=[("Content-Type", "application/x-www-form-urlencoded")],
+                  body=b"email=rhea@example.test")
+        assert c.read_response().status == 200
+    after_interval()
+    assert get(p, "/private/x", cookies=session, headers=JSON).status == 401
+    assert not [e for e in idp.stats()["events"] if e.get("grant") == "refresh_token"], "no refresh for a revoked session"
+    assert refreshes(p, "renewed") == 0

@@ -41,10 +41,7 @@ extension SessionLayer {
             }
         }
         return .deferred { [self] sink in
-            lookup(id, on: loop) { found in
-                guard let revocation = self.revocation, case .success(let s?) = found else { return self.deliver(answer(found), to: sink, on: loop) }
-                revocation.isRevoked(s, on: loop) { revoked in self.deliver(answer(Self.unlessRevoked(s, revoked)), to: sink, on: loop) }
-            }
+            lookup(id, on: loop) { found in self.deliver(answer(found), to: sink, on: loop) }
         }
     }
 
@@ -67,9 +64,11 @@ extension SessionLayer {
         "session:" + ReplayGuard.hex(SHA256.hash(id))
     }
 
-    /// The live session for `id`, nil when there is none (signed out, expired, never existed).
-    /// With `refresh_interval`, a due session is refreshed first (`SessionLayer+Refresh.swift`),
-    /// unless `refreshing` is false (sign-out only needs the record).
+    /// The live session for `id`, nil when there is none (signed out, expired, never existed,
+    /// revoked). With `refresh_interval`, a due session is refreshed first
+    /// (`SessionLayer+Refresh.swift`), unless `refreshing` is false (sign-out only needs the
+    /// record) — and only once the revocation markers (with `revocation`) say it lives: a
+    /// revoked session costs no call to its IdP.
     func lookup(_ id: [UInt8], refreshing: Bool = true, on loop: EventLoop,
                 _ completion: @escaping (Result<ProxySession?, StoreError>) -> Void) {
         let now = clock()
@@ -86,20 +85,14 @@ extension SessionLayer {
                     // or TTL granularity lags.
                     guard now - seen < idle else { return completion(.success(nil)) }
                 }
-                switch SessionRefresh.decision(live, interval: refreshing ? settings.refreshIntervalSeconds : nil, now: now) {
-                case .end:
-                    return endSession(Self.storeKey(id), on: loop) { completion(.success(nil)) }
-                case .tryLock:
-                    // No touch here: the refresh writes the record (seenAt included), and a touch
-                    // landing after it would put the rotated-out refresh token back.
-                    return refresh(live, id: id, on: loop, completion)
-                case .serve:
-                    break
+                guard let revocation else { return serve(live, id: id, read: bytes, refreshing: refreshing, now: now, on: loop, completion) }
+                revocation.isRevoked(live, on: loop) { [self] revoked in
+                    switch revoked {
+                    case .failure(let error): completion(.failure(error))
+                    case .success(true): completion(.success(nil))
+                    case .success(false): serve(live, id: id, read: bytes, refreshing: refreshing, now: now, on: loop, completion)
+                    }
                 }
-                if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt, now - seen >= Self.touchInterval(idle) {
-                    touch(live, id: id, read: bytes, now: now, on: loop)
-                }
-                completion(.success(live))
             case .success(nil):
                 completion(.success(nil))
             case .failure(let error):
@@ -109,6 +102,25 @@ extension SessionLayer {
                 completion(.failure(error))
             }
         }
+    }
+
+    /// A live session's record, as `read`: refreshed when due, its idle expiry slid forward.
+    private func serve(_ live: ProxySession, id: [UInt8], read bytes: [UInt8], refreshing: Bool, now: Int64, on loop: EventLoop,
+                       _ completion: @escaping (Result<ProxySession?, StoreError>) -> Void) {
+        switch SessionRefresh.decision(live, interval: refreshing ? settings.refreshIntervalSeconds : nil, now: now) {
+        case .end:
+            return endSession(Self.storeKey(id), on: loop) { completion(.success(nil)) }
+        case .tryLock:
+            // No touch here: the refresh writes the record (seenAt included), and a touch
+            // landing after it would put the rotated-out refresh token back.
+            return refresh(live, id: id, on: loop, completion)
+        case .serve:
+            break
+        }
+        if let idle = settings.idleTimeoutSeconds, let seen = live.seenAt, now - seen >= Self.touchInterval(idle) {
+            touch(live, id: id, read: bytes, now: now, on: loop)
+        }
+        completion(.success(live))
     }
 
     // MARK: Idle expiry (`idle_timeout`, server-side sessions only)
