@@ -71,4 +71,21 @@ import ProxyCore
         #expect(idp.requests(to: FakeIdP.URLs.oidcDiscovery).count == 1)
         #expect(oidc.setting.hasPrefix("oauth.session.extra_jwt_issuers[2].issuer"))
     }
+
+    @Test func aDiscoveryDocumentWithoutATokenEndpointStillGivesItsKeys() async throws {
+        // GitHub Actions' and Kubernetes' issuers publish keys and no token endpoint.
+        let issuer = "https://token.actions.example"
+        idp.override(issuer + "/.well-known/openid-configuration", .response(FakeIdP.json(200, [
+            "issuer": .string(issuer), "jwks_uri": .string(Self.jwks),
+            "id_token_signing_alg_values_supported": .array([.string("RS256")]),
+        ])))
+        let claims = try await verify(self.issuer(jwksURI: nil, issuer: issuer), token(["iss": .string(issuer)])).get()
+        #expect(claims.issuer == issuer)
+        // Its document must still name itself: another issuer's keys are never taken.
+        idp.override(issuer + "/.well-known/openid-configuration", .response(FakeIdP.json(200, [
+            "issuer": .string("https://other.example"), "jwks_uri": .string(Self.jwks),
+        ])))
+        let fresh = self.issuer(jwksURI: nil, issuer: issuer)
+        #expect(await verify(fresh, token(["iss": .string(issuer)])).refusal?.code == "idp_unavailable")
+    }
 }

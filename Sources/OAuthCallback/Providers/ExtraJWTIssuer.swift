@@ -36,7 +36,8 @@ public struct ExtraJWTIssuer: IDTokenVerifying {
             setting = "oauth.session.\(label).issuer (its discovery document's jwks_uri)"
             let url = ProviderSupport.trimmingTrailingSlashes(settings.issuer) + "/.well-known/openid-configuration"
             keys = .discovery(OIDCProvider.Discovery(url: url, issuer: settings.issuer, tokenOverride: nil, jwksOverride: nil,
-                                                     label: label, http: http, clock: clock, options: options))
+                                                     tokenEndpointRequired: false, label: label, http: http, clock: clock,
+                                                     options: options))
         }
     }
 

@@ -121,6 +121,10 @@ extension OIDCProvider {
         private let tokenOverride: String?
         private let jwksOverride: String?
         private let userinfoOverride: String?
+        /// False for an issuer of bearer tokens only (`ExtraJWTIssuer`): nothing is redeemed
+        /// there, and documents like GitHub Actions' or a Kubernetes cluster's name no token
+        /// endpoint, which must not cost them their keys.
+        private let tokenEndpointRequired: Bool
         private let label: String
         private let http: any HTTPFetching
         private let clock: @Sendable () -> Int64
@@ -128,8 +132,10 @@ extension OIDCProvider {
         private let phase: Mutex<Phase>
 
         init(url: String, issuer: String, tokenOverride: String?, jwksOverride: String?, userinfoOverride: String? = nil,
+             tokenEndpointRequired: Bool = true,
              label: String, http: any HTTPFetching, clock: @escaping @Sendable () -> Int64, options: ProviderOptions) {
             self.userinfoOverride = userinfoOverride
+            self.tokenEndpointRequired = tokenEndpointRequired
             self.url = url
             self.issuer = issuer
             self.tokenOverride = tokenOverride
@@ -216,7 +222,7 @@ extension OIDCProvider {
                 }
             }
             switch Self.endpoints(of: document, issuer: issuer, tokenOverride: tokenOverride, jwksOverride: jwksOverride,
-                                  context: context, label: label) {
+                                  context: context, label: label, tokenEndpointRequired: tokenEndpointRequired) {
             case .failure(let failure):
                 return .failure(failure)
             case .success(let endpoints):
@@ -234,8 +240,10 @@ extension OIDCProvider {
         /// settings, or the `config` failure saying why it cannot work with them (the issuer
         /// must equal `endpoints.issuer` byte for byte; both endpoints must be https). Shared
         /// with `check --online` (`ProviderProbe`), so both say the same thing.
+        /// Without `tokenEndpointRequired` a missing token endpoint reads as `""` (never called).
         static func endpoints(of document: [String: JSONValue], issuer: String, tokenOverride: String?, jwksOverride: String?,
-                              context: String, label: String) -> Result<(token: String, jwks: String), CallbackFailure> {
+                              context: String, label: String,
+                              tokenEndpointRequired: Bool = true) -> Result<(token: String, jwks: String), CallbackFailure> {
             func misconfigured(_ detail: String, _ setting: String) -> Result<(token: String, jwks: String), CallbackFailure> {
                 // Stays so until someone changes the settings or the document: a `config` failure.
                 .failure(CallbackFailure(.config, code: "idp_unavailable", userMessage: ProviderText.unavailable,
@@ -252,8 +260,12 @@ extension OIDCProvider {
                 }
                 return misconfigured(detail, "endpoints.issuer")
             }
-            guard let token = tokenOverride ?? document["token_endpoint"]?.stringValue, isAcceptableEndpoint(token) else {
-                return misconfigured("\(context): token_endpoint is missing or not https", "endpoints.discovery")
+            var token = tokenOverride ?? document["token_endpoint"]?.stringValue ?? ""
+            if !isAcceptableEndpoint(token) {
+                guard !tokenEndpointRequired else {
+                    return misconfigured("\(context): token_endpoint is missing or not https", "endpoints.discovery")
+                }
+                token = ""
             }
             guard let jwks = jwksOverride ?? document["jwks_uri"]?.stringValue, isAcceptableEndpoint(jwks) else {
                 return misconfigured("\(context): jwks_uri is missing or not https", "endpoints.discovery")
