@@ -81,3 +81,10 @@ def test_check_names_a_rule_that_refuses_nobody_and_an_address_that_is_none(tmp_
     text = out.stdout + out.stderr
     assert "client_access[0] (line 2): needs allow, deny or both" in text, text
     assert "client_access[1].allow (line 2): 'intranet' is not an address, a CIDR range or all" in text, text
+
+
+def test_the_internal_listener_is_not_the_sites_business(proxy_factory, upstream, tmp_path):
+    p = limited(proxy_factory, upstream, tmp_path, "client_access: [{ name: closed, deny: [all] }]\n")
+    assert status(p, "/echo")[0] == 403
+    # Probes and scrapes come to the private listener: the site's rules do not apply there.
+    assert value(samples(scrape(p)), "callback_proxy_client_access_refusals_total", rule="closed") == 1

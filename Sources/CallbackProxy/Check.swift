@@ -64,6 +64,7 @@ enum Check {
             if let warning = exposedInternalListener(c) { print("warning: " + warning) }
             if let warning = drainOutlastsStop(c, stopTimeout: options.stopTimeout) { print("warning: " + warning) }
             for warning in exposedTicketKeys(c) { print("warning: " + warning) }
+            if let warning = maintenanceDirectoryMissing(c) { print("warning: " + warning) }
             if let session = c.oauth.session {
                 let providers = c.oauth.providers.values.filter { $0.handoff == .session }
                 for warning in session.rulesThatCannotMatch(sessionProviders: providers) { print("warning: " + warning) }
@@ -100,6 +101,17 @@ enum Check {
         guard let address = c.internalListen, !address.isLoopback else { return nil }
         return "internal_listen: \(address) is not a loopback address: /healthz, /readyz, /metrics and the relay token "
             + "endpoint answer anyone who can reach it; bind 127.0.0.1 unless a firewall or network policy keeps the port private"
+    }
+
+    /// A maintenance file in a directory that does not exist: most likely a mistyped path, under
+    /// which the page can never turn on. A warning: the directory may be made at deploy time.
+    static func maintenanceDirectoryMissing(_ c: AppConfig) -> String? {
+        guard let file = c.proxy.maintenance.file else { return nil }
+        let directory = String(file[..<(file.lastIndex(of: "/") ?? file.startIndex)])
+        var info = stat()
+        if stat(directory.isEmpty ? "/" : directory, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR { return nil }
+        return "maintenance.file: the directory \(directory) does not exist here, so the page cannot turn on; "
+            + "check the path (Capistrano: <deploy_to>/current/public/system/maintenance.html)"
     }
 
     /// A drain the supervisor would cut short: at its stop timeout it sends SIGKILL, and the

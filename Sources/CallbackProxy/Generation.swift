@@ -43,6 +43,9 @@ struct Generation {
         if let redirectAddress = config.redirectHTTP {
             var redirectConfig = config.proxy
             redirectConfig.upstream = nil
+            // It only redirects to the TLS listener, where the page and the rules apply.
+            redirectConfig.maintenance = MaintenanceSettings()
+            redirectConfig.clientAccess = []
             listeners.append(ListenerSpec(name: "redirect", address: redirectAddress, config: redirectConfig,
                                           phases: HTTPSRedirect(httpsPort: TLSWiring.httpsPort(config))))
         }
@@ -51,6 +54,10 @@ struct Generation {
             internalConfig.upstream = nil
             // Probes and the app's relay token requests come straight, not through the balancer.
             internalConfig.proxyProtocol = false
+            // The probes must answer during maintenance (/readyz says what the upstreams are
+            // doing), and the site's address rules are for the site: this listener is private.
+            internalConfig.maintenance = MaintenanceSettings()
+            internalConfig.clientAccess = []
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness,
                                                               assertionJWKS: oauth.assertionJWKS, revocation: oauth.revocationEndpoint),

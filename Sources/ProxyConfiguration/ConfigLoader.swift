@@ -228,6 +228,7 @@ public struct ConfigLoader {
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
         if let b = m.mapping("buffering") { readBuffering(b, into: &c.proxy.buffering) }
         if let s = m.mapping("splice") { readSplice(s, into: &c.proxy.splice) }
+        if let s = m.mapping("maintenance") { readMaintenance(s, into: &c.proxy.maintenance) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
@@ -371,6 +372,38 @@ public struct ConfigLoader {
     }
 
     /// `splice: { enabled, min_size, max_pipes }`.
+    /// `maintenance: { file, allow_paths, allow_clients, retry_after }`.
+    private func readMaintenance(_ m: MappingReader, into s: inout MaintenanceSettings) {
+        if let path = m.string("file") {
+            if path.hasPrefix("/") { s.file = path } else {
+                m.problems.add(m.child("file"), m.node("file")?.line, "'\(path)' must be an absolute path")
+            }
+        } else if m.node("file") == nil {
+            m.problems.add(m.child("file"), nil, "is required: the file whose presence turns the page on")
+        }
+        if let list = m.strings("allow_paths") {
+            for text in list {
+                switch PathPrefix.parse(text) {
+                case .success(let p): s.allowPaths.append(p)
+                case .failure(let r): m.problems.add(m.child("allow_paths"), m.node("allow_paths")?.line, "'\(text)' \(r.text)")
+                }
+            }
+        }
+        if let list = m.strings("allow_clients") {
+            for text in list {
+                if let r = CIDR.parse(text) { s.allowClients.append(r) } else {
+                    m.problems.add(m.child("allow_clients"), m.node("allow_clients")?.line, "'\(text)' is not an address or CIDR range")
+                }
+            }
+        }
+        if let n = m.parsed("retry_after", "a duration from 1s to 1d, like 60s", {
+            Units.duration($0).flatMap { $0 >= Timeouts.second && $0 <= 86_400 * Timeouts.second ? $0 : nil }
+        }) {
+            s.retryAfterSeconds = Int(n / Timeouts.second)
+        }
+        m.finish()
+    }
+
     private func readSplice(_ m: MappingReader, into s: inout SpliceSettings) {
         if let b = m.bool("enabled") { s.enabled = b }
         if let n = m.parsed("min_size", "a size from 4k to 1g, like 64k", {

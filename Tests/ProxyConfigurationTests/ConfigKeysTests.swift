@@ -24,6 +24,7 @@ import Testing
               max_connections_per_client: 200, exempt_clients: [192.0.2.0/24], dry_run: true }
     rate_limits: [{ name: login, paths: [/users/sign_in], rate: 10/m, burst: 5, clients: 4096, dry_run: false }]
     client_access: [{ name: admin, paths: [/admin], allow: [10.0.0.0/8], deny: [10.9.0.0/16] }]
+    maintenance: { file: /srv/app/public/system/maintenance.html, allow_paths: [/up], allow_clients: [10.0.0.0/8], retry_after: 120s }
     timeouts: { client_header: 5s, client_body: 30s, client_send: 20s, upstream_idle: 4s, keepalive: 1m, upstream_connect: 2s, upstream: 20s, drain: 10s, tls_handshake: 3s }
     trusted_proxies: [10.0.0.0/8]
     allow_underscores_in_headers: true

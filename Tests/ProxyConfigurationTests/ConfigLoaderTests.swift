@@ -605,6 +605,29 @@ import Testing
         #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
     }
 
+    @Test func maintenanceLoads() throws {
+        let m = try loader().load(text: """
+        maintenance: { file: /srv/app/public/system/maintenance.html, allow_paths: [/up], allow_clients: [10.0.0.0/8], retry_after: 2m }
+        """).get().proxy.maintenance
+        #expect(m.file == "/srv/app/public/system/maintenance.html")
+        #expect(m.allowPaths.map(\.description) == ["/up"] && m.allowClients == [CIDR.parse("10.0.0.0/8")!])
+        #expect(m.retryAfterSeconds == 120)
+        #expect(try loader().load(text: "").get().proxy.maintenance.file == nil)
+    }
+
+    @Test(arguments: [
+        ("maintenance: { file: public/system/maintenance.html }", "maintenance.file: 'public/system/maintenance.html' must be an absolute path"),
+        ("maintenance: { allow_paths: [/up] }", "maintenance.file: is required"),
+        ("maintenance: { file: /m.html, allow_paths: [up] }", "maintenance.allow_paths: 'up'"),
+        ("maintenance: { file: /m.html, allow_clients: [office] }", "maintenance.allow_clients: 'office' is not an address or CIDR range"),
+        ("maintenance: { file: /m.html, retry_after: 0s }", "maintenance.retry_after: '0s' is not a duration from 1s to 1d"),
+        ("maintenance: { file: /m.html, page: x }", "maintenance.page: unknown key"),
+    ])
+    func maintenanceMistakesAreNamed(line: String, problem: String) {
+        let found = problems(line)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+    }
+
     @Test func bufferingLoadsAndItsBoundsAreNamed() throws {
         let b = try loader().load(text: "buffering: { responses: 8m, max_memory: 128m }").get().proxy.buffering
         #expect(b.responses == 8 << 20 && b.maxMemory == 128 << 20 && b.isEnabled)

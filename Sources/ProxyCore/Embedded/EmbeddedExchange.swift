@@ -22,9 +22,19 @@ public final class EmbeddedExchange {
     private var upstreamPeers: [Int32] = []
     private let directory: String
 
+    /// With the default settings, the client at 192.0.2.10.
+    ///
+    /// An overload, not a default argument: a default `ProxyConfig` would be built in the
+    /// caller's module, in a buffer of the size it last compiled against — and a test module
+    /// that never names `ProxyConfig` is not rebuilt when the struct grows (an incremental
+    /// build then overflows the caller's stack).
+    public convenience init(phases: any HTTPPhases) throws {
+        try self.init(phases: phases, config: ProxyConfig())
+    }
+
     /// - phases: the phases under test; config: the listener's settings (its upstream is
     ///   replaced by this object's socket); peer: the client's address.
-    public init(phases: any HTTPPhases, config: ProxyConfig = ProxyConfig(), peer: String = "192.0.2.10") throws {
+    public init(phases: any HTTPPhases, config: ProxyConfig, peer: String = "192.0.2.10") throws {
         var template = Array("/tmp/embedded-exchange.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw SystemError(call: "mkdtemp", errno: errno) }
         directory = String(cString: made)

@@ -41,6 +41,8 @@ public final class EngineMetrics: Sendable {
     let clientLimits: ClientLimitMetrics
     /// `callback_proxy_client_access_refusals_total{rule}`: requests `client_access` refused.
     let clientAccessRefusals: MetricFamily<Counter>
+    /// `callback_proxy_maintenance{listener}`: 1 while the listener's maintenance page is on.
+    let maintenance: MetricFamily<Gauge>
 
     public init(registry: MetricsRegistry) {
         self.registry = registry
@@ -70,6 +72,9 @@ public final class EngineMetrics: Sendable {
         http2 = HTTP2Metrics(registry: registry)
         compression = CompressionMetrics(registry: registry)
         clientLimits = ClientLimitMetrics(registry: registry)
+        maintenance = registry.gauge("callback_proxy_maintenance",
+                                     "1 while the listener answers 503 with its maintenance page (maintenance.file exists).",
+                                     labels: ["listener"])
         clientAccessRefusals = registry.counter("callback_proxy_client_access_refusals_total",
                                                 "Requests refused by client_access (an address rule on their paths), by rule.",
                                                 labels: ["rule"])

@@ -426,6 +426,7 @@ final class ClientExchange {
             return
         }
         if let access = listener.clientAccess, !admitByAddress(access) { return }
+        if let page = listener.maintenancePage(on: loop), !admitDuringMaintenance(page) { return }
         if let policy = listener.clientLimits, !policy.rules.isEmpty, !admitUnderRateLimits(policy) { return }
         let decision = phases { $0.requestFilter(RequestView(self)) }
         switch decision {

@@ -27,8 +27,9 @@ public struct EngineError: Error, Sendable, Equatable {
         case upstreamUnreachable, upstreamUnavailable, upstreamConnectTimeout, upstreamResponseTimeout, upstreamFailed,
              upstreamClosedEarly, upstreamInvalidResponse, upstreamUnexpectedSwitch, upstreamInvalidBody,
              upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled
-        // The proxy: an answer it cannot send any more (part of a response is already out).
-        case answerAfterResponseStarted, invalidStreamHead, compressionFailed
+        // The proxy: an answer it cannot send any more (part of a response is already out);
+        // the operator's maintenance page.
+        case answerAfterResponseStarted, invalidStreamHead, compressionFailed, underMaintenance
     }
 
     let code: Code
@@ -55,7 +56,7 @@ public struct EngineError: Error, Sendable, Equatable {
              .upstreamClosedEarly, .upstreamInvalidResponse, .upstreamUnexpectedSwitch, .upstreamInvalidBody,
              .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled:
             return .upstream
-        case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed:
+        case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed, .underMaintenance:
             return .proxy
         }
     }
@@ -106,6 +107,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .methodNotSupported: return "method_not_supported"
         case .rateLimited: return "rate_limited"
         case .addressRefused: return "address_refused"
+        case .underMaintenance: return "under_maintenance"
         case .invalidBody: return "invalid_body"
         case .bodyStalled: return "body_stalled"
         case .clientClosed: return "client_closed"
@@ -156,6 +158,13 @@ extension EngineError {
     }
     static var bodyWithoutLength: EngineError { EngineError(.bodyWithoutLength, status: 400, "request body without length") }
     static var connectNotSupported: EngineError { EngineError(.methodNotSupported, status: 501, "CONNECT is not supported") }
+    /// The maintenance page is on (`maintenance.file` exists).
+    static func underMaintenance(retryAfterSeconds: Int) -> EngineError {
+        var e = EngineError(.underMaintenance, status: 503, "down for maintenance (maintenance.file exists)")
+        e.retryAfterSeconds = retryAfterSeconds
+        return e
+    }
+
     /// `client_access` refused the client's address on this path (`rule`: which rule).
     static func addressRefused(rule: String) -> EngineError {
         // The rule's name is the operator's: it goes to the log line, not to the client.

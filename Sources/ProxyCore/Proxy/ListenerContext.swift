@@ -48,6 +48,8 @@ final class ListenerContext: @unchecked Sendable {
     let clientLimits: ClientLimitPolicy?
     /// `client_access` (nil: no rules).
     let clientAccess: ClientAccessPolicy?
+    /// `maintenance` across the loops (nil: no maintenance file configured).
+    let maintenanceSwitch: MaintenanceSwitch?
     /// The process's budget for responses read ahead (nil in tests that run a context alone;
     /// kept when buffering is off, so that a reservation made before a reload goes back), and
     /// whether this configuration reads responses ahead (`buffering:`).
@@ -64,6 +66,8 @@ final class ListenerContext: @unchecked Sendable {
 
     final class PerLoop {
         var balancer: UpstreamBalancer?
+        /// This loop's look at the maintenance file (made at the first request).
+        var maintenance: MaintenanceWatch?
         /// No new requests: connections close after the one in flight (shutdown or reload).
         var draining = false
         /// Replaced by a reload: its acceptors serve `successor` now, and its connections move
@@ -85,6 +89,8 @@ final class ListenerContext: @unchecked Sendable {
         self.clients = clients
         clientLimits = clients.flatMap { ClientLimitPolicy(spec.config.clientLimits, budget: budget.limit, state: $0) }
         clientAccess = ClientAccessPolicy(spec.config.clientAccess, metrics: metrics)
+        maintenanceSwitch = spec.config.maintenance.file == nil ? nil
+            : MaintenanceSwitch(log: log, gauge: metrics.maintenance.labels(spec.name))
         bufferingBudget = buffering
         buffersResponses = buffering != nil && spec.config.buffering.responses > 0
         buffersRequests = buffering != nil && spec.config.buffering.requests > 0
@@ -133,6 +139,16 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     @inline(__always) func state(_ loop: EventLoop) -> PerLoop { perLoop[loop.index] }
+
+    /// The maintenance page while its file exists (`MaintenanceWatch`: a `stat` a second per
+    /// loop at most), else nil — at once when none is configured.
+    @inline(__always)
+    func maintenancePage(on loop: EventLoop) -> [UInt8]? {
+        guard let maintenanceSwitch else { return nil }
+        let s = state(loop)
+        if s.maintenance == nil { s.maintenance = MaintenanceWatch(path: config.maintenance.file!, shared: maintenanceSwitch) }
+        return s.maintenance!.current(now: loop.now)
+    }
 
     @inline(__always) func balancer(_ loop: EventLoop) -> UpstreamBalancer { perLoop[loop.index].balancer! }
 

@@ -61,6 +61,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var clientLimits = ClientLimitSettings()
     /// `client_access:` — which client addresses may reach which paths.
     public var clientAccess: [ClientAccessRule] = []
+    /// `maintenance:` — a 503 page while a file exists.
+    public var maintenance = MaintenanceSettings()
     /// Responses read ahead of slow clients (`buffering:`); off by default.
     public var buffering = BufferingSettings()
     /// Large response bodies spliced from socket to socket (`splice:`); on by default.
