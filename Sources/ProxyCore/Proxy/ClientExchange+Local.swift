@@ -58,11 +58,7 @@ extension ClientExchange {
             abort(error)
             return
         }
-        var edits = HeaderEdits()
-        if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
-        if headLength > 0 { phases { $0.responseFilter(RequestView(self), status: r.status, &edits) } }
-        downstream.writeHead(LocalHead(response: r, edits: edits, connection: connectionField),
-                             for: self, http10: head.version == .http10)
+        writeLocalHead(r, contentLength: UInt64(r.body.count), connection: connectionField)
         if head.method != .head {
             r.body.withUnsafeBytes { output.append($0) }
         }
@@ -70,18 +66,30 @@ extension ClientExchange {
         finishRequest()
     }
 
+    /// The head of a response of the proxy's own (`r`'s body is not written here): its fields,
+    /// the operator's header rules and the phases' edits, HSTS, `Date`. `contentLength`: nil
+    /// for none (a 304).
+    func writeLocalHead(_ r: Response, contentLength: UInt64?, connection: Exchange.ConnectionField) {
+        var edits = HeaderEdits()
+        if _slowPath(listener.rewritesHeaders) { config.headerRules.response.apply(to: &edits, expand: expandRuleValue) }
+        if headLength > 0 { phases { $0.responseFilter(RequestView(self), status: r.status, &edits) } }
+        downstream.writeHead(LocalHead(response: r, edits: edits, contentLength: contentLength, connection: connection),
+                             for: self, http10: head.version == .http10)
+    }
+
     /// A response of the proxy's own, as the client gets it.
     private struct LocalHead: ResponseHeadComposer {
         let response: Response
         let edits: HeaderEdits
+        let contentLength: UInt64?
         let connection: Exchange.ConnectionField
         func compose<W: ResponseHeadWriter>(into w: inout W, for x: ClientExchange) {
-            x.composeLocalHead(into: &w, response, edits: edits, connection: connection)
+            x.composeLocalHead(into: &w, response, edits: edits, contentLength: contentLength, connection: connection)
         }
     }
 
     private func composeLocalHead<W: ResponseHeadWriter>(into w: inout W, _ r: Response, edits: HeaderEdits,
-                                                         connection: Exchange.ConnectionField) {
+                                                         contentLength: UInt64?, connection: Exchange.ConnectionField) {
         w.begin(status: r.status, reason: UnsafeRawBufferPointer(start: nil, count: 0))
         for (name, value) in r.headers where !edits.remove.contains(where: { $0.lowercased() == name.lowercased() }) {
             w.field(name, value)
@@ -91,7 +99,7 @@ extension ClientExchange {
         if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
             loop.httpDate.current().withUnsafeBytes { w.field("Date", $0) }
         }
-        w.end(contentLength: UInt64(r.body.count), chunked: false, connection: connection)
+        w.end(contentLength: contentLength, chunked: false, connection: connection)
     }
 
     /// A header rule's value with `{request_id}` and `{client_address}` filled in.
