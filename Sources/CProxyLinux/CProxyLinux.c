@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include "include/CProxyLinux.h"
 
 int CProxyLinux_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
@@ -25,6 +28,23 @@ long CProxyLinux_splice_more(int in, int out, size_t len) {
 int CProxyLinux_pipe(int fds[2]) { return pipe2(fds, O_NONBLOCK | O_CLOEXEC); }
 
 int CProxyLinux_pipe_size(int fd) { return fcntl(fd, F_GETPIPE_SZ); }
+
+int CProxyLinux_open_beneath(int dirfd, const char *path, int beneath) {
+    struct open_how how = {
+        .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+        .resolve = RESOLVE_NO_MAGICLINKS | (beneath ? RESOLVE_BENEATH : 0),
+    };
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+int CProxyLinux_open_directory(const char *path) { return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC); }
+
+long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count) {
+    off_t o = (off_t)*offset;
+    ssize_t n = sendfile(out, in, &o, count);
+    *offset = (int64_t)o;
+    return (long)n;
+}
 
 static void fill(sigset_t *set, const int *signals, int count) {
     sigemptyset(set);

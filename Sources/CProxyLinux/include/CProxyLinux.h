@@ -25,6 +25,17 @@ int CProxyLinux_pipe(int fds[2]);
 // The pipe's capacity in bytes (F_GETPIPE_SZ), or -1.
 int CProxyLinux_pipe_size(int fd);
 
+// Static files (`Sources/ProxyCore/Static/`). openat2(2) has no glibc wrapper and syscall(2) is
+// variadic: `path` (relative) under the directory `dirfd`, read-only, close-on-exec, non-blocking
+// (a FIFO must not hold the loop), never through /proc's magic links; `beneath`: every component
+// stays under `dirfd` (RESOLVE_BENEATH: a symlink out of it, or an absolute one, fails with EXDEV).
+// The descriptor, or -1 with errno.
+int CProxyLinux_open_beneath(int dirfd, const char *path, int beneath);
+// A directory opened for openat2's `dirfd` alone (O_PATH | O_DIRECTORY needs _GNU_SOURCE).
+int CProxyLinux_open_directory(const char *path);
+// sendfile(2) (sys/sendfile.h is not in Swift's Glibc module): up to `count` bytes of `in` from
+// `*offset` (advanced) to the socket `out`. Bytes sent, or -1 with errno.
+long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count);
 // SOCK_NONBLOCK / SOCK_CLOEXEC are enum members in glibc's headers that Swift
 // imports awkwardly; re-export them as plain ints.
 static const int CProxyLinux_SOCK_NONBLOCK = SOCK_NONBLOCK;
