@@ -229,6 +229,7 @@ public struct ConfigLoader {
         if let b = m.mapping("buffering") { readBuffering(b, into: &c.proxy.buffering) }
         if let s = m.mapping("splice") { readSplice(s, into: &c.proxy.splice) }
         if let s = m.mapping("maintenance") { readMaintenance(s, into: &c.proxy.maintenance) }
+        if let s = m.mapping("static") { readStatic(s, into: &c.proxy.staticFiles) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }
@@ -412,6 +413,31 @@ public struct ConfigLoader {
             s.minSize = n
         }
         if let n = m.int("max_pipes", in: 1...65_536) { s.maxPipes = n }
+        m.finish()
+    }
+
+    /// `static: { root, immutable_paths, precompressed, symlinks_outside_root }`: the root must
+    /// be a directory now (and on every reload).
+    private func readStatic(_ m: MappingReader, into s: inout StaticSettings) {
+        if let root = m.string("root", required: true) {
+            if let problem = StaticSettings.problem(root: root) {
+                m.problems.add(m.child("root"), m.node("root")?.line, problem)
+            } else {
+                s.root = root
+            }
+        }
+        if let list = m.strings("immutable_paths") {
+            s.immutablePaths = []
+            for text in list {
+                switch PathPrefix.parse(text) {
+                case .success(let p): s.immutablePaths.append(p)
+                case .failure(let r):
+                    m.problems.add(m.child("immutable_paths"), m.node("immutable_paths")?.line, "'\(text)' \(r.text)")
+                }
+            }
+        }
+        if let b = m.bool("precompressed") { s.precompressed = b }
+        if let b = m.bool("symlinks_outside_root") { s.symlinksOutsideRoot = b }
         m.finish()
     }
 

@@ -45,6 +45,7 @@ import Testing
     error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }
     buffering: { responses: 8m, requests: 1m, max_memory: 256m }
     splice: { enabled: true, min_size: 128k, max_pipes: 64 }
+    static: { root: /tmp, immutable_paths: [/assets, /packs], precompressed: false, symlinks_outside_root: true }
     headers:
       request: { set: { X-Env: production }, add: { X-Trace: "{request_id}" }, remove: [X-Debug] }
       response: { set: { X-Frame-Options: DENY }, add: { X-Served-By: edge }, remove: [Server] }

@@ -1,6 +1,10 @@
 /// The proxied path: building the upstream request, streaming the body, relaying the response.
 extension ClientExchange {
     func proceedUpstream(rewrite: UpstreamRewrite?) {
+        // A file under the static root answers instead (nginx's `try_files $uri @app`): here,
+        // after the phases let the request through, so a path they protect is never served to
+        // a client they refuse. Not for a target a phase rewrote: that one is the app's.
+        if _slowPath(listener.servesStatic) && rewrite?.target == nil && serveStaticFile() { return }
         guard listener.hasUpstream else {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return

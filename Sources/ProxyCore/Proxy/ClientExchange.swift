@@ -116,6 +116,8 @@ final class ClientExchange {
     /// the copying path.
     var splice: BodySplice?
     var splicePipe: SplicePipe?
+    /// The file whose body is being sent (`ClientExchange+Static`); nil otherwise.
+    var staticFile: StaticFile?
 
     init(loop: EventLoop, listener: ListenerContext, peer: PeerAddress) {
         self.loop = loop
@@ -271,6 +273,8 @@ final class ClientExchange {
     /// All of `output` is out: read the client and the upstream again.
     @inline(__always)
     func outputSent() {
+        // A file's body goes on (its send timer and interest are set by what it meets).
+        if _slowPath(staticFile != nil) { return sendStaticBody() }
         want(read: wantsInput, write: false)
         arm(machine.outputSent())
         // A response read ahead keeps its reservation while its upstream still sends (the
@@ -505,6 +509,7 @@ final class ClientExchange {
         // A response that came before the request body was all sent: what the pipe holds
         // will not go up (the rest of the body is read and dropped, or the connection closes).
         if _slowPath(splice?.direction == .request) { endRequestSplice() }
+        if _slowPath(staticFile != nil) { endStaticBody() }
         logAccess()
         upstream = nil
         // Its state goes now, not when this request's state is next used.
@@ -636,6 +641,7 @@ final class ClientExchange {
     private func releaseBuffers() {
         if _slowPath(bufferingReserved != 0 || current?.bufferingBody == true) { releaseBuffering() }
         if _slowPath(splicePipe != nil) { endSplice(keepPipe: true) }
+        if _slowPath(staticFile != nil) { endStaticBody() }
         loop.buffers.recycle(&input)
         loop.buffers.recycle(&output)
         loop.requestStates.recycle(&current, buffers: loop.buffers)

@@ -29,7 +29,7 @@ public struct EngineError: Error, Sendable, Equatable {
              upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled
         // The proxy: an answer it cannot send any more (part of a response is already out);
         // the operator's maintenance page.
-        case answerAfterResponseStarted, invalidStreamHead, compressionFailed, underMaintenance
+        case answerAfterResponseStarted, invalidStreamHead, compressionFailed, staticReadFailed, underMaintenance
     }
 
     let code: Code
@@ -56,7 +56,7 @@ public struct EngineError: Error, Sendable, Equatable {
              .upstreamClosedEarly, .upstreamInvalidResponse, .upstreamUnexpectedSwitch, .upstreamInvalidBody,
              .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled:
             return .upstream
-        case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed, .underMaintenance:
+        case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed, .staticReadFailed, .underMaintenance:
             return .proxy
         }
     }
@@ -132,6 +132,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .answerAfterResponseStarted: return "answer_after_response_started"
         case .invalidStreamHead: return "invalid_stream_head"
         case .compressionFailed: return "compression_failed"
+        case .staticReadFailed: return "static_read_failed"
         }
     }
 }
@@ -219,4 +220,7 @@ extension EngineError {
     }
     static var invalidStreamHead: EngineError { EngineError(.invalidStreamHead, "response head cannot be sent over HTTP/2") }
     static var compressionFailed: EngineError { EngineError(.compressionFailed, "the response body could not be compressed") }
+    /// A static file's body could not be read to the length its head promised (it shrank while
+    /// it was sent, or the read failed): the connection is cut, as for an upstream cut midway.
+    static func staticReadFailed(_ detail: String) -> EngineError { EngineError(.staticReadFailed, "static file read failed: \(detail)") }
 }

@@ -60,6 +60,8 @@ final class ListenerContext: @unchecked Sendable {
     let spliceBudget: SpliceBudget?
     let splices: Bool
     let buffersRequests: Bool
+    /// Whether requests may be answered from files (`static.root`; `PerLoop.staticRoot`).
+    let servesStatic: Bool
     /// The servers requests go to and their health (nil: a listener that answers locally).
     let upstreams: UpstreamGroup?
     private var perLoop: [PerLoop]
@@ -78,6 +80,8 @@ final class ListenerContext: @unchecked Sendable {
         var stopping = false
         var connections = 0
         var acceptors: [Acceptor] = []
+        /// The static root's descriptor for this loop (`static.root`; nil: off).
+        var staticRoot: StaticRoot?
     }
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
@@ -120,6 +124,10 @@ final class ListenerContext: @unchecked Sendable {
         }
         self.accessLog = spec.accessLogged ? accessLog : nil
         perLoop = (0..<loops).map { _ in PerLoop() }
+        servesStatic = spec.config.staticFiles.isEnabled
+        if let root = spec.config.staticFiles.root {
+            for p in perLoop { p.staticRoot = StaticRoot(path: root) }
+        }
         if spec.config.upstream != nil {
             let servers = spec.config.servers
             let group = spec.upstreamGroup ?? UpstreamGroup(

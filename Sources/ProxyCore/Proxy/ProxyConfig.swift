@@ -67,6 +67,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var buffering = BufferingSettings()
     /// Large response bodies spliced from socket to socket (`splice:`); on by default.
     public var splice = SpliceSettings()
+    /// Files answered from a directory before the upstream (`static:`); off by default.
+    public var staticFiles = StaticSettings()
 
     public init() {}
 }
