@@ -105,7 +105,9 @@ extension ClientExchange {
 
     /// Sends what the client takes now of the file's body (and the head before it); called
     /// again by `outputSent` once the client has taken what waits. Ends the request once the
-    /// last byte is out (plain) or in `output` (TLS, HTTP/2).
+    /// last byte is out (plain) or in `output` (TLS, HTTP/2). Out of line: `outputSent` is
+    /// inlined into every flush, and this leads back to a flush.
+    @inline(never)
     func sendStaticBody() {
         guard let file = staticFile, !machine.isClosed else { return }
         if case .connection(let c) = downstream, c.with({ $0.transport.isPlain }) {
@@ -116,6 +118,7 @@ extension ClientExchange {
     }
 
     /// The descriptor goes (a body not all sent, too: the exchange ended first).
+    @inline(never)
     func endStaticBody() {
         staticFile?.close()
         staticFile = nil
