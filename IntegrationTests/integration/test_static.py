@@ -127,6 +127,7 @@ def test_if_none_match_and_if_modified_since_get_304(sproxy):
         assert r.body == b""
         assert r.one("etag") == etag
         assert r.one("cache-control") == "public, max-age=31536000, immutable"
+        assert r.one("content-type") is None and r.one("content-length") is None
     assert get(sproxy, "/assets/app-1a2b.css", [("If-None-Match", '"other"')]).status == 200
     assert get(sproxy, "/assets/app-1a2b.css", [("If-Modified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")]).status == 200
 
@@ -328,3 +329,10 @@ def test_a_protected_path_is_not_served_without_a_session(proxy_factory, upstrea
     # An unprotected file next to it is served.
     assert session_get(p, "/robots.txt").body == b"User-agent: *\n"
     assert upstream_targets(upstream) == []
+
+
+def test_a_sibling_is_served_even_without_its_file_but_only_to_a_client_that_takes_it(sproxy, public):
+    (public / "echo" / "gz-only.css.gz").write_bytes(b"gz only")
+    r = get(sproxy, "/echo/gz-only.css", [("Accept-Encoding", "gzip")])
+    assert (r.status, r.body, r.one("content-encoding")) == (200, b"gz only", "gzip")
+    assert get(sproxy, "/echo/gz-only.css").json()["target"] == "/echo/gz-only.css"

@@ -33,18 +33,20 @@ extension ClientExchange {
         else { return false }
         let settings = config.staticFiles
         let beneath = !settings.symlinksOutsideRoot
-        guard var file = StaticFile.open(relative, under: root, beneath: beneath) else { return false }
+        // The sibling first, as nginx's gzip_static: one open for the common case of an asset
+        // with its .br or .gz (it is served even if the file itself is gone).
+        var sibling: StaticFile? = nil
         var coding: ContentCoding? = nil
         if settings.precompressed {
             for c in withRequestField("accept-encoding", { StaticConditions.codings(accepting: $0) }) {
-                guard let sibling = StaticFile.open(relative, suffix: c == .brotli ? ".br" : ".gz", under: root,
-                                                    beneath: beneath) else { continue }
-                file.close()
-                file = sibling
-                coding = c
-                break
+                sibling = StaticFile.open(relative, suffix: c == .brotli ? ".br" : ".gz", under: root, beneath: beneath)
+                if sibling != nil {
+                    coding = c
+                    break
+                }
             }
         }
+        guard let file = sibling ?? StaticFile.open(relative, under: root, beneath: beneath) else { return false }
         let etag = StaticConditions.etag(mtime: file.mtime, size: file.size)
         let lastModified = HTTPDateCache.format(epochSeconds: file.mtime)
         var fields = StaticConditions.Fields()
@@ -75,9 +77,12 @@ extension ClientExchange {
             length = 0
             headers.append(("Content-Range", "bytes */\(file.size)"))
         }
-        if status != 416 {
+        // The representation's own fields go with its bytes: not on a 304 (RFC 9110 §15.4.5
+        // lists what a cache updates from it) nor on a 416.
+        if status == 200 || status == 206 {
             headers.append(("Content-Type", String(describing: StaticMediaType.of(relative))))
             if let coding { headers.append(("Content-Encoding", coding.token)) }
+            headers.append(("Accept-Ranges", "bytes"))
         }
         headers.append(("ETag", String(decoding: etag, as: UTF8.self)))
         headers.append(("Last-Modified", String(decoding: lastModified, as: UTF8.self)))
@@ -85,7 +90,6 @@ extension ClientExchange {
         if RequestView(self).withPath({ path in settings.immutablePaths.contains { $0.matches(path) } }) {
             headers.append(("Cache-Control", "public, max-age=31536000, immutable"))
         }
-        headers.append(("Accept-Ranges", "bytes"))
         headers.append(("X-Content-Type-Options", "nosniff"))
 
         arm(machine.proxy())
