@@ -46,6 +46,7 @@ struct Generation {
             // It only redirects to the TLS listener, where the page and the rules apply.
             redirectConfig.maintenance = MaintenanceSettings()
             redirectConfig.clientAccess = []
+            redirectConfig.staticFiles = StaticSettings()
             listeners.append(ListenerSpec(name: "redirect", address: redirectAddress, config: redirectConfig,
                                           phases: HTTPSRedirect(httpsPort: TLSWiring.httpsPort(config))))
         }
@@ -58,6 +59,7 @@ struct Generation {
             // doing), and the site's address rules are for the site: this listener is private.
             internalConfig.maintenance = MaintenanceSettings()
             internalConfig.clientAccess = []
+            internalConfig.staticFiles = StaticSettings()
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness,
                                                               assertionJWKS: oauth.assertionJWKS, revocation: oauth.revocationEndpoint),
