@@ -1,7 +1,7 @@
 /// What the connection does after a transition of its `Exchange`: small values the shell
 /// switches on (no payload beyond an error, so returning one costs a register).
 extension Exchange {
-    /// Which timer a connection runs (one at a time; `ClientExchange.setDeadline`).
+    /// Which timer a connection runs (one at a time; chosen by the machine, `Exchange+Timer.swift`).
     enum Deadline {
         case none
         /// A request head is arriving (started with its first bytes).
