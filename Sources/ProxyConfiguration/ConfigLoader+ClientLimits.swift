@@ -10,13 +10,7 @@ extension ConfigLoader {
         }) {
             l.maxConnectionsPerClient = n
         }
-        if let list = m.strings("exempt_clients") {
-            for text in list {
-                if let r = CIDR.parse(text) { l.exempt.append(r) } else {
-                    m.problems.add(m.child("exempt_clients"), m.node("exempt_clients")?.line, "'\(text)' is not an address or CIDR range")
-                }
-            }
-        }
+        if let list = m.cidrs("exempt_clients") { l.exempt += list }
         if let b = m.bool("dry_run") { l.dryRun = b }
     }
 
@@ -30,26 +24,13 @@ extension ConfigLoader {
         for (i, item) in items.enumerated() {
             let path = "rate_limits[\(i)]"
             let entry = MappingReader(item, path: path, pattern: "rate_limits[]", problems: m.problems)
-            let name = entry.string("name") ?? path
-            if !names.insert(name).inserted {
-                entry.problems.add("\(path).name", entry.node("name")?.line, "'\(name)' names another rule too: each rule needs its own name")
-            }
-            if name.isEmpty || name.utf8.count > 64 || !name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" }) {
-                entry.problems.add("\(path).name", entry.node("name")?.line, "must be 1 to 64 printable ASCII characters without quotes or backslashes")
-            }
+            let name = ruleName(entry, path, unique: &names)
             let rate = entry.parsed("rate", "a rate like 20/s, 600/m or 10000/h", RateLimit.parse)
             if entry.node("rate") == nil { entry.problems.add("\(path).rate", item.line, "is required (like 20/s)") }
             var rule = RateRule(name: name, rate: rate ?? RateLimit(count: 1, periodSeconds: 1))
             if let n = entry.int("burst", in: 1...1_000_000) { rule.burst = n }
             if let n = entry.int("clients", in: RateRule.clientRange) { rule.clients = n }
-            if let list = entry.strings("paths") {
-                for text in list {
-                    switch PathPrefix.parse(text) {
-                    case .success(let p): rule.paths.append(p)
-                    case .failure(let r): entry.problems.add("\(path).paths", entry.node("paths")?.line, "'\(text)' \(r.text)")
-                    }
-                }
-            }
+            if let list = entry.pathPrefixes("paths") { rule.paths = list }
             if let b = entry.bool("dry_run") { rule.dryRun = b }
             entry.finish()
             if rate != nil { l.rules.append(rule) }
@@ -67,24 +48,15 @@ extension ConfigLoader {
         for (i, item) in items.enumerated() {
             let path = "client_access[\(i)]"
             let entry = MappingReader(item, path: path, pattern: "client_access[]", problems: m.problems)
-            let name = entry.string("name") ?? path
-            if !names.insert(name).inserted {
-                entry.problems.add("\(path).name", entry.node("name")?.line, "'\(name)' names another rule too: each rule needs its own name")
-            }
-            if name.isEmpty || name.utf8.count > 64 || !name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" }) {
-                entry.problems.add("\(path).name", entry.node("name")?.line, "must be 1 to 64 printable ASCII characters without quotes or backslashes")
-            }
-            var rule = ClientAccessRule(name: name)
-            if let list = entry.strings("paths") {
-                for text in list {
-                    switch PathPrefix.parse(text) {
-                    case .success(let p): rule.paths.append(p)
-                    case .failure(let r): entry.problems.add("\(path).paths", entry.node("paths")?.line, "'\(text)' \(r.text)")
-                    }
+            var rule = ClientAccessRule(name: ruleName(entry, path, unique: &names))
+            if let list = entry.pathPrefixes("paths") { rule.paths = list }
+            for key in ["allow", "deny"] {
+                guard let list = entry.cidrs(key, allowingAll: true) else { continue }
+                if entry.strings(key)?.isEmpty == true {
+                    entry.problems.add("\(path).\(key)", entry.node(key)?.line, "is empty: list addresses, CIDR ranges or all")
                 }
+                if key == "allow" { rule.allow = list } else { rule.deny = list }
             }
-            rule.allow = addresses(entry, "allow", path)
-            rule.deny = addresses(entry, "deny", path)
             if entry.node("allow") == nil && entry.node("deny") == nil {
                 entry.problems.add(path, item.line, "needs allow, deny or both: a rule with neither refuses nobody")
             }
@@ -93,21 +65,16 @@ extension ConfigLoader {
         }
     }
 
-    /// An address list of `client_access`: addresses, CIDR ranges, `all` (every IPv4 and IPv6
-    /// address).
-    private func addresses(_ entry: MappingReader, _ key: String, _ path: String) -> [CIDR] {
-        guard let list = entry.strings(key) else { return [] }
-        if list.isEmpty { entry.problems.add("\(path).\(key)", entry.node(key)?.line, "is empty: list addresses, CIDR ranges or all") }
-        var out: [CIDR] = []
-        for text in list {
-            if text == "all" {
-                out += [CIDR.parse("0.0.0.0/0")!, CIDR.parse("::/0")!]
-            } else if let r = CIDR.parse(text) {
-                out.append(r)
-            } else {
-                entry.problems.add("\(path).\(key)", entry.node(key)?.line, "'\(text)' is not an address, a CIDR range or all")
-            }
+    /// A rule's `name` (`path` when not given): unique among `names`, 1 to 64 printable ASCII
+    /// characters without quotes or backslashes (a metric label and a log field).
+    private func ruleName(_ entry: MappingReader, _ path: String, unique names: inout Set<String>) -> String {
+        let name = entry.string("name") ?? path
+        if !names.insert(name).inserted {
+            entry.problems.add("\(path).name", entry.node("name")?.line, "'\(name)' names another rule too: each rule needs its own name")
         }
-        return out
+        if name.isEmpty || name.utf8.count > 64 || !name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" }) {
+            entry.problems.add("\(path).name", entry.node("name")?.line, "must be 1 to 64 printable ASCII characters without quotes or backslashes")
+        }
+        return name
     }
 }

@@ -215,13 +215,7 @@ public struct ConfigLoader {
             if let v = t.parsed("tls_handshake", d, Units.duration) { c.proxy.timeouts.tlsHandshake = v }
             t.finish()
         }
-        if let list = m.strings("trusted_proxies") {
-            for text in list {
-                if let r = CIDR.parse(text) { c.proxy.trustedProxies.append(r) } else {
-                    m.problems.add(m.child("trusted_proxies"), m.node("trusted_proxies")?.line, "'\(text)' is not an address or CIDR range")
-                }
-            }
-        }
+        if let list = m.cidrs("trusted_proxies") { c.proxy.trustedProxies += list }
         if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
@@ -343,15 +337,7 @@ public struct ConfigLoader {
         }) {
             z.maxMemory = n
         }
-        if let list = m.strings("exclude_paths") {
-            for text in list {
-                switch PathPrefix.parse(text) {
-                case .success(let p): z.excludePaths.append(p)
-                case .failure(let r):
-                    m.problems.add(m.child("exclude_paths"), m.node("exclude_paths")?.line, "'\(text)' \(r.text)")
-                }
-            }
-        }
+        if let list = m.pathPrefixes("exclude_paths") { z.excludePaths += list }
         m.finish()
     }
 
@@ -382,21 +368,8 @@ public struct ConfigLoader {
         } else if m.node("file") == nil {
             m.problems.add(m.child("file"), nil, "is required: the file whose presence turns the page on")
         }
-        if let list = m.strings("allow_paths") {
-            for text in list {
-                switch PathPrefix.parse(text) {
-                case .success(let p): s.allowPaths.append(p)
-                case .failure(let r): m.problems.add(m.child("allow_paths"), m.node("allow_paths")?.line, "'\(text)' \(r.text)")
-                }
-            }
-        }
-        if let list = m.strings("allow_clients") {
-            for text in list {
-                if let r = CIDR.parse(text) { s.allowClients.append(r) } else {
-                    m.problems.add(m.child("allow_clients"), m.node("allow_clients")?.line, "'\(text)' is not an address or CIDR range")
-                }
-            }
-        }
+        if let list = m.pathPrefixes("allow_paths") { s.allowPaths = list }
+        if let list = m.cidrs("allow_clients") { s.allowClients = list }
         if let n = m.parsed("retry_after", "a duration from 1s to 1d, like 60s", {
             Units.duration($0).flatMap { $0 >= Timeouts.second && $0 <= 86_400 * Timeouts.second ? $0 : nil }
         }) {
@@ -426,16 +399,7 @@ public struct ConfigLoader {
                 s.root = root
             }
         }
-        if let list = m.strings("immutable_paths") {
-            s.immutablePaths = []
-            for text in list {
-                switch PathPrefix.parse(text) {
-                case .success(let p): s.immutablePaths.append(p)
-                case .failure(let r):
-                    m.problems.add(m.child("immutable_paths"), m.node("immutable_paths")?.line, "'\(text)' \(r.text)")
-                }
-            }
-        }
+        if let list = m.pathPrefixes("immutable_paths") { s.immutablePaths = list }
         if let b = m.bool("precompressed") { s.precompressed = b }
         if let b = m.bool("symlinks_outside_root") { s.symlinksOutsideRoot = b }
         m.finish()

@@ -47,16 +47,19 @@ extension ClientExchange {
         return (PeerAddress(text: text), text)
     }
 
+    /// The client's address as the per-client rules see it (`client_access`, `maintenance`):
+    /// the forwarded client behind a trusted peer, else the peer; nil when it has none (an
+    /// untrusted unix-socket peer, a forwarded entry that is no address).
+    func rulesClientAddress(_ view: RequestView) -> PeerAddress? {
+        if listener.isTrusted(peer) { return forwardedClient(view).address }
+        return peer.isUnix ? nil : peer
+    }
+
     /// `client_access` on this request, before the rate limits and the phases: false when a
     /// rule refused the client's address (the 403 is on its way).
     func admitByAddress(_ policy: ClientAccessPolicy) -> Bool {
         let view = RequestView(self)
-        let client: PeerAddress?
-        if listener.isTrusted(peer) {
-            client = forwardedClient(view).address
-        } else {
-            client = peer.isUnix ? nil : peer
-        }
+        let client = rulesClientAddress(view)
         guard let i = view.withPathReadings({ policy.refusing(client, readings: $0) }) else { return true }
         let rule = policy.rules[i]
         policy.refusals[i].increment()

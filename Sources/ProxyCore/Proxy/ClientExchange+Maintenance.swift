@@ -11,8 +11,7 @@ extension ClientExchange {
             return true
         }
         if !m.allowClients.isEmpty {
-            let client = listener.isTrusted(peer) ? forwardedClient(view).address : (peer.isUnix ? nil : peer)
-            if let client, m.allowClients.contains(where: { $0.contains(client) }) { return true }
+            if let client = rulesClientAddress(view), m.allowClients.contains(where: { $0.contains(client) }) { return true }
         }
         let error = EngineError.underMaintenance(retryAfterSeconds: m.retryAfterSeconds)
         let form = withRequestField("accept") { ErrorPage.form(accept: $0) }

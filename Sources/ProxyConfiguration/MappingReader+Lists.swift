@@ -1,0 +1,36 @@
+import ProxyCore
+
+/// The two kinds of list many sections share, read one way: each bad entry reported under the
+/// key, the good ones kept.
+extension MappingReader {
+    /// Canonical path prefixes (they are compared with the canonical request path, so
+    /// `/%61dmin` or `/x/../admin` could never match as written).
+    func pathPrefixes(_ key: String) -> [PathPrefix]? {
+        guard let list = strings(key) else { return nil }
+        var out: [PathPrefix] = []
+        for text in list {
+            switch PathPrefix.parse(text) {
+            case .success(let p): out.append(p)
+            case .failure(let r): problems.add(child(key), node(key)?.line, "'\(text)' \(r.text)")
+            }
+        }
+        return out
+    }
+
+    /// Addresses and CIDR ranges; with `allowingAll`, `all` too (every IPv4 and IPv6 address).
+    func cidrs(_ key: String, allowingAll: Bool = false) -> [CIDR]? {
+        guard let list = strings(key) else { return nil }
+        var out: [CIDR] = []
+        for text in list {
+            if allowingAll && text == "all" {
+                out += [CIDR.parse("0.0.0.0/0")!, CIDR.parse("::/0")!]
+            } else if let r = CIDR.parse(text) {
+                out.append(r)
+            } else {
+                problems.add(child(key), node(key)?.line,
+                             "'\(text)' is not an address\(allowingAll ? ", a CIDR range or all" : " or CIDR range")")
+            }
+        }
+        return out
+    }
+}
