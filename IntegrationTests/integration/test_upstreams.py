@@ -27,6 +27,7 @@ class App:
         self.health = 200
         self.hits = 0
         self.checks = 0
+        self.delay = 0.0   # seconds a request whose path has /slow waits before its answer
         self.bodies = []   # request bodies as received (chunked ones decoded)
         app = self
 
@@ -52,6 +53,8 @@ class App:
                     while self.rfile.readline() not in (b"\r\n", b""):
                         pass
                     app.bodies.append(body)
+                if "/slow" in self.path:
+                    time.sleep(app.delay)
                 body = app.name.encode()
                 self.send_response(app.health if self.path == "/up" else app.status)
                 self.send_header("Content-Length", str(len(body)))
@@ -170,9 +173,9 @@ upstream_health: {{ fail_timeout: 30s }}
     assert who(p, 5) == ["backup"] * 5, "refused connections move the request; none gets a 502"
     assert "upstream server taken out" in p.stderr_text()
     s = samples(scrape(p))
-    assert value(s, "callback_proxy_upstream_server_available", server=f"http://127.0.0.1:{dead}") == 0
-    assert value(s, "callback_proxy_upstream_server_available", server=b.url) == 1
-    assert value(s, "callback_proxy_upstream_server_failures_total", server=f"http://127.0.0.1:{dead}", kind="connect") == 1
+    assert value(s, "callback_proxy_upstream_server_available", group="default", server=f"http://127.0.0.1:{dead}") == 0
+    assert value(s, "callback_proxy_upstream_server_available", group="default", server=b.url) == 1
+    assert value(s, "callback_proxy_upstream_server_failures_total", group="default", server=f"http://127.0.0.1:{dead}", kind="connect") == 1
     status, body = readyz(p)
     assert status == 200 and body["upstreams"][b.url] == "up"
     assert body["upstreams"][f"http://127.0.0.1:{dead}"].startswith("connect:")
@@ -204,9 +207,9 @@ upstream_health: {{ max_fails: 1, fail_timeout: 30s, check_path: /up, check_inte
         time.sleep(0.1)
     assert who(p, 6) == ["good"] * 6
     s = samples(scrape(p))
-    assert value(s, "callback_proxy_upstream_server_failures_total", server=sick.url, kind="status") == 1
-    assert value(s, "callback_proxy_upstream_server_failures_total", server=sick.url, kind="check") >= 1
-    assert value(s, "callback_proxy_upstream_server_available", server=sick.url) == 0
+    assert value(s, "callback_proxy_upstream_server_failures_total", group="default", server=sick.url, kind="status") == 1
+    assert value(s, "callback_proxy_upstream_server_failures_total", group="default", server=sick.url, kind="check") >= 1
+    assert value(s, "callback_proxy_upstream_server_available", group="default", server=sick.url) == 0
 
 
 class Hung:
@@ -249,7 +252,7 @@ upstream_health: {{ check_path: /up, check_interval: 1s, check_timeout: 5s }}
         assert min(good.checks, sick.checks) >= 2, (good.checks, sick.checks)
         sick.health = 500
         failed = time.monotonic()
-        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=sick.url) != 0:
+        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", group="default", server=sick.url) != 0:
             assert time.monotonic() - failed < 3, "a failing check went unnoticed behind the hanging servers"
             time.sleep(0.05)
     finally:
@@ -268,13 +271,13 @@ upstream_health: {{ check_path: /up, check_interval: 1s, check_timeout: 2s }}
 """
         p = proxy_with(proxy_factory, tmp_path, text)
         deadline = time.monotonic() + 5
-        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=hung.url) != 0:
+        while value(samples(scrape(p)), "callback_proxy_upstream_server_available", group="default", server=hung.url) != 0:
             assert time.monotonic() < deadline, "the hung server was never taken out"
             time.sleep(0.05)
         assert p.stderr_text().count("failed its health check") == 1
         (tmp_path / "upstreams.yaml").write_text(text.replace("check_interval: 1s", "check_interval: 3s"))
         reload(p, "configuration reloaded")
-        assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=hung.url) == 0
+        assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", group="default", server=hung.url) == 0
         assert who(p, 4) == ["good"] * 4
         time.sleep(2.5)   # the new group's first check of the hung server has timed out
         assert p.stderr_text().count("failed its health check") == 1, "logged out again after the reload"
@@ -327,7 +330,7 @@ upstream_health: {{ max_fails: 100 }}
     assert good.bodies == sent + [b"hello world"] * 2, "every body arrived whole, once"
     s = samples(scrape(p))
     # Round robin over two: every other request was sent to the dead server first.
-    assert value(s, "callback_proxy_upstream_server_failures_total", server=dead_url, kind="connect") == 3
+    assert value(s, "callback_proxy_upstream_server_failures_total", group="default", server=dead_url, kind="connect") == 3
 
 
 def test_a_post_that_finds_a_server_refusing_connections_takes_it_out(proxy_factory, tmp_path, apps):
@@ -340,7 +343,7 @@ upstream_health: {{ fail_timeout: 30s }}
     assert good.bodies == [b"x=1"] * 4
     status, body = readyz(p)
     assert status == 200 and body["upstreams"][dead_url].startswith("connect:"), body
-    assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", server=dead_url) == 0
+    assert value(samples(scrape(p)), "callback_proxy_upstream_server_available", group="default", server=dead_url) == 0
 
 
 def test_a_body_for_the_only_server_refusing_connections_gets_502_and_the_refusal_counts(proxy_factory, tmp_path):
@@ -351,7 +354,7 @@ upstream_health: {{ max_fails: 100 }}
 """)
     assert [get(p, method="POST", body=b"a=1" * 1000).status for _ in range(2)] == [502, 502]
     s = samples(scrape(p))
-    assert value(s, "callback_proxy_upstream_server_failures_total", server=dead_url, kind="connect") == 2
+    assert value(s, "callback_proxy_upstream_server_failures_total", group="default", server=dead_url, kind="connect") == 2
 
 
 def test_every_server_out_gets_the_engines_own_503(proxy_factory, tmp_path, apps):

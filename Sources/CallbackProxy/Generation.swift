@@ -11,33 +11,44 @@ struct Generation {
     let oauth: OAuthWiring
     let tls: TLSWiring
     /// Set when the upstream is a host name; kept across reloads that leave it unchanged.
-    /// (With `upstreams:`, the first server's; `upstreamResolvers` has one per server.)
+    /// (With `upstreams:`, the first server's; `upstreamResolvers` has one per server of every
+    /// group.)
     let upstreamResolver: HostResolver?
     let upstreamResolvers: [HostResolver?]
-    /// The servers and their health, shared by the public listeners.
-    let upstreams: UpstreamGroup?
+    /// The groups of servers and their health, shared by the public listeners: the default
+    /// group first (empty without an upstream).
+    let groups: [UpstreamGroup]
+    /// The default group.
+    var upstreams: UpstreamGroup? { groups.first }
     let listeners: [ListenerSpec]
+    private let metrics: MetricsRegistry
 
     init(_ config: AppConfig, log: Logger, metrics: MetricsRegistry, readiness: Readiness,
          previous: Generation? = nil) throws(ConfigProblems) {
         self.config = config
+        self.metrics = metrics
         // Certificates and keys: each file read once, here; a problem names the file.
         let tls = try TLSWiring(config, previous: previous?.tls.credentials)
         let oauth = try OAuthWiring(config, storeTLS: tls.store, log: log, metrics: metrics, reusing: previous?.oauth)
         self.oauth = oauth
         self.tls = tls
-        let servers = config.proxy.servers
-        let resolvers = servers.map { Self.resolver($0.target, config, log: log, previous: previous?.upstreamResolvers ?? []) }
-        upstreamResolvers = resolvers
-        let resolver = resolvers.first ?? nil
+        var groups: [UpstreamGroup] = []
+        var allResolvers: [HostResolver?] = []
+        for (settings, perServerTLS) in zip(config.proxy.groupSettings, tls.upstreamPerGroup) {
+            let resolvers = settings.servers.map {
+                Self.resolver($0.target, config, log: log, previous: previous?.upstreamResolvers ?? [])
+            }
+            allResolvers += resolvers
+            groups.append(UpstreamGroup(settings, resolvers: resolvers, tls: perServerTLS, log: log, metrics: metrics))
+        }
+        self.groups = groups
+        upstreamResolvers = allResolvers
+        let resolver = allResolvers.first ?? nil
         upstreamResolver = resolver
-        let group = servers.isEmpty ? nil : UpstreamGroup(servers: servers, resolvers: resolvers, tls: tls.upstreamPerServer,
-                                                          health: config.proxy.upstreamHealth, log: log, metrics: metrics)
-        upstreams = group
         var listeners = config.listen.map {
             var spec = ListenerSpec(name: "public", address: $0, config: config.proxy, phases: oauth.phases,
                                     tls: tls.credentials, upstreamTLS: tls.upstream, upstreamResolver: resolver)
-            spec.upstreamGroup = group
+            spec.upstreamGroups = groups
             return spec
         }
         if let redirectAddress = config.redirectHTTP {
@@ -107,9 +118,9 @@ struct Generation {
                           ["error": error.description, "name": r?.name ?? ""])
             }
         }
-        old?.upstreams?.stopChecks()
-        upstreams?.inheritHealth(from: old?.upstreams)
-        upstreams?.activate()
+        for g in old?.groups ?? [] { g.stopChecks() }
+        for g in groups { g.inheritHealth(from: old?.groups.first { $0.name == g.name }) }
+        if !groups.isEmpty { UpstreamGroup.activate(groups, metrics: metrics) }
     }
 
     /// The settings a running process cannot change: sockets, threads, log destinations.

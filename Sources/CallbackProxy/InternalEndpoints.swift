@@ -18,6 +18,10 @@ struct InternalEndpoints: HTTPPhases {
             return .respond(Response(status: 200, text: "ok\n", headers: [("Cache-Control", "no-store")]))
         }
         if request.pathEquals("/readyz") {
+            // `?group=NAME`: that upstream group alone (a balancer that sends only its routes here).
+            if let query = request.query, query.hasPrefix("group=") {
+                return .respond(readiness.groupAnswer(String(query.dropFirst(6)), on: request.eventLoop))
+            }
             return readiness.decision(on: request.eventLoop)
         }
         if request.pathEquals("/metrics") {

@@ -19,6 +19,9 @@ final class Readiness: Sendable {
         var resolver: HostResolver?
         /// Several servers, or health checks: their health decides, and each is listed.
         var group: UpstreamGroup?
+        /// Every group, the default one first: `upstream_groups` are listed with their servers
+        /// and leave the status alone.
+        var groups: [UpstreamGroup] = []
     }
     private let timeout: UInt64
     /// Named in the body, never in the status (see ProviderHealth).
@@ -30,8 +33,29 @@ final class Readiness: Sendable {
     }
 
     func check(store: (any Store)?, cluster: RedisStore? = nil, upstream: UpstreamTarget?, resolver: HostResolver?,
-               group: UpstreamGroup? = nil) {
-        targets.withLock { $0 = Targets(store: store, cluster: cluster, upstream: upstream, resolver: resolver, group: group) }
+               group: UpstreamGroup? = nil, groups: [UpstreamGroup] = []) {
+        targets.withLock {
+            $0 = Targets(store: store, cluster: cluster, upstream: upstream, resolver: resolver, group: group, groups: groups)
+        }
+    }
+
+    /// `/readyz?group=NAME`: ready while the listeners serve and one of the group's servers may
+    /// get requests — for a balancer in front that sends only that group's routes here. 404
+    /// for a name no group has.
+    func groupAnswer(_ name: String, on loop: EventLoop) -> Response {
+        let t = targets.withLock { $0 }
+        guard let group = t.groups.first(where: { $0.name == name }) else {
+            return Response(status: 404, text: "no upstream group named \(name) (upstream_groups)\n", headers: [("Cache-Control", "no-store")])
+        }
+        var problems: [String: String] = [:]
+        switch phase.load(ordering: .acquiring) {
+        case 0: problems["listeners"] = "not started"
+        case 2: problems["listeners"] = "draining"
+        default: break
+        }
+        let states = group.states(now: loop.nowNanoseconds)
+        if !states.contains(where: { $0.problem == nil }) { problems["upstream"] = "no server available" }
+        return Self.answer(problems, servers: Dictionary(uniqueKeysWithValues: states.map { ($0.server, $0.problem ?? "up") }))
     }
 
     /// Called once every listener is bound and the loops run.
@@ -61,14 +85,24 @@ final class Readiness: Sendable {
                 let states = group.states(now: loop.nowNanoseconds)
                 if !states.contains(where: { $0.problem == nil }) { problems["upstream"] = "no server available" }
                 let servers = Dictionary(uniqueKeysWithValues: states.map { ($0.server, $0.problem ?? "up") })
-                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:], servers: servers))
+                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:], servers: servers,
+                                         groups: Self.groupStates(t.groups.dropFirst(), on: loop)))
                 return
             }
             self.checkUpstream(t.upstream, t.resolver, on: loop) { upstreamProblem in
                 if let upstreamProblem { problems["upstream"] = upstreamProblem }
-                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:]))
+                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:],
+                                         groups: Self.groupStates(t.groups.dropFirst(), on: loop)))
             }
         }
+    }
+
+    private static func groupStates(_ groups: ArraySlice<UpstreamGroup>, on loop: EventLoop) -> [String: [String: String]] {
+        var out: [String: [String: String]] = [:]
+        for g in groups {
+            out[g.name] = Dictionary(uniqueKeysWithValues: g.states(now: loop.nowNanoseconds).map { ($0.server, $0.problem ?? "up") })
+        }
+        return out
     }
 
     /// With Cluster, one key's `GET` reaches one primary of several: every primary is
@@ -95,10 +129,17 @@ final class Readiness: Sendable {
 
     /// `unusableProviders`: providers whose last probe failed, with the setting to fix. They are
     /// reported but leave the status alone: plain proxying works without any of them.
+    /// `groups`: the `upstream_groups`, each with its servers' states (they leave the status
+    /// alone: a site whose `/cable` processes are down still serves its pages, and every
+    /// instance behind the balancer shares those processes — taking them all out would take
+    /// the site down; `?group=` asks about one).
     static func answer(_ problems: [String: String], unusableProviders: [String: String] = [:],
-                       servers: [String: String]? = nil) -> Response {
+                       servers: [String: String]? = nil, groups: [String: [String: String]] = [:]) -> Response {
         var fields: [String: JSONValue] = ["ready": .bool(problems.isEmpty)]
         if let servers { fields["upstreams"] = .object(servers.mapValues { .string($0) }) }
+        if !groups.isEmpty {
+            fields["upstream_groups"] = .object(groups.mapValues { .object($0.mapValues { .string($0) }) })
+        }
         if !problems.isEmpty { fields["failed"] = .object(problems.mapValues { .string($0) }) }
         if !unusableProviders.isEmpty { fields["providers_unusable"] = .object(unusableProviders.mapValues { .string($0) }) }
         return Response(status: problems.isEmpty ? 200 : 503, headers: [

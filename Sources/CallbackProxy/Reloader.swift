@@ -88,7 +88,7 @@ final class Reloader {
         }
         log.setLevel(fresh.logLevel)
         readiness.check(store: next.oauth.store, cluster: next.oauth.cluster, upstream: fresh.upstream,
-                        resolver: next.upstreamResolver, group: next.readinessGroup)
+                        resolver: next.upstreamResolver, group: next.readinessGroup, groups: next.groups)
         next.activate(replacing: current, log: log, storeGauges: storeGauges)
         providerHealth.watch(fresh.oauth)
         ocsp.watch(next.tls.credentials)

@@ -8,8 +8,8 @@ import ProxyCore
 struct TLSWiring {
     let credentials: TLSCredentials?
     let upstream: UpstreamTLSClient?
-    /// Per upstream server (same order as `config.proxy.servers`), nil for plain ones.
-    let upstreamPerServer: [UpstreamTLSClient?]
+    /// Per upstream group (`config.proxy.groupSettings`' order), per server, nil for plain ones.
+    let upstreamPerGroup: [[UpstreamTLSClient?]]
     /// For a `rediss://` store (`store_tls_*`).
     let store: UpstreamTLSClient?
 
@@ -25,15 +25,19 @@ struct TLSWiring {
         }
         // One client per https:// server: each verifies its own server's name (the same trust
         // and client certificate, `upstream_tls`).
-        var perServer: [UpstreamTLSClient?] = []
-        for server in config.proxy.servers {
-            guard server.target.tls else { perServer.append(nil); continue }
-            do { perServer.append(try UpstreamTLSClient(config.upstreamTLS, host: server.target.host)) } catch {
-                problems.append(ConfigProblem(path: "upstream_tls", line: nil, message: error.description))
-                break
+        var perGroup: [[UpstreamTLSClient?]] = []
+        groups: for group in config.proxy.groupSettings {
+            var perServer: [UpstreamTLSClient?] = []
+            for server in group.servers {
+                guard server.target.tls else { perServer.append(nil); continue }
+                do { perServer.append(try UpstreamTLSClient(config.upstreamTLS, host: server.target.host)) } catch {
+                    problems.append(ConfigProblem(path: "upstream_tls", line: nil, message: error.description))
+                    break groups
+                }
             }
+            perGroup.append(perServer)
         }
-        let upstream = perServer.lazy.compactMap { $0 }.first
+        let upstream = perGroup.lazy.flatMap { $0 }.compactMap { $0 }.first
         var store: UpstreamTLSClient? = nil
         if let redis = config.store.redis {
             do { store = try RedisStore.tlsClient(for: redis) } catch {
@@ -48,7 +52,7 @@ struct TLSWiring {
         if !problems.isEmpty { throw ConfigProblems(problems) }
         self.credentials = credentials
         self.upstream = upstream
-        upstreamPerServer = perServer
+        upstreamPerGroup = perGroup
         self.store = store
     }
 

@@ -78,7 +78,7 @@ do {
     exit(2)
 }
 readiness.check(store: first.oauth.store, cluster: first.oauth.cluster, upstream: config.upstream, resolver: first.upstreamResolver,
-                group: first.readinessGroup)
+                group: first.readinessGroup, groups: first.groups)
 
 let descriptors = ConnectionBudget.raiseDescriptorLimit()
 let maxConnections = ConnectionBudget.clientLimit(descriptors: descriptors, loops: loops, configured: config.maxConnections)

@@ -194,7 +194,7 @@ extension ConfigLoader {
         return client
     }
 
-    private func isToken(_ s: String) -> Bool {
+    func isToken(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }
     }
 

@@ -5,18 +5,26 @@ extension ConfigLoader {
     /// `upstreams: [{ url, weight, backup }]`; the first server is also `upstream` (the `Host`
     /// an HTTP/1.0 request without one gets, the name in the `ready` line).
     func readUpstreams(_ node: ConfigNode, _ m: MappingReader, into c: inout AppConfig) {
-        guard case .sequence(let items, _) = node, !items.isEmpty else {
-            m.problems.add("upstreams", node.line, "must be a list of { url, weight, backup } with at least one server")
-            return
-        }
         if m.has("upstream") {
-            m.problems.add("upstreams", node.line, "give either upstream (one server) or upstreams (several), not both")
+            m.problems.add(m.child("upstreams"), node.line, "give either upstream (one server) or upstreams (several), not both")
         }
-        if items.count > 64 { m.problems.add("upstreams", node.line, "at most 64 servers") }
+        guard let servers = readServers(node, m) else { return }
+        c.proxy.upstreamServers = servers
+        c.upstream = servers.first?.target
+    }
+
+    /// The servers of an `upstreams:` list under `m`; nil (and the problems said) when any is wrong.
+    func readServers(_ node: ConfigNode, _ m: MappingReader) -> [UpstreamServer]? {
+        let key = m.child("upstreams")
+        guard case .sequence(let items, _) = node, !items.isEmpty else {
+            m.problems.add(key, node.line, "must be a list of { url, weight, backup } with at least one server")
+            return nil
+        }
+        if items.count > 64 { m.problems.add(key, node.line, "at most 64 servers") }
         var servers: [UpstreamServer] = []
         for (i, item) in items.enumerated() {
-            let path = "upstreams[\(i)]"
-            let entry = MappingReader(item, path: path, pattern: "upstreams[]", problems: m.problems)
+            let path = "\(key)[\(i)]"
+            let entry = MappingReader(item, path: path, pattern: m.childPattern("upstreams") + "[]", problems: m.problems)
             let target = entry.parsed("url", "http://HOST:PORT, https://HOST:PORT or unix:/path", UpstreamTarget.parse)
             if entry.node("url") == nil { entry.problems.add("\(path).url", item.line, "is required (like http://10.0.0.5:3000)") }
             var server = UpstreamServer(target: target ?? UpstreamTarget(address: .ipv4(host: "127.0.0.1", port: 1)))
@@ -26,12 +34,23 @@ extension ConfigLoader {
             if target != nil { servers.append(server) }
         }
         if !servers.isEmpty && servers.allSatisfy(\.backup) {
-            m.problems.add("upstreams", node.line, "every server is a backup: at least one must not be")
+            m.problems.add(key, node.line, "every server is a backup: at least one must not be")
         }
-        if servers.count == items.count && items.count <= 64 {
-            c.proxy.upstreamServers = servers
-            c.upstream = servers.first?.target
+        return servers.count == items.count && items.count <= 64 ? servers : nil
+    }
+
+    /// A list of statuses from 400 to 599 (`fail_statuses`, `retry_statuses`).
+    func statuses(_ m: MappingReader, _ key: String) -> [Int]? {
+        guard let list = m.strings(key) else { return nil }
+        var out: [Int] = []
+        for text in list {
+            guard let n = Int(text), (400...599).contains(n) else {
+                m.problems.add(m.child(key), m.node(key)?.line, "'\(text)' is not a status from 400 to 599")
+                continue
+            }
+            out.append(n)
         }
+        return out
     }
 
     /// `upstream_health: { max_fails, fail_timeout, fail_statuses, check_path, check_interval,
@@ -40,16 +59,7 @@ extension ConfigLoader {
         if let n = m.int("max_fails", in: 1...1_000) { h.maxFails = n }
         let d = "a duration like 10s or 1m"
         if let v = m.parsed("fail_timeout", d, Units.duration) { h.failTimeout = v }
-        if let list = m.strings("fail_statuses") {
-            h.failStatuses = []
-            for text in list {
-                guard let n = Int(text), (400...599).contains(n) else {
-                    m.problems.add(m.child("fail_statuses"), m.node("fail_statuses")?.line, "'\(text)' is not a status from 400 to 599")
-                    continue
-                }
-                h.failStatuses.append(n)
-            }
-        }
+        if let list = statuses(m, "fail_statuses") { h.failStatuses = list }
         if let p = m.string("check_path") {
             if case .failure(let r) = PathPrefix.parse(p) {
                 m.problems.add(m.child("check_path"), m.node("check_path")?.line, "'\(p)' \(r.text)")

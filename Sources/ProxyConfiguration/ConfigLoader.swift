@@ -165,6 +165,7 @@ public struct ConfigLoader {
         if let u = m.parsed("upstream", "http://HOST:PORT, https://HOST:PORT or unix:/path", UpstreamTarget.parse) { c.upstream = u }
         if let list = m.node("upstreams") { readUpstreams(list, m, into: &c) }
         if let h = m.mapping("upstream_health") { readUpstreamHealth(h, into: &c.proxy.upstreamHealth) }
+        readBalancing(m, into: &c)
         if let v = m.parsed("upstream_resolve_interval", "a duration like 10s or 1m, or 0 (only at start and on reload)",
                             { $0 == "0" ? 0 : Units.duration($0) }) {
             c.upstreamResolveInterval = v

@@ -10,6 +10,15 @@ import Testing
     internal_listen: 127.0.0.1:9001
     upstreams: [{ url: https://10.0.0.5:443, weight: 2 }, { url: https://10.0.0.6:443, backup: true }]
     upstream_health: { max_fails: 3, fail_timeout: 20s, fail_statuses: [503], check_path: /up, check_interval: 2s, check_timeout: 1s, check_status: 200-299 }
+    upstream_balance: least_conn
+    upstream_retry_statuses: [502, 503]
+    upstream_groups:
+      cable: { upstream: http://10.0.0.11:8080, balance: hash client_address, timeouts: { upstream_connect: 1s, upstream: 1h } }
+      api:
+        upstreams: [{ url: http://10.0.0.21:3000, weight: 2 }, { url: http://10.0.0.22:3000, backup: true }]
+        health: { max_fails: 2, fail_timeout: 5s, fail_statuses: [502], check_path: /up, check_interval: 2s, check_timeout: 1s, check_status: 200 }
+        retry_statuses: [503]
+    routes: [{ paths: [/cable], upstream_group: cable }, { hosts: [api.example.com], paths: [/v1], upstream_group: api }]
     loops: 2
     store: rediss://10.0.0.7:6379/0
     store_password_env: REDIS_PW

@@ -154,4 +154,20 @@ import Testing
         var a = attempt()
         #expect(a.failed(error, Self.get).next == .fail(error))
     }
+
+    // MARK: An answer in retry_statuses
+
+    @Test func anAnswerInRetryStatusesMovesAnIdempotentRequestWithoutABody() {
+        let a = attempt()
+        #expect(a.movesOnAnswer(502, retryStatuses: [502, 503, 504], Self.get))
+        #expect(!a.movesOnAnswer(500, retryStatuses: [502, 503, 504], Self.get))
+        #expect(!a.movesOnAnswer(502, retryStatuses: [], Self.get))
+        // POST is not repeated (nginx's non_idempotent is off by default), nor a PUT that sent a body.
+        #expect(!a.movesOnAnswer(502, retryStatuses: [502], Self.post))
+        var put = Self.get
+        put.bodyBytes = 10
+        #expect(!a.movesOnAnswer(502, retryStatuses: [502], put))
+        // No server chosen: nothing to move from.
+        #expect(!UpstreamAttempt().movesOnAnswer(502, retryStatuses: [502], Self.get))
+    }
 }

@@ -50,12 +50,19 @@ public final class MetricsRegistry: Sendable {
     }
 
     /// Gauges with one label whose series are read at scrape time, for a set that a reload may
-    /// change (the upstream servers): registering the name again replaces the reader.
+    /// change (the loops): registering the name again replaces the reader.
     public func gauges(_ name: String, _ help: String, label: String,
                        values: @escaping @Sendable () -> [(String, Double)]) {
+        gauges(name, help, labels: [label]) { values().map { ([$0.0], $0.1) } }
+    }
+
+    /// The same with several labels (`labels`' values in that order, per series): the upstream
+    /// servers of every group, which a reload may change.
+    public func gauges(_ name: String, _ help: String, labels: [String],
+                       values: @escaping @Sendable () -> [([String], Double)]) {
         let family = AnyFamily(name: name, family: nil) { out in
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-            for (v, x) in values() { out += name + Self.labelText([(label, v)]) + " " + Self.number(x) + "\n" }
+            for (v, x) in values() { out += name + Self.labelText(Array(zip(labels, v))) + " " + Self.number(x) + "\n" }
         }
         families.withLock { list in
             if let i = list.firstIndex(where: { $0.name == name }) { list[i] = family } else { list.append(family) }

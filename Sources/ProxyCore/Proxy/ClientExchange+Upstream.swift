@@ -9,6 +9,7 @@ extension ClientExchange {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return
         }
+        if _slowPath(listener.routes != nil) { chooseGroup(listener.routes!, target: rewrite?.target) }
         arm(machine.proxy())
         let buffering = _slowPath(listener.buffersRequests) && startsBufferingRequest()
         buildUpstreamHead(rewrite)
@@ -22,10 +23,11 @@ extension ClientExchange {
 
     /// `after`: the address whose connection just failed, to try the next one of a name's.
     func connectUpstream(fresh: Bool, after failed: SocketAddress? = nil) {
-        let balancer = listener.balancer(loop)
+        let balancer = self.balancer
         if current!.attempt.server < 0 {
             // One server and no health checks: nothing to choose (most sites).
-            let server = balancer.only != nil ? 0 : balancer.pick(now: loop.now, excluding: current!.attempt.triedServers)
+            let server = balancer.only != nil ? 0 : balancer.pick(now: loop.now, excluding: current!.attempt.triedServers,
+                                                                  key: hashKey(balancer))
             guard let server else {
                 respondError(.noUpstreamAvailable)
                 return
@@ -46,7 +48,7 @@ extension ClientExchange {
             }
             current!.attempt.connecting()
             do {
-                up = try UpstreamConnection.connect(to: address, pool: pool, loop: loop, timeouts: config.timeouts)
+                up = try UpstreamConnection.connect(to: address, pool: pool, loop: loop, timeouts: balancer.timeouts)
             } catch {
                 addressFailed(address, error.description)
                 attemptFailed(.upstreamUnreachable("\(error)"), error.description, attemptFacts(nil), address: address)
@@ -270,10 +272,13 @@ extension ClientExchange {
                     enterTunnel(up)
                     return
                 }
-                if _slowPath(listener.upstreams!.countsStatus(status)) && current!.attempt.server >= 0 {
-                    // The answer goes to the client as it is; the server's health hears of it.
-                    listener.upstreams!.failed(current!.attempt.server, .status, "answered \(status)", now: loop.now)
+                let group = balancer.group
+                if _slowPath(group.countsStatus(status)) && current!.attempt.server >= 0 {
+                    // The server's health hears of it; the answer goes to the client as it is,
+                    // unless the group sends the request to another server on it.
+                    group.failed(current!.attempt.server, .status, "answered \(status)", now: loop.now)
                 }
+                if _slowPath(!group.retryStatuses.isEmpty) && retryElsewhere(status: status) { return }
                 if status < 200 {
                     // Interim responses go to HTTP/1.1 clients (RFC 9110 §15.2); HTTP/1.0 ones
                     // cannot take them.
@@ -526,7 +531,7 @@ extension ClientExchange {
     /// What the machine needs to know of a failed attempt (`up`: its connection, if one began).
     private func attemptFacts(_ up: UpstreamConnection?) -> UpstreamAttempt.Facts {
         let server = current!.attempt.server
-        let pools = listener.balancer(loop).pools
+        let pools = balancer.pools
         return UpstreamAttempt.Facts(idempotent: head.method.isIdempotent,
                               addresses: server >= 0 && server < pools.count ? pools[server].maxAttempts : 1,
                               reused: up?.reused ?? false,
@@ -542,8 +547,8 @@ extension ClientExchange {
                                address: SocketAddress? = nil) {
         let (next, count) = current!.attempt.failed(error, facts)
         let server = current!.attempt.server
-        let group = listener.upstreams
-        if let count, server >= 0, let group { group.failed(server, count, detail, now: loop.now) }
+        let group = balancer.group
+        if let count, server >= 0 { group.failed(server, count, detail, now: loop.now) }
         switch next {
         case .fail(let error):
             upstreamFailure(error)
@@ -555,8 +560,8 @@ extension ClientExchange {
             dropFailedConnection()
             connectUpstream(fresh: true, after: address)
         case .nextServer(let elseFail):
-            guard server >= 0, let group, group.count > 1,
-                  let other = listener.balancer(loop).pick(now: loop.now, excluding: current!.attempt.triedServers) else {
+            guard server >= 0, group.count > 1,
+                  let other = balancer.pick(now: loop.now, excluding: current!.attempt.triedServers, key: hashKey(balancer)) else {
                 upstreamFailure(elseFail)
                 return
             }
@@ -567,6 +572,32 @@ extension ClientExchange {
             ])
             connectUpstream(fresh: true)
         }
+    }
+
+    /// `retry_statuses`: the upstream answered `status` (a final one, nothing of it sent yet);
+    /// if the group sends such a request on (`UpstreamAttempt.movesOnAnswer`) and has a server
+    /// not tried yet, the answer is dropped with its connection and the request goes there.
+    /// False: the answer goes to the client.
+    func retryElsewhere(status: Int) -> Bool {
+        let balancer = self.balancer
+        let server = current!.attempt.server
+        guard machine.requestBodyDone,
+              current!.attempt.movesOnAnswer(status, retryStatuses: balancer.group.retryStatuses, attemptFacts(upstream)),
+              balancer.group.count > 1,
+              let other = balancer.pick(now: loop.now, excluding: current!.attempt.triedServers, key: hashKey(balancer)) else {
+            return false
+        }
+        // Its body is not read: the connection cannot be reused.
+        upstream?.abort()
+        upstream = nil
+        current!.attempt.serverChosen(other)
+        let servers = balancer.group.servers
+        logProblem(.info, "upstream request moved to another server", key: "moved status \(status)", [
+            ("from", servers[server].label), ("to", servers[other].label), ("reason", "answered \(status)"),
+            ("setting", "retry_statuses"),
+        ])
+        connectUpstream(fresh: false)
+        return true
     }
 
     /// The failed connection goes; body bytes it holds unsent (it never opened: a connection
@@ -590,7 +621,7 @@ extension ClientExchange {
     /// A connection to one of a name's addresses failed: it is passed over for a while
     /// (`HostResolver.failTimeout`), and that is logged once per period, not per request.
     private func addressFailed(_ address: SocketAddress, _ reason: String) {
-        guard let resolver = listener.balancer(loop).pools[max(0, current!.attempt.server)].resolver else { return }
+        guard let resolver = balancer.pools[max(0, current!.attempt.server)].resolver else { return }
         if resolver.markFailed(address, now: loop.now) {
             listener.log.warn("upstream address failed; passed over for 10 s", [
                 "name": resolver.name, "address": "\(address)", "reason": reason,

@@ -393,6 +393,7 @@ final class ClientExchange {
         statusSent = 0
         requestID = RequestID()
         current!.attempt = UpstreamAttempt()
+        current!.group = 0
         current!.bodySpliceConsidered = false
         // The previous response's field list is reused, not reallocated.
         let fields = response.head.headers

@@ -62,12 +62,16 @@ final class ListenerContext: @unchecked Sendable {
     let buffersRequests: Bool
     /// Whether requests may be answered from files (`static.root`; `PerLoop.staticRoot`).
     let servesStatic: Bool
-    /// The servers requests go to and their health (nil: a listener that answers locally).
-    let upstreams: UpstreamGroup?
+    /// The groups of servers requests go to and their health, the default group first (empty:
+    /// a listener that answers locally).
+    let groups: [UpstreamGroup]
+    /// `routes:` (nil: every request goes to the default group).
+    let routes: UpstreamRoutes?
     private var perLoop: [PerLoop]
 
     final class PerLoop {
-        var balancer: UpstreamBalancer?
+        /// One per group, in `groups`' order.
+        var balancers: [UpstreamBalancer] = []
         /// This loop's look at the maintenance file (made at the first request).
         var maintenance: MaintenanceWatch?
         /// No new requests: connections close after the one in flight (shutdown or reload).
@@ -129,20 +133,32 @@ final class ListenerContext: @unchecked Sendable {
             for p in perLoop { p.staticRoot = StaticRoot(path: root) }
         }
         if spec.config.upstream != nil {
-            let servers = spec.config.servers
-            let group = spec.upstreamGroup ?? UpstreamGroup(
-                servers: servers, resolvers: servers.count == 1 ? [spec.upstreamResolver] : servers.map { _ in nil },
-                health: spec.config.upstreamHealth, log: log, metrics: metrics.registry)
-            for (s, resolver) in zip(group.servers, group.resolvers) {
-                precondition(!s.server.target.tls || spec.upstreamTLS != nil, "an https:// upstream needs ListenerSpec.upstreamTLS")
-                precondition(s.server.target.address != nil || resolver != nil, "a named upstream needs its HostResolver")
+            let settings = spec.config.groupSettings
+            var groups = spec.upstreamGroups
+            if groups.isEmpty {
+                let servers = spec.config.servers
+                groups = [UpstreamGroup(settings[0], resolvers: servers.count == 1 ? [spec.upstreamResolver] : servers.map { _ in nil },
+                                        log: log, metrics: metrics.registry)]
             }
-            upstreams = group
+            precondition(groups.count == settings.count, "ListenerSpec.upstreamGroups: one per group of the configuration")
+            for group in groups {
+                for (s, resolver) in zip(group.servers, group.resolvers) {
+                    precondition(!s.server.target.tls || spec.upstreamTLS != nil || !group.tls.isEmpty,
+                                 "an https:// upstream needs ListenerSpec.upstreamTLS")
+                    precondition(s.server.target.address != nil || resolver != nil, "a named upstream needs its HostResolver")
+                }
+            }
+            self.groups = groups
+            routes = UpstreamRoutes(spec.config.routes)
+            let capacity = spec.config.upstreamPoolCapacity(loops: loops)
             for p in perLoop {
-                p.balancer = UpstreamBalancer(group: group, capacity: spec.config.upstreamPoolCapacity(loops: loops), tls: spec.upstreamTLS)
+                p.balancers = groups.map {
+                    UpstreamBalancer(group: $0, capacity: capacity, tls: spec.upstreamTLS, timeouts: spec.config.timeouts)
+                }
             }
         } else {
-            upstreams = nil
+            groups = []
+            routes = nil
         }
     }
 
@@ -158,7 +174,8 @@ final class ListenerContext: @unchecked Sendable {
         return s.maintenance!.current(now: loop.now)
     }
 
-    @inline(__always) func balancer(_ loop: EventLoop) -> UpstreamBalancer { perLoop[loop.index].balancer! }
+    /// Group `group`'s balancer on `loop`.
+    @inline(__always) func balancer(_ loop: EventLoop, group: Int) -> UpstreamBalancer { perLoop[loop.index].balancers[group] }
 
     func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
 
@@ -252,10 +269,12 @@ public struct ListenerSpec: Sendable {
     public var upstreamTLS: UpstreamTLSClient?
     /// Required when `config.upstream` is a host name: where its addresses come from.
     public var upstreamResolver: HostResolver?
-    /// The servers and their health, shared by the listeners of one configuration (the binary
-    /// builds it, with a resolver per named server); nil: built here from `config` (one
-    /// server: `upstreamResolver` is its resolver).
-    public var upstreamGroup: UpstreamGroup?
+    /// The groups of servers and their health, shared by the listeners of one configuration
+    /// (the binary builds them, with a resolver per named server), one per
+    /// `config.groupSettings` in that order; empty: the default group is built here from
+    /// `config` (one server: `upstreamResolver` is its resolver), and `config` may have no
+    /// other group.
+    public var upstreamGroups: [UpstreamGroup] = []
     /// Keeps accepting during a graceful shutdown until every other listener has drained: the
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
     /// sign-in, and whose /readyz tells the load balancer to stop sending work.

@@ -13,10 +13,31 @@ public struct ProxyConfig: Sendable, Equatable {
     /// How servers are taken out and come back (`upstream_health:`).
     public var upstreamHealth = UpstreamHealthSettings()
 
+    /// How the default group's servers share requests (`upstream_balance`).
+    public var upstreamBalance = UpstreamBalance.roundRobin
+    /// Answers that send an idempotent request to another server (`upstream_retry_statuses`).
+    public var upstreamRetryStatuses: [Int] = []
+    /// `upstream_groups:` — further groups, which `routes` send requests to.
+    public var upstreamGroups: [UpstreamGroupSettings] = []
+    /// `routes:` — which requests go to which group (`UpstreamRoute.group` indexes
+    /// `groupSettings`); none: every request goes to the default group.
+    public var routes: [UpstreamRoute] = []
+
     /// Every server requests may go to: `upstreams`, or the one `upstream`.
     public var servers: [UpstreamServer] {
         if !upstreamServers.isEmpty { return upstreamServers }
         return upstream.map { [UpstreamServer(target: $0)] } ?? []
+    }
+
+    /// Every group: the default one (the top-level `upstream`/`upstreams`) first, then
+    /// `upstream_groups` in order. Empty without an upstream.
+    public var groupSettings: [UpstreamGroupSettings] {
+        guard upstream != nil else { return [] }
+        var main = UpstreamGroupSettings(name: UpstreamGroupSettings.defaultName, servers: servers)
+        main.health = upstreamHealth
+        main.balance = upstreamBalance
+        main.retryStatuses = upstreamRetryStatuses
+        return [main] + upstreamGroups
     }
     public var limits = HTTPLimits()
     /// Largest request body accepted (413 beyond). 0 = no limit.

@@ -33,6 +33,8 @@ final class RequestState {
     /// The server this request's attempt goes to, those it tried, the connections begun: what
     /// decides where a failed attempt goes next (`UpstreamAttempt`).
     var attempt = UpstreamAttempt()
+    /// The upstream group it goes to (`routes:`; 0: the default group).
+    var group = 0
     /// The request body read here before the upstream is connected (`buffering.requests`),
     /// while `bufferingBody`; what it reserved of the read-ahead budget.
     var bufferingBody = false

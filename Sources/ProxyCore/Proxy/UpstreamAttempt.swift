@@ -12,6 +12,9 @@
 /// - `nextServer`: another server, if the balancer has one — else `fail` with the same error;
 /// - `fail`: answer with the error (502, 503, 504).
 /// Whether a request may go again at all is the error's (`EngineError.resend`).
+///
+/// An answer, too, can send a request to another server: one whose status the group lists in
+/// `retry_statuses` (`movesOnAnswer`).
 struct UpstreamAttempt: Equatable {
     /// The server tried now (index into the upstream group; -1: none chosen yet).
     private(set) var server = -1
@@ -80,5 +83,15 @@ struct UpstreamAttempt: Equatable {
         case .never:
             return (.fail(error), error.code == .upstreamResponseTimeout ? .timeout : nil)
         }
+    }
+
+    /// Whether an answer with `status` sends the request to another server of its group
+    /// (`retry_statuses`, nginx's `proxy_next_upstream http_502 …`): only an idempotent request
+    /// whose body was empty (there is nothing to send again; nginx does the same for
+    /// non-idempotent methods by default and HAProxy never resends a body), and only before
+    /// anything of the answer reached the client. Each server is tried once (`triedServers`);
+    /// when none is left, the last answer goes to the client as it is.
+    func movesOnAnswer(_ status: Int, retryStatuses: [Int], _ facts: Facts) -> Bool {
+        retryStatuses.contains(status) && facts.idempotent && facts.bodyBytes == 0 && server >= 0
     }
 }

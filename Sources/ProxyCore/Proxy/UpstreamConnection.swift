@@ -61,9 +61,16 @@ final class UpstreamConnection: Channel {
         return up
     }
 
+    /// Counted in its server's `inFlight` (from `attach` until parked or closed).
+    private var countedInFlight = false
+
     /// Called when handed to a client for a new request.
     func attach(_ client: ClientExchange) {
         self.client = client
+        if let s = pool.inFlight, !countedInFlight {
+            s.inFlight.wrappingAdd(1, ordering: .relaxed)
+            countedInFlight = true
+        }
         receivedAny = false
         paused = false
         splicingRequest = false
@@ -276,10 +283,17 @@ final class UpstreamConnection: Channel {
         }
     }
 
+    @inline(__always) private func uncountInFlight() {
+        guard countedInFlight else { return }
+        countedInFlight = false
+        pool.inFlight!.inFlight.wrappingSubtract(1, ordering: .relaxed)
+    }
+
     /// Parks the connection in the pool.
     func park() {
         state = .idle
         client = nil
+        uncountInFlight()
         reused = true
         paused = false
         splicing = false
@@ -294,6 +308,7 @@ final class UpstreamConnection: Channel {
         guard state != .closed else { return }
         state = .closed
         client = nil
+        uncountInFlight()
         deadline = 0
         transport.prepareClose()
         loop.close(self)
@@ -312,8 +327,13 @@ final class UpstreamPool {
     /// The resolver's generation the idle connections were made under.
     private var seenGeneration: UInt64
 
-    init(target: UpstreamTarget, resolver: HostResolver?, capacity: Int, tls: UpstreamTLSClient?) {
+    /// The server's count of requests in flight (`balance: least_conn`; nil: not counted).
+    let inFlight: UpstreamServerState?
+
+    init(target: UpstreamTarget, resolver: HostResolver?, capacity: Int, tls: UpstreamTLSClient?,
+         inFlight: UpstreamServerState? = nil) {
         self.target = target
+        self.inFlight = inFlight
         self.resolver = resolver
         self.capacity = capacity
         self.tls = tls

@@ -117,7 +117,7 @@ public final class ProxyServer: Sendable {
                 }
                 if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
             }, teardown: { [self] loop in
-                for context in live.contexts(loop) { context.state(loop).balancer?.closeAll() }
+                for context in live.contexts(loop) { for b in context.state(loop).balancers { b.closeAll() } }
                 accessLog?.flush(loopIndex: loop.index)
                 self.running.subtract(1, ordering: .sequentiallyConsistent)
             })
@@ -165,7 +165,7 @@ public final class ProxyServer: Sendable {
                 loop.close(a)
             }
             s.acceptors.removeAll()
-            s.balancer?.closeAll()
+            for b in s.balancers { b.closeAll() }
         }
         // Connections of listeners not in `group` ignore this (they check their listener).
         loop.forEachChannel { $0.onDrain() }
@@ -219,7 +219,7 @@ extension ProxyServer {
                     s.acceptors.removeAll()
                     s.retired = true
                     s.successor = new
-                    s.balancer?.closeAll()
+                    for b in s.balancers { b.closeAll() }
                 }
                 live.replace(current, with: fresh, on: loop)
                 loop.forEachChannel { $0.onReload() }
@@ -259,7 +259,7 @@ final class LiveContexts: @unchecked Sendable {
         retired[loop.index].removeAll { context in
             let s = context.state(loop)
             guard s.connections == 0 else { return false }
-            s.balancer?.closeAll()
+            for b in s.balancers { b.closeAll() }
             return true
         }
     }

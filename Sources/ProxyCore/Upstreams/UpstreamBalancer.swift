@@ -1,38 +1,65 @@
-/// One loop's view of an `UpstreamGroup`: an idle-connection pool per server, and the choice of
-/// server for each request — smooth weighted round robin (nginx's: over any run of requests
-/// each server's share is its weight's, interleaved rather than in bursts) among the servers
-/// that are available, the backups only when no other is. Touched by its loop only.
+/// One loop's view of an `UpstreamGroup`: an idle-connection pool per server, the timeouts of
+/// its connections, and the choice of server for each request among the servers that are
+/// available, the backups only when no other is (`UpstreamBalance`):
+/// - round robin: smooth weighted (nginx's: over any run of requests each server's share is its
+///   weight's, interleaved rather than in bursts);
+/// - least connections: the fewest requests in flight for the weight, ties by round robin;
+/// - hash: the key's server on the group's ring, round robin for a request without a key.
+/// Touched by its loop only.
 final class UpstreamBalancer {
     let group: UpstreamGroup
     let pools: [UpstreamPool]
     /// The pool when there is one server and no health checks: always the choice, so a request
     /// skips the choosing (and its array and atomics) altogether.
     let only: UpstreamPool?
+    /// The listener's timeouts with the group's upstream ones in their place.
+    let timeouts: Timeouts
     /// Smooth weighted round robin's running scores, per server.
     private var scores: [Int]
 
-    init(group: UpstreamGroup, capacity: Int, tls: UpstreamTLSClient?) {
+    init(group: UpstreamGroup, capacity: Int, tls: UpstreamTLSClient?, timeouts: Timeouts = Timeouts()) {
         self.group = group
+        let counts = group.balance == .leastConnections
         pools = group.servers.indices.map { i in
             let target = group.servers[i].server.target
             return UpstreamPool(target: target, resolver: group.resolvers[i], capacity: capacity,
-                                tls: target.tls ? (group.tls.isEmpty ? tls : group.tls[i]) : nil)
+                                tls: target.tls ? (group.tls.isEmpty ? tls : group.tls[i]) : nil,
+                                inFlight: counts ? group.servers[i] : nil)
         }
+        var t = timeouts
+        if let c = group.connectTimeout { t.upstreamConnect = c }
+        if let r = group.responseTimeout { t.upstreamResponse = r }
+        self.timeouts = t
         scores = Array(repeating: 0, count: group.servers.count)
         only = pools.count == 1 && group.health.checkPath == nil ? pools[0] : nil
     }
 
     /// The server for the next attempt, not one of `tried` (a bit per server); nil when no
-    /// server is left that may get requests.
-    func pick(now: UInt64, excluding tried: UInt64) -> Int? {
+    /// server is left that may get requests. `key`: the request's hash key (`balance: hash`).
+    func pick(now: UInt64, excluding tried: UInt64, key: UInt64? = nil) -> Int? {
         let servers = group.servers
         if servers.count == 1 {
             return tried & 1 == 0 && servers[0].available(now) ? 0 : nil
         }
+        if let key, let ring = group.ring,
+           let s = ring.server(for: key, where: { tried & (1 << UInt64($0)) == 0 && servers[$0].available(now) }) {
+            return s
+        }
+        let fewest = group.balance == .leastConnections
         for backups in [false, true] {
+            // Least connections: only the servers with the fewest in flight for their weight
+            // take part in the round (in-flight × other's weight compared, no division).
+            var least = -1
+            if fewest {
+                for i in servers.indices where eligible(i, backups, tried, now)
+                    && (least < 0 || servers[i].inFlight.load(ordering: .relaxed) * servers[least].server.weight
+                        < servers[least].inFlight.load(ordering: .relaxed) * servers[i].server.weight) {
+                    least = i
+                }
+            }
             var best = -1
             var total = 0
-            for i in servers.indices where servers[i].server.backup == backups && tried & (1 << UInt64(i)) == 0 && servers[i].available(now) {
+            for i in servers.indices where eligible(i, backups, tried, now) && (least < 0 || sameLoad(i, least)) {
                 let w = servers[i].server.weight
                 scores[i] += w
                 total += w
@@ -44,6 +71,16 @@ final class UpstreamBalancer {
             }
         }
         return nil
+    }
+
+    @inline(__always) private func eligible(_ i: Int, _ backups: Bool, _ tried: UInt64, _ now: UInt64) -> Bool {
+        let s = group.servers[i]
+        return s.server.backup == backups && tried & (1 << UInt64(i)) == 0 && s.available(now)
+    }
+
+    private func sameLoad(_ i: Int, _ j: Int) -> Bool {
+        let a = group.servers[i], b = group.servers[j]
+        return a.inFlight.load(ordering: .relaxed) * b.server.weight == b.inFlight.load(ordering: .relaxed) * a.server.weight
     }
 
     func closeAll() {

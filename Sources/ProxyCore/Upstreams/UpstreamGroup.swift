@@ -1,8 +1,10 @@
 import Synchronization
 
-/// The upstream servers of one configuration, their health, and their metrics: shared by the
-/// public listeners and every loop (each loop picks among them with its own `UpstreamBalancer`).
+/// One group of upstream servers (`UpstreamGroupSettings`), their health, and their metrics:
+/// shared by the public listeners and every loop (each loop picks among them with its own
+/// `UpstreamBalancer`).
 public final class UpstreamGroup: Sendable {
+    public let name: String
     let servers: [UpstreamServerState]
     /// Per server (same order): the host name's resolver, for servers given by name.
     let resolvers: [HostResolver?]
@@ -10,6 +12,13 @@ public final class UpstreamGroup: Sendable {
     /// the listener's `upstreamTLS` for all.
     let tls: [UpstreamTLSClient?]
     let health: UpstreamHealthSettings
+    let balance: UpstreamBalance
+    let retryStatuses: [Int]
+    /// This group's upstream timeouts (nil: the listener's).
+    let connectTimeout: UInt64?
+    let responseTimeout: UInt64?
+    /// `balance: hash …`: the ring over the servers that are not backups.
+    let ring: HashRing?
     /// Passive health applies (two servers or more: with one, taking it out helps nobody).
     let passive: Bool
     let log: Logger
@@ -17,22 +26,39 @@ public final class UpstreamGroup: Sendable {
     let checker = Mutex<HealthChecker?>(nil)
 
     /// `resolvers`: one per server, nil for a server given by address.
-    public init(servers: [UpstreamServer], resolvers: [HostResolver?], tls: [UpstreamTLSClient?] = [],
-                health: UpstreamHealthSettings, log: Logger, metrics: MetricsRegistry) {
+    public convenience init(servers: [UpstreamServer], resolvers: [HostResolver?], tls: [UpstreamTLSClient?] = [],
+                            health: UpstreamHealthSettings, log: Logger, metrics: MetricsRegistry) {
+        var settings = UpstreamGroupSettings(name: UpstreamGroupSettings.defaultName, servers: servers)
+        settings.health = health
+        self.init(settings, resolvers: resolvers, tls: tls, log: log, metrics: metrics)
+    }
+
+    /// `resolvers`: one per server, nil for a server given by address; `tls`: one per server
+    /// (nil for plain ones), or empty for the listener's `upstreamTLS`.
+    public init(_ settings: UpstreamGroupSettings, resolvers: [HostResolver?], tls: [UpstreamTLSClient?] = [],
+                log: Logger, metrics: MetricsRegistry) {
+        let servers = settings.servers
         precondition(!servers.isEmpty && resolvers.count == servers.count && (tls.isEmpty || tls.count == servers.count))
+        name = settings.name
         self.servers = servers.map(UpstreamServerState.init)
         self.resolvers = resolvers
         self.tls = tls
-        self.health = health
+        health = settings.health
+        balance = settings.balance
+        retryStatuses = settings.retryStatuses
+        connectTimeout = settings.connectTimeout
+        responseTimeout = settings.responseTimeout
+        if case .hash = settings.balance {
+            ring = HashRing(labels: self.servers.map(\.label), weights: servers.map(\.weight), eligible: servers.map { !$0.backup })
+        } else {
+            ring = nil
+        }
         passive = servers.count > 1
         self.log = log
         failures = metrics.counter("callback_proxy_upstream_server_failures_total",
                                    "Failures counted against each upstream server by its health (connect, closed, timeout, status, check).",
-                                   labels: ["server", "kind"])
-        self.metrics = metrics
+                                   labels: ["group", "server", "kind"])
     }
-
-    private let metrics: MetricsRegistry
 
     public var count: Int { servers.count }
 
@@ -54,7 +80,7 @@ public final class UpstreamGroup: Sendable {
     /// itself).
     func failed(_ i: Int, _ kind: Failure, _ detail: String, now: UInt64, counts: Bool = true) {
         let s = servers[i]
-        failures.labels(s.label, kind.rawValue).increment()
+        failures.labels(name, s.label, kind.rawValue).increment()
         guard passive && counts else { return }
         let start = s.windowStart.load(ordering: .relaxed)
         if now &- start > health.failTimeout {
@@ -71,7 +97,7 @@ public final class UpstreamGroup: Sendable {
         let why = "\(kind.rawValue): \(detail)"
         s.problem.withLock { $0 = why }
         log.warn("upstream server taken out", [
-            "server": s.label, "failures": "\(n)", "reason": why,
+            "group": name, "server": s.label, "failures": "\(n)", "reason": why,
             "back": health.checkPath != nil ? "when a health check passes" : "in \(health.failTimeout / 1_000_000_000) s",
             "setting": "upstream_health (max_fails, fail_timeout, fail_statuses)",
         ])
@@ -92,21 +118,25 @@ public final class UpstreamGroup: Sendable {
     /// Whether any server may get requests now.
     public func anyAvailable(now: UInt64) -> Bool { servers.contains { $0.available(now) } }
 
-    /// This group serves now (a reload built it and it replaced the last): its servers are the
-    /// ones `callback_proxy_upstream_server_available` reports, and their health checks
-    /// (`upstream_health.check_path`) start, on a thread of their own.
-    public func activate(tls: UpstreamTLSClient? = nil) {
-        let states = servers
+    /// These groups serve now (a reload built them and they replaced the last): their servers
+    /// are the ones `callback_proxy_upstream_server_available` reports, and each group's health
+    /// checks (`check_path`) start, on a thread of their own.
+    public static func activate(_ groups: [UpstreamGroup], metrics: MetricsRegistry) {
+        let states = groups.map { g in (g.name, g.servers) }
         metrics.gauges("callback_proxy_upstream_server_available",
                        "1 while the upstream server may get requests (its health checks pass and passive health has not taken it out).",
-                       label: "server") {
+                       labels: ["group", "server"]) {
             let now = EventLoop.monotonicNow()
-            return states.map { ($0.label, $0.available(now) ? 1 : 0) }
+            return states.flatMap { name, servers in servers.map { ([name, $0.label], $0.available(now) ? 1 : 0) } }
         }
+        for g in groups { g.startChecks() }
+    }
+
+    private func startChecks() {
         guard health.checkPath != nil else { return }
         checker.withLock { c in
             guard c == nil else { return }
-            let checker = HealthChecker(group: self, tls: tls)
+            let checker = HealthChecker(group: self, tls: nil)
             checker.start()
             c = checker
         }

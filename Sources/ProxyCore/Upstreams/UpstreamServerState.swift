@@ -13,6 +13,9 @@ final class UpstreamServerState: Sendable {
     let windowStart = Atomic<UInt64>(0)
     /// Active health: the last check passed (true until a check says otherwise).
     let checkPassed = Atomic<Bool>(true)
+    /// Requests in flight to it from every loop (counted for `least_conn` only: an upstream
+    /// connection counts from the request it is given until it is parked or closed).
+    let inFlight = Atomic<Int>(0)
     /// Why it is out, for /readyz and the log (written rarely: when a server goes out).
     let problem = Mutex<String?>(nil)
 

@@ -1,0 +1,33 @@
+/// One group of upstream servers: the top-level `upstream`/`upstreams` (the group named
+/// `default`, where every request goes that no route sends elsewhere) or one of
+/// `upstream_groups:`. Each group has its own servers, health, balancing, retries and
+/// upstream timeouts; what is not set is the top level's.
+public struct UpstreamGroupSettings: Sendable, Equatable {
+    /// The name routes use, in metrics (`group`), log lines and /readyz.
+    public var name: String
+    public var servers: [UpstreamServer]
+    public var health = UpstreamHealthSettings()
+    public var balance = UpstreamBalance.roundRobin
+    /// Upstream answers that send an idempotent request without a body to another server of
+    /// the group, once per server (nginx's `proxy_next_upstream http_502 …`; HAProxy's
+    /// `retry-on 502 …`). Empty: the answer goes to the client as it is.
+    public var retryStatuses: [Int] = []
+    /// `timeouts.upstream_connect` and `timeouts.upstream` for this group (nil: the top level's).
+    public var connectTimeout: UInt64? = nil
+    public var responseTimeout: UInt64? = nil
+
+    public static let defaultName = "default"
+
+    public init(name: String, servers: [UpstreamServer]) {
+        self.name = name
+        self.servers = servers
+    }
+
+    /// The top level's timeouts with this group's in their place.
+    public func timeouts(_ base: Timeouts) -> Timeouts {
+        var t = base
+        if let connectTimeout { t.upstreamConnect = connectTimeout }
+        if let responseTimeout { t.upstreamResponse = responseTimeout }
+        return t
+    }
+}
