@@ -17,7 +17,8 @@ What the browser shows and reports (Resource Timing) and what the proxy and the 
 - none of it reached the app, which still answers what the root does not hold (its home page).
 
 Chromium 156 asks for `gzip, deflate, br, zstd` on http://127.0.0.1 as well as over TLS (loopback
-is a secure context), so Brotli is expected on both.
+is a secure context), so Brotli is expected on both; on plain HTTP to any other host it asks for
+`gzip, deflate` only, and the `.gz` sibling is what it gets — the SVG, with no `.br`, is that case.
 """
 
 from __future__ import annotations
