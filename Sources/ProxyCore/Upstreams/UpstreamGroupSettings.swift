@@ -22,12 +22,4 @@ public struct UpstreamGroupSettings: Sendable, Equatable {
         self.name = name
         self.servers = servers
     }
-
-    /// The top level's timeouts with this group's in their place.
-    public func timeouts(_ base: Timeouts) -> Timeouts {
-        var t = base
-        if let connectTimeout { t.upstreamConnect = connectTimeout }
-        if let responseTimeout { t.upstreamResponse = responseTimeout }
-        return t
-    }
 }
