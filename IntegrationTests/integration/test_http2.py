@@ -107,6 +107,24 @@ def test_alpn_prefers_h2_and_the_upstream_gets_http11_with_the_usual_forwarding_
     assert value(s, "callback_proxy_http2_streams_total") == 1
 
 
+def test_the_access_log_counts_the_response_head_over_h2_as_over_http11(h2_proxy, cert):
+    """bytes_out is head and body over both protocols: the HTTP/2 head waits in its stream until
+    the stream flushes, after the line may already be written (it was left out: body bytes only,
+    0 for a 304)."""
+    proxy = h2_proxy()
+    sizes = {}
+    for proto in ("--http1.1", "--http2"):
+        out = curl(cert, proto, "-o", "/dev/null", "-w", "%{size_download}", url(proxy, "/echo"))
+        sizes[proto] = int(out.stdout)
+    lines = proxy.wait_access_log(2)
+    assert [l["protocol"] for l in lines] == ["http/1.1", "h2"]
+    # The head's names and values (an HTTP/2 one before HPACK): at least :status 200 and the
+    # content-type and content-length of /echo's answer.
+    for line, proto in zip(lines, ("--http1.1", "--http2")):
+        assert line["bytes_out"] >= sizes[proto] + len(":status200content-typetext/plaincontent-length1"), \
+            (proto, line["bytes_out"], sizes[proto])
+
+
 def test_no_http2_offers_only_http11(h2_proxy, cert):
     proxy = h2_proxy(extra=["--no-http2"])
     out = curl(cert, "-v", "--http2", url(proxy, "/echo"))

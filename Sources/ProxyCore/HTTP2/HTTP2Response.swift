@@ -95,7 +95,6 @@ enum HTTP2Response {
         let heads = h2.heads
         h2.heads.removeAll()
         for head in heads {
-            stream.bytesOut += UInt64(head.byteCount)
             let rv: Int32 = head.withNameValues { nva, count in
                 if !head.isFinal {
                     return nghttp2_submit_headers(c.session, UInt8(NGHTTP2_FLAG_NONE.rawValue), h2.id, nil, nva, count, nil)

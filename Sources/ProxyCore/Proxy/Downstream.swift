@@ -101,6 +101,9 @@ extension Downstream {
         case .stream(let s):
             var writer = HTTP2HeadWriter()
             composer.compose(into: &writer, for: x)
+            // Counted now, as an HTTP/1.1 head is once in `output`: the access line may be
+            // written before the stream flushes its heads.
+            x.bytesOut += UInt64(writer.byteCount)
             s.with { $0.heads.append(writer) }
         }
     }
