@@ -9,7 +9,7 @@ extension ClientExchange {
             respondLocal(Response(status: 404, text: "404 Not Found\n"))
             return
         }
-        if _slowPath(listener.routes != nil) { chooseGroup(listener.routes!, target: rewrite?.target) }
+        if _slowPath(listener.hasRoutes) { chooseGroup(listener.routes!, target: rewrite?.target) }
         arm(machine.proxy())
         let buffering = _slowPath(listener.buffersRequests) && startsBufferingRequest()
         buildUpstreamHead(rewrite)
@@ -272,13 +272,12 @@ extension ClientExchange {
                     enterTunnel(up)
                     return
                 }
-                let group = balancer.group
-                if _slowPath(group.countsStatus(status)) && current!.attempt.server >= 0 {
+                if _slowPath(listener.countsStatuses) && balancer.group.countsStatus(status) && current!.attempt.server >= 0 {
                     // The server's health hears of it; the answer goes to the client as it is,
                     // unless the group sends the request to another server on it.
-                    group.failed(current!.attempt.server, .status, "answered \(status)", now: loop.now)
+                    balancer.group.failed(current!.attempt.server, .status, "answered \(status)", now: loop.now)
                 }
-                if _slowPath(!group.retryStatuses.isEmpty) && retryElsewhere(status: status) { return }
+                if _slowPath(listener.retriesOnStatus) && retryElsewhere(status: status) { return }
                 if status < 200 {
                     // Interim responses go to HTTP/1.1 clients (RFC 9110 §15.2); HTTP/1.0 ones
                     // cannot take them.

@@ -65,13 +65,22 @@ final class ListenerContext: @unchecked Sendable {
     /// The groups of servers requests go to and their health, the default group first (empty:
     /// a listener that answers locally).
     let groups: [UpstreamGroup]
-    /// `routes:` (nil: every request goes to the default group).
+    /// `routes:` (nil: every request goes to the default group), and whether there are any,
+    /// kept apart as `hasUpstream` is: testing the optional costs a copy of its list.
     let routes: UpstreamRoutes?
+    let hasRoutes: Bool
+    /// Some group moves requests on an answer (`retry_statuses`), or counts answers against
+    /// its servers (passive health with `fail_statuses`): read per response, so that most sites
+    /// (one server) never look up the request's group there.
+    let retriesOnStatus: Bool
+    let countsStatuses: Bool
     private var perLoop: [PerLoop]
 
     final class PerLoop {
-        /// One per group, in `groups`' order.
+        /// One per group, in `groups`' order; the default group's also apart (most requests
+        /// go there: one array access less).
         var balancers: [UpstreamBalancer] = []
+        var mainBalancer: UpstreamBalancer?
         /// This loop's look at the maintenance file (made at the first request).
         var maintenance: MaintenanceWatch?
         /// No new requests: connections close after the one in flight (shutdown or reload).
@@ -150,15 +159,22 @@ final class ListenerContext: @unchecked Sendable {
             }
             self.groups = groups
             routes = UpstreamRoutes(spec.config.routes)
+            hasRoutes = routes != nil
+            retriesOnStatus = groups.contains { !$0.retryStatuses.isEmpty }
+            countsStatuses = groups.contains { $0.passive && !$0.health.failStatuses.isEmpty }
             let capacity = spec.config.upstreamPoolCapacity(loops: loops)
             for p in perLoop {
                 p.balancers = groups.map {
                     UpstreamBalancer(group: $0, capacity: capacity, tls: spec.upstreamTLS, timeouts: spec.config.timeouts)
                 }
+                p.mainBalancer = p.balancers[0]
             }
         } else {
             groups = []
             routes = nil
+            hasRoutes = false
+            retriesOnStatus = false
+            countsStatuses = false
         }
     }
 
@@ -175,7 +191,10 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     /// Group `group`'s balancer on `loop`.
-    @inline(__always) func balancer(_ loop: EventLoop, group: Int) -> UpstreamBalancer { perLoop[loop.index].balancers[group] }
+    @inline(__always) func balancer(_ loop: EventLoop, group: Int) -> UpstreamBalancer {
+        let s = perLoop[loop.index]
+        return _fastPath(group == 0) ? s.mainBalancer.unsafelyUnwrapped : s.balancers[group]
+    }
 
     func isDraining(_ loop: EventLoop) -> Bool { perLoop[loop.index].draining }
 

@@ -67,8 +67,8 @@ final class UpstreamConnection: Channel {
     /// Called when handed to a client for a new request.
     func attach(_ client: ClientExchange) {
         self.client = client
-        if let s = pool.inFlight, !countedInFlight {
-            s.inFlight.wrappingAdd(1, ordering: .relaxed)
+        if _slowPath(pool.countsInFlight) && !countedInFlight {
+            pool.inFlight!.inFlight.wrappingAdd(1, ordering: .relaxed)
             countedInFlight = true
         }
         receivedAny = false
@@ -329,11 +329,14 @@ final class UpstreamPool {
 
     /// The server's count of requests in flight (`balance: least_conn`; nil: not counted).
     let inFlight: UpstreamServerState?
+    /// `inFlight != nil`, kept apart: testing the optional reference costs a retain per request.
+    let countsInFlight: Bool
 
     init(target: UpstreamTarget, resolver: HostResolver?, capacity: Int, tls: UpstreamTLSClient?,
          inFlight: UpstreamServerState? = nil) {
         self.target = target
         self.inFlight = inFlight
+        countsInFlight = inFlight != nil
         self.resolver = resolver
         self.capacity = capacity
         self.tls = tls

@@ -2,8 +2,11 @@
 /// once, when it leaves for the upstream (after every phase, on the path that is forwarded);
 /// a request that moves to another server after a failure stays in its group.
 extension ClientExchange {
-    /// The balancer of the request's group on this loop.
-    @inline(__always) var balancer: UpstreamBalancer { listener.balancer(loop, group: current!.group) }
+    /// The balancer of the request's group on this loop (without routes, the default group's:
+    /// the request's state is not even looked at).
+    @inline(__always) var balancer: UpstreamBalancer {
+        _fastPath(!listener.hasRoutes) ? listener.balancer(loop, group: 0) : listener.balancer(loop, group: current!.group)
+    }
 
     /// Sets the request's group from `routes:`: by its `Host` (or the target's authority) and
     /// the path it is forwarded with — `target`, when a phase rewrote it, else the canonical one.
