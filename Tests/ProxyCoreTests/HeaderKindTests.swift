@@ -37,4 +37,17 @@ import Testing
     func underscoresAreFoundAnywhereInTheName(_ c: (String, Bool)) {
         #expect(Self.hasUnderscore(c.0) == c.1)
     }
+
+    @Test(arguments: ["X-Sendfile-Type", "x-sendfile-type", "X_Sendfile_Type", "X-Accel-Mapping", "X_ACCEL_MAPPING",
+                      "x-accel_mapping"])
+    func theFieldsThatSteerRackSendfileAreKnownInEverySpelling(name: String) {
+        #expect(Self.kind(name) == .sendfileControl)
+    }
+
+    @Test func theirNeighboursAreNotAndNoHeaderRuleMayNameThem() {
+        #expect(Self.kind("X-Sendfile-Typo") == .other)
+        #expect(Self.kind("X-Accel-Redirect") == .other)
+        #expect(Self.kind("X-Forwarded-Ssl") == .forwarding)
+        for name in ["X-Sendfile-Type", "x_accel_mapping"] { #expect(HeaderRules.isProtected(name, request: true)) }
+    }
 }

@@ -115,7 +115,7 @@ extension ClientExchange {
             // the operator allows it (nginx's `underscores_in_headers`).
             if (kind.isForwarding || !underscoresAllowed) && ByteMatching.contains(buffer, field.name, 0x5F) { continue }
             switch kind {
-            case .hopByHop, .transferEncoding, .contentLength, .host:
+            case .hopByHop, .transferEncoding, .contentLength, .host, .sendfileControl:
                 continue
             case .expect:
                 // Forwarded, not answered by us (RFC 9110 §10.1.1): the upstream may refuse

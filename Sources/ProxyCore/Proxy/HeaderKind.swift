@@ -24,6 +24,11 @@ enum HeaderKind {
     /// them, and apps trust them from it (Rack reads `Forwarded` before `X-Forwarded-*`), so
     /// they pass only from `trusted_proxies`.
     case forwarding
+    /// `X-Sendfile-Type`, `X-Accel-Mapping`: they tell Rack::Sendfile to hand files to the
+    /// front server and where its internal locations are (CVE-2025-61780: a client that sends
+    /// them can make an app reveal files). Never forwarded from a client, in any spelling; the
+    /// proxy sends its own when `x_accel_redirect` is configured.
+    case sendfileControl
 
     /// Fields whose `_` spelling is dropped even from a trusted peer and even with
     /// `allow_underscores_in_headers`: no proxy sends one.
@@ -59,7 +64,8 @@ enum HeaderKind {
         case 14: return isName("content-length") ? .contentLength : .other
         case 15:
             if isFolded("x-forwarded-for") { return .xForwardedFor }
-            return isFolded("x-forwarded-ssl") ? .forwarding : .other
+            if isFolded("x-forwarded-ssl") { return .forwarding }
+            return isFolded("x-sendfile-type") || isFolded("x-accel-mapping") ? .sendfileControl : .other
         case 16:
             if isFolded("x-forwarded-host") { return .xForwardedHost }
             if isFolded("x-forwarded-port") { return .forwarding }

@@ -48,7 +48,8 @@ public struct HeaderRules: Sendable, Equatable {
                                     "upgrade", "proxy-connection"]
         if framing.contains(n) { return true }
         if !request { return n == "content-encoding" }
-        let forwarding: Set<String> = ["host", "forwarded", "x-real-ip", "x-request-id", "expect"]
+        let forwarding: Set<String> = ["host", "forwarded", "x-real-ip", "x-request-id", "expect",
+                                       "x-sendfile-type", "x-accel-mapping"]
         return forwarding.contains(n) || n.hasPrefix("x-forwarded-")
     }
 
