@@ -58,6 +58,7 @@ struct Generation {
             redirectConfig.maintenance = MaintenanceSettings()
             redirectConfig.clientAccess = []
             redirectConfig.staticFiles = StaticSettings()
+            redirectConfig.accelRedirect = AccelRedirectSettings()
             listeners.append(ListenerSpec(name: "redirect", address: redirectAddress, config: redirectConfig,
                                           phases: HTTPSRedirect(httpsPort: TLSWiring.httpsPort(config))))
         }
@@ -71,6 +72,7 @@ struct Generation {
             internalConfig.maintenance = MaintenanceSettings()
             internalConfig.clientAccess = []
             internalConfig.staticFiles = StaticSettings()
+            internalConfig.accelRedirect = AccelRedirectSettings()
             var spec = ListenerSpec(name: "internal", address: internalAddress, config: internalConfig,
                                     phases: InternalEndpoints(relay: oauth.relayEndpoint, metrics: metrics, readiness: readiness,
                                                               assertionJWKS: oauth.assertionJWKS, revocation: oauth.revocationEndpoint),

@@ -225,6 +225,7 @@ public struct ConfigLoader {
         if let s = m.mapping("splice") { readSplice(s, into: &c.proxy.splice) }
         if let s = m.mapping("maintenance") { readMaintenance(s, into: &c.proxy.maintenance) }
         if let s = m.mapping("static") { readStatic(s, into: &c.proxy.staticFiles) }
+        if let r = m.node("x_accel_redirect") { readAccelRedirect(r, m, into: &c.proxy.accelRedirect) }
         if let e = m.mapping("error_pages", keysAre: "<status>") { readErrorPages(e, into: &c.proxy.errorPages) }
         if let h = m.mapping("headers") { readHeaderRules(h, into: &c.proxy.headerRules) }
         if let r = m.node("rate_limits") { readRateLimits(r, m, into: &c.proxy.clientLimits) }

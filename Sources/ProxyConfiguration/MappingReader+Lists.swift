@@ -1,20 +1,26 @@
 import ProxyCore
 
-/// The two kinds of list many sections share, read one way: each bad entry reported under the
+/// The kinds of list many sections share, read one way: each bad entry reported under the
 /// key, the good ones kept.
 extension MappingReader {
     /// Canonical path prefixes (they are compared with the canonical request path, so
     /// `/%61dmin` or `/x/../admin` could never match as written).
     func pathPrefixes(_ key: String) -> [PathPrefix]? {
-        guard let list = strings(key) else { return nil }
-        var out: [PathPrefix] = []
-        for text in list {
-            switch PathPrefix.parse(text) {
-            case .success(let p): out.append(p)
-            case .failure(let r): problems.add(child(key), node(key)?.line, "'\(text)' \(r.text)")
-            }
+        strings(key).map { $0.compactMap { pathPrefix($0, key) } }
+    }
+
+    /// One canonical path prefix.
+    func pathPrefix(_ key: String, required: Bool = false) -> PathPrefix? {
+        string(key, required: required).flatMap { pathPrefix($0, key) }
+    }
+
+    private func pathPrefix(_ text: String, _ key: String) -> PathPrefix? {
+        switch PathPrefix.parse(text) {
+        case .success(let p): return p
+        case .failure(let r):
+            problems.add(child(key), node(key)?.line, "'\(text)' \(r.text)")
+            return nil
         }
-        return out
     }
 
     /// Addresses and CIDR ranges; with `allowingAll`, `all` too (every IPv4 and IPv6 address).

@@ -55,6 +55,7 @@ import Testing
     buffering: { responses: 8m, requests: 1m, max_memory: 256m }
     splice: { enabled: true, min_size: 128k, max_pipes: 64 }
     static: { root: /tmp, immutable_paths: [/assets, /packs], precompressed: false, symlinks_outside_root: true }
+    x_accel_redirect: [{ location: /_files, root: /tmp }]
     headers:
       request: { set: { X-Env: production }, add: { X-Trace: "{request_id}" }, remove: [X-Debug] }
       response: { set: { X-Frame-Options: DENY }, add: { X-Served-By: edge }, remove: [Server] }

@@ -605,6 +605,36 @@ import Testing
         #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
     }
 
+    @Test func accelRedirectLocationsLoad() throws {
+        let a = try loader().load(text: """
+        x_accel_redirect:
+          - { location: /_files/, root: /tmp }
+          - { location: /_exports, root: / }
+        """).get().proxy.accelRedirect
+        #expect(a.locations.map(\.prefix.description) == ["/_files", "/_exports"])
+        #expect(a.locations.map(\.root) == ["/tmp", "/"])
+        #expect(try loader().load(text: "").get().proxy.accelRedirect.isEnabled == false)
+    }
+
+    @Test(arguments: [
+        ("x_accel_redirect: [{ root: /tmp }]", "x_accel_redirect[0].location: is required"),
+        ("x_accel_redirect: [{ location: /_files }]", "x_accel_redirect[0].root: is required"),
+        ("x_accel_redirect: [{ location: _files, root: /tmp }]", "x_accel_redirect[0].location: '_files' must start with /"),
+        ("x_accel_redirect: [{ location: /a/../b, root: /tmp }]", "x_accel_redirect[0].location: '/a/../b'"),
+        ("x_accel_redirect: [{ location: /, root: /tmp }]", "x_accel_redirect[0].location: '/' would make every path internal"),
+        ("x_accel_redirect: [{ location: /_f, root: /tmp }, { location: /_f/, root: /tmp }]",
+         "x_accel_redirect[1].location: '/_f' is listed twice"),
+        ("x_accel_redirect: [{ location: /_f, root: tmp }]", "x_accel_redirect[0].root: 'tmp' is not an absolute path"),
+        ("x_accel_redirect: [{ location: /_f, root: /no/such/dir }]", "x_accel_redirect[0].root: cannot open"),
+        ("x_accel_redirect: [{ location: /_f, root: \"/tmp/a,b\" }]", "x_accel_redirect[0].root: '/tmp/a,b' holds ','"),
+        ("x_accel_redirect: [{ location: /_f, root: /tmp, internal: true }]", "x_accel_redirect[0].internal: unknown key"),
+        ("x_accel_redirect: { location: /_f, root: /tmp }", "x_accel_redirect: must be a list of { location, root }"),
+    ])
+    func accelRedirectMistakesAreNamed(line: String, problem: String) {
+        let found = problems(line)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+    }
+
     @Test func maintenanceLoads() throws {
         let m = try loader().load(text: """
         maintenance: { file: /srv/app/public/system/maintenance.html, allow_paths: [/up], allow_clients: [10.0.0.0/8], retry_after: 2m }

@@ -133,4 +133,15 @@ public final class EmbeddedExchange {
         }, seconds: seconds)
         return received.isEmpty ? nil : String(decoding: received, as: UTF8.self)
     }
+
+    /// The app answers `bytes` on the connection it last accepted (after `upstreamRequest()`),
+    /// and the loop turns until the exchange has read them and the request is no longer
+    /// proxied, or `seconds` pass. Returns whether the exchange is done with it.
+    @discardableResult
+    public func upstreamResponds(_ bytes: String, seconds: Double = 5) -> Bool {
+        guard let fd = upstreamPeers.last else { return false }
+        var bytes = bytes
+        _ = bytes.withUTF8 { write(fd, $0.baseAddress!, $0.count) }
+        return run(until: { !exchange.isProxying || exchange.isClosed }, seconds: seconds)
+    }
 }

@@ -1,6 +1,8 @@
 /// The proxied path: building the upstream request, streaming the body, relaying the response.
 extension ClientExchange {
     func proceedUpstream(rewrite: UpstreamRewrite?) {
+        // An internal location is never proxied nor served, whoever rewrote what.
+        if _slowPath(listener.accelRedirect != nil) && refuseInternalLocation(listener.accelRedirect!) { return }
         // A file under the static root answers instead (nginx's `try_files $uri @app`): here,
         // after the phases let the request through, so a path they protect is never served to
         // a client they refuse. Not for a target a phase rewrote: that one is the app's.
@@ -169,6 +171,7 @@ extension ClientExchange {
             out.append(bytes + h.start, count: h.count)
             out.append("\r\n")
         }
+        if _slowPath(listener.accelRedirect != nil) { listener.accelMappingFields.withUnsafeBytes { out.append($0) } }
         switch head.framing {
         case .contentLength(let n):
             out.append("Content-Length: ")
@@ -284,6 +287,9 @@ extension ClientExchange {
                     if head.version == .http11 { writeInterim(up, length: length) }
                     up.input.reader += length
                     continue
+                }
+                if _slowPath(listener.accelRedirect != nil) && followAccelRedirect(up, listener.accelRedirect!, headLength: length) {
+                    return
                 }
                 writeResponseHead(up)
                 up.input.reader += length
@@ -461,18 +467,23 @@ extension ClientExchange {
     }
 
     func responseComplete() {
-        upstreamEnd = loop.now
-        if let up = upstream {
-            upstream = nil
-            // A context replaced by a reload pools nothing more: its pool is closed, and the new
-            // configuration may name another upstream.
-            if response.upstreamKeepAlive && machine.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
-                up.pool.put(up)
-            } else {
-                up.abort()
-            }
-        }
+        releaseUpstream(reusable: response.upstreamKeepAlive)
         finishRequest()
+    }
+
+    /// The upstream's answer is all read: its connection goes back to the pool if `reusable`
+    /// says it may and nothing else stands against it, else it is closed.
+    func releaseUpstream(reusable: Bool) {
+        upstreamEnd = loop.now
+        guard let up = upstream else { return }
+        upstream = nil
+        // A context replaced by a reload pools nothing more: its pool is closed, and the new
+        // configuration may name another upstream.
+        if reusable && machine.requestBodyDone && up.input.isEmpty && !listener.state(loop).retired {
+            up.pool.put(up)
+        } else {
+            up.abort()
+        }
     }
 
     /// The upstream closed (EOF) or failed.

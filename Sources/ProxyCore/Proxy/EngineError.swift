@@ -19,14 +19,15 @@ public struct EngineError: Error, Sendable, Equatable {
     enum Code: Sendable, Equatable {
         // A request refused before anything went upstream (4xx).
         case invalidHead, headTimeout, bodyTooLarge, bodyWithoutLength, methodNotSupported, invalidBody, bodyStalled,
-             rateLimited, addressRefused
+             rateLimited, addressRefused, internalLocation
         // The client left or failed mid-request (the connection is cut; nothing is sent).
         case clientClosed, clientSocketError, clientReadFailed, clientWriteFailed, clientBodyTimeout,
              clientSendTimeout, streamReset
         // The upstream (502/504 before the response began, a cut connection after).
         case upstreamUnreachable, upstreamUnavailable, upstreamConnectTimeout, upstreamResponseTimeout, upstreamFailed,
              upstreamClosedEarly, upstreamInvalidResponse, upstreamUnexpectedSwitch, upstreamInvalidBody,
-             upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled
+             upstreamFailedMidResponse, upstreamClosedMidResponse, upstreamStalled,
+             accelFileNotFound, accelRedirectUnmapped
         // The proxy: an answer it cannot send any more (part of a response is already out);
         // the operator's maintenance page.
         case answerAfterResponseStarted, invalidStreamHead, compressionFailed, staticReadFailed, underMaintenance
@@ -49,12 +50,12 @@ public struct EngineError: Error, Sendable, Equatable {
     public var source: Source {
         switch code {
         case .invalidHead, .headTimeout, .bodyTooLarge, .bodyWithoutLength, .methodNotSupported, .invalidBody,
-             .bodyStalled, .rateLimited, .addressRefused, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
+             .bodyStalled, .rateLimited, .addressRefused, .internalLocation, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
              .clientBodyTimeout, .clientSendTimeout, .streamReset:
             return .client
         case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
              .upstreamClosedEarly, .upstreamInvalidResponse, .upstreamUnexpectedSwitch, .upstreamInvalidBody,
-             .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled:
+             .upstreamFailedMidResponse, .upstreamClosedMidResponse, .upstreamStalled, .accelFileNotFound, .accelRedirectUnmapped:
             return .upstream
         case .answerAfterResponseStarted, .invalidStreamHead, .compressionFailed, .staticReadFailed, .underMaintenance:
             return .proxy
@@ -107,6 +108,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .methodNotSupported: return "method_not_supported"
         case .rateLimited: return "rate_limited"
         case .addressRefused: return "address_refused"
+        case .internalLocation: return "internal_location"
         case .underMaintenance: return "under_maintenance"
         case .invalidBody: return "invalid_body"
         case .bodyStalled: return "body_stalled"
@@ -129,6 +131,8 @@ public struct EngineError: Error, Sendable, Equatable {
         case .upstreamFailedMidResponse: return "upstream_failed_mid_response"
         case .upstreamClosedMidResponse: return "upstream_closed_mid_response"
         case .upstreamStalled: return "upstream_stalled"
+        case .accelFileNotFound: return "accel_file_not_found"
+        case .accelRedirectUnmapped: return "accel_redirect_unmapped"
         case .answerAfterResponseStarted: return "answer_after_response_started"
         case .invalidStreamHead: return "invalid_stream_head"
         case .compressionFailed: return "compression_failed"
@@ -177,6 +181,8 @@ extension EngineError {
         e.retryAfterSeconds = retryAfterSeconds
         return e
     }
+    /// The path is an `x_accel_redirect` location's: only the app's `X-Accel-Redirect` reaches it.
+    static var internalLocation: EngineError { EngineError(.internalLocation, status: 404, "not found") }
     static func invalidBody(_ e: HTTPParseError) -> EngineError { EngineError(.invalidBody, status: e.status, e.reason) }
     static var bodyStalled: EngineError { EngineError(.bodyStalled, status: 408, "request body stalled") }
 
@@ -213,6 +219,14 @@ extension EngineError {
     }
     static var upstreamClosedMidResponse: EngineError { EngineError(.upstreamClosedMidResponse, "upstream closed mid-response") }
     static var upstreamStalled: EngineError { EngineError(.upstreamStalled, "upstream stalled mid-response") }
+
+    /// The upstream's `X-Accel-Redirect` names no file the location's root serves (missing, a
+    /// directory, a dotfile, `..`, a symlink out of the root): a 404, as from nginx.
+    static var accelFileNotFound: EngineError { EngineError(.accelFileNotFound, status: 404, "not found") }
+    /// The upstream's `X-Accel-Redirect` names a URI under no location: the proxy cannot follow it.
+    static var accelRedirectUnmapped: EngineError {
+        EngineError(.accelRedirectUnmapped, status: 502, "X-Accel-Redirect names a URI under no x_accel_redirect location")
+    }
 
     // The proxy.
     static var answerAfterResponseStarted: EngineError {

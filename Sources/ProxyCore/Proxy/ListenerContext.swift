@@ -62,6 +62,10 @@ final class ListenerContext: @unchecked Sendable {
     let buffersRequests: Bool
     /// Whether requests may be answered from files (`static.root`; `PerLoop.staticRoot`).
     let servesStatic: Bool
+    /// `x_accel_redirect` (nil: off — the upstream's `X-Accel-Redirect` passes as it came), and
+    /// the request fields that tell the app about it (`AccelRedirectSettings.mappingFields`).
+    let accelRedirect: AccelRedirectSettings?
+    let accelMappingFields: [UInt8]
     /// The groups of servers requests go to and their health, the default group first (empty:
     /// a listener that answers locally).
     let groups: [UpstreamGroup]
@@ -95,6 +99,8 @@ final class ListenerContext: @unchecked Sendable {
         var acceptors: [Acceptor] = []
         /// The static root's descriptor for this loop (`static.root`; nil: off).
         var staticRoot: StaticRoot?
+        /// Each `x_accel_redirect` location's root, in the settings' order.
+        var accelRoots: [StaticRoot] = []
     }
 
     init(spec: ListenerSpec, loops: Int, log: Logger, accessLog: AccessLog?, metrics: EngineMetrics,
@@ -141,6 +147,10 @@ final class ListenerContext: @unchecked Sendable {
         if let root = spec.config.staticFiles.root {
             for p in perLoop { p.staticRoot = StaticRoot(path: root) }
         }
+        let accel = spec.config.accelRedirect
+        accelRedirect = accel.isEnabled ? accel : nil
+        accelMappingFields = accel.isEnabled ? Array(accel.mappingFields.utf8) : []
+        for p in perLoop { p.accelRoots = accel.locations.map { StaticRoot(path: $0.root) } }
         if spec.config.upstream != nil {
             let settings = spec.config.groupSettings
             var groups = spec.upstreamGroups

@@ -90,6 +90,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var splice = SpliceSettings()
     /// Files answered from a directory before the upstream (`static:`); off by default.
     public var staticFiles = StaticSettings()
+    /// Files the app hands back with `X-Accel-Redirect` (`x_accel_redirect:`); off by default.
+    public var accelRedirect = AccelRedirectSettings()
 
     public init() {}
 }

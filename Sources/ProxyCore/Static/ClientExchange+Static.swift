@@ -5,11 +5,11 @@ import Glibc
 
 /// Static files (`StaticSettings`): the exchange's side. Where a request would go upstream,
 /// `serveStaticFile` looks for the file its path names (`StaticPath`, `StaticFile.open`) and,
-/// if there is one, answers from it: a precompressed sibling if the client takes one, 304, 206
-/// or 416 as `StaticConditions` says, the head through `writeLocalHead` like every answer of
-/// the proxy's own. The machine sees a request that went "upstream" and got a response with no
-/// request body left (`proxy`, `responseHead`): the send timer and back-pressure are the
-/// proxied body's.
+/// if there is one, answers from it (`answerFromFile`, which the app's X-Accel-Redirect answers
+/// go through too): a precompressed sibling if the client takes one, 304, 206 or 416 as
+/// `StaticConditions` says, the head through `writeLocalHead` like every answer of the proxy's
+/// own. The machine sees a request that went "upstream" and got a response with no request
+/// body left (`proxy`, `responseHead`): the send timer and back-pressure are the proxied body's.
 ///
 /// The body goes out two ways:
 /// - to a plain HTTP/1.1 socket with `sendfile(2)`, the head ahead of it — with MSG_MORE for a
@@ -53,15 +53,35 @@ extension ClientExchange {
             }
         }
         guard let file = sibling ?? StaticFile.open(relative, under: root, beneath: beneath) else { return false }
+        var fields: [(name: String, value: String)] = []
+        if settings.precompressed { fields.append(("Vary", "Accept-Encoding")) }
+        if RequestView(self).withPath({ path in settings.immutablePaths.contains { $0.matches(path) } }) {
+            fields.append(("Cache-Control", "public, max-age=31536000, immutable"))
+        }
+        arm(machine.proxy())
+        answerFromFile(file, contentType: String(describing: StaticMediaType.of(relative)), coding: coding,
+                       fields: fields, bodyLeft: 0)
+        return true
+    }
+
+    /// Answers from `file`, which the machine sees as the proxied response (it is in
+    /// `proxying`): 200, 206, 304 or 416 as the client's conditional and `Range` fields say
+    /// (`StaticConditions`: a HEAD is never a range), the file's validators, `contentType` and
+    /// `coding` and `representationFields` with its bytes (200, 206), `fields` with every answer.
+    /// `bodyLeft`: request body bytes not yet read (an answer before the body was all in).
+    func answerFromFile(_ file: StaticFile, contentType: String, coding: ContentCoding?,
+                        representationFields: [(name: String, value: String)] = [],
+                        fields: [(name: String, value: String)], bodyLeft: UInt64?) {
+        let isHead = head.method == .head
         let etag = StaticConditions.etag(mtime: file.mtime, size: file.size)
         let lastModified = HTTPDateCache.format(epochSeconds: file.mtime)
-        var fields = StaticConditions.Fields()
-        fields.ifNoneMatch = withRequestField("if-none-match") { $0.map { Array($0) } }
-        fields.ifModifiedSince = withRequestField("if-modified-since") { $0.map { Array($0) } }
-        fields.range = withRequestField("range") { $0.map { Array($0) } }
-        fields.ifRange = withRequestField("if-range") { $0.map { Array($0) } }
+        var conditions = StaticConditions.Fields()
+        conditions.ifNoneMatch = withRequestField("if-none-match") { $0.map { Array($0) } }
+        conditions.ifModifiedSince = withRequestField("if-modified-since") { $0.map { Array($0) } }
+        conditions.range = withRequestField("range") { $0.map { Array($0) } }
+        conditions.ifRange = withRequestField("if-range") { $0.map { Array($0) } }
         let answer = StaticConditions.answer(size: file.size, etag: etag, lastModified: lastModified,
-                                             isGet: method == .get, fields)
+                                             isGet: !isHead, conditions)
 
         var headers: [(name: String, value: String)] = []
         var status = 200
@@ -86,31 +106,27 @@ extension ClientExchange {
         // The representation's own fields go with its bytes: not on a 304 (RFC 9110 §15.4.5
         // lists what a cache updates from it) nor on a 416.
         if status == 200 || status == 206 {
-            headers.append(("Content-Type", String(describing: StaticMediaType.of(relative))))
+            headers.append(("Content-Type", contentType))
             if let coding { headers.append(("Content-Encoding", coding.token)) }
             headers.append(("Accept-Ranges", "bytes"))
+            headers += representationFields
         }
         headers.append(("ETag", String(decoding: etag, as: UTF8.self)))
         headers.append(("Last-Modified", String(decoding: lastModified, as: UTF8.self)))
-        if settings.precompressed { headers.append(("Vary", "Accept-Encoding")) }
-        if RequestView(self).withPath({ path in settings.immutablePaths.contains { $0.matches(path) } }) {
-            headers.append(("Cache-Control", "public, max-age=31536000, immutable"))
-        }
+        headers += fields
         headers.append(("X-Content-Type-Options", "nosniff"))
 
-        arm(machine.proxy())
-        let connection = machine.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: 0,
+        let connection = machine.responseHead(switching: false, bodyEndsWithClose: false, bodyLeft: bodyLeft,
                                               draining: listener.isDraining(loop))
         writeLocalHead(Response(status: status, headers: headers), contentLength: length, connection: connection)
         statusSent = status
-        if method == .head || (status != 200 && status != 206) || file.remaining == 0 {
+        if isHead || (status != 200 && status != 206) || file.remaining == 0 {
             file.close()
             finishRequest()
-            return true
+            return
         }
         staticFile = file
         sendStaticBody()
-        return true
     }
 
     /// Sends what the client takes now of the file's body (and the head before it); called
