@@ -646,6 +646,29 @@ class Conn(threading.Thread):
                                     ("Proxy-Connection", "keep-alive"),
                                     ("X-Up-Keep", "yes")], b"hop\n")
             return True
+        if p == "/accel":
+            # An app handing a download back to the front server (Rack::Sendfile with
+            # X-Accel-Redirect): `to` is the field's value as sent; the request's fields are
+            # recorded (event "accel"). body=N: an N-byte body instead of Rack's empty one;
+            # chunked=1: a chunked one; notype=1: no Content-Type.
+            self.discard_body(req)
+            self.rec("event", what="accel", headers=[[a, b] for a, b in req.headers])
+            hdrs = [("X-Accel-Redirect", q.get("to", "/_files/a.txt")),
+                    ("Content-Disposition", 'attachment; filename="report.txt"'),
+                    ("Cache-Control", "private, max-age=60"), ("Expires", "Thu, 01 Jan 2037 00:00:00 GMT"),
+                    ("Set-Cookie", "s=1; Path=/; HttpOnly"), ("Set-Cookie", "t=2; Path=/"),
+                    ("ETag", '"from-the-app"'), ("Last-Modified", "Mon, 01 Jan 2001 00:00:00 GMT"),
+                    ("X-Up-Other", "not kept"), ("Vary", "Cookie")]
+            if not q.get("notype"):
+                hdrs.append(("Content-Type", "application/x-from-app"))
+            body = b"x" * req.qint("body", 0)
+            if q.get("chunked"):
+                self.respond(req, 200, hdrs + [("Transfer-Encoding", "chunked")], b"")
+                if req.method != "HEAD":
+                    self.sendall(b"5\r\nhello\r\n0\r\n\r\n")
+                return True
+            self.respond(req, req.qint("status", 200), hdrs, body)
+            return True
         if p == "/set-cookies":
             self.discard_body(req)
             self.respond(req, 200, [("Set-Cookie", "a=1; Path=/; HttpOnly"),
