@@ -219,12 +219,13 @@ class RailsApp:
 
 def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca_file=None,
                  web_secret_env="WEB_CLIENT_SECRET", params_provider=False, tls=None,
-                 static_root=None) -> str:
+                 static_root=None, x_accel_redirect=()) -> str:
     """The proxy's YAML. Without `idp`: plain proxying (no providers). With it: provider `google`
     (kind google, endpoints overridden to the test IdP) in `handoff` mode, the app's web client
     for the relay token endpoint, and the two native clients. `tls`: (cert, key) to serve HTTPS
     (and with it HTTP/2) on the public listener. `static_root`: a directory whose files are
-    answered before the upstream (`static.root`, its other keys at their defaults)."""
+    answered before the upstream (`static.root`, its other keys at their defaults).
+    `x_accel_redirect`: (location, root) pairs."""
     q = json.dumps
     lines = [f"listen: {q(f'127.0.0.1:{port}')}",
              f"internal_listen: {q(f'127.0.0.1:{internal_port}')}",
@@ -236,6 +237,9 @@ def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca
         lines += [f"tls: {{ cert: {q(str(tls[0]))}, key: {q(str(tls[1]))} }}"]
     if static_root is not None:
         lines += [f"static: {{ root: {q(str(static_root))} }}"]
+    if x_accel_redirect:
+        lines += ["x_accel_redirect:"] + [f"  - {{ location: {q(loc)}, root: {q(str(root))} }}"
+                                          for loc, root in x_accel_redirect]
     if idp is not None:
         lines += ["oauth:",
                   f"  ca_file: {q(str(ca_file or idp.ca_cert))}",

@@ -3,5 +3,6 @@ Rails.application.routes.draw do
   devise_scope :user do
     delete "/users/sign_out", to: "devise/sessions#destroy", as: :destroy_user_session
   end
+  get "/downloads/:name", to: "downloads#show", constraints: { name: %r{[^/]+} }
   root "home#index"
 end

@@ -5,6 +5,8 @@ Rails.application.configure do
   config.eager_load = true
   config.consider_all_requests_local = false
   config.public_file_server.enabled = false
+  # send_file hands the download to the front server (the proxy's x_accel_redirect), as behind nginx.
+  config.action_dispatch.x_sendfile_header = "X-Accel-Redirect"
   config.force_ssl = false
   config.log_level = :info
   config.log_tags = [:request_id]
