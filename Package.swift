@@ -40,6 +40,9 @@ let package = Package(
         // nghttp2 (libnghttp2-dev): HTTP/2 to clients — framing, HPACK, flow control, flood limits.
         .systemLibrary(name: "CNghttp2", path: "Sources/CNghttp2", pkgConfig: "libnghttp2",
                        providers: [.apt(["libnghttp2-dev"])]),
+        // nghttp3 (libnghttp3-dev): HTTP/3 to clients — QPACK, HTTP/3 framing and stream states.
+        .systemLibrary(name: "CNghttp3", path: "Sources/CNghttp3", pkgConfig: "libnghttp3",
+                       providers: [.apt(["libnghttp3-dev"])]),
         // Brotli (libbrotli-dev): response compression (`br`); its decoder for the tests.
         // No pkgConfig: the libraries are on the default paths, and one module names both.
         .systemLibrary(name: "CBrotli", path: "Sources/CBrotli", providers: [.apt(["libbrotli-dev"])]),
@@ -62,13 +65,13 @@ let package = Package(
         .executableTarget(name: "NativeSignInSim", dependencies: ["NativeSignIn"]),
         .executableTarget(name: "CallbackProxy", dependencies: ["ProxyCore", "OAuthCallback", "ProxyConfiguration", "CProxyLinux",
                                                                "CBuildInfo"]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "CZlib", "CBrotli"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "CZlib", "CBrotli", "CNghttp3", "FuzzTargets"]),
         .testTarget(name: "OAuthCallbackTests", dependencies: ["OAuthCallback"], exclude: ["Fixtures"]),
         .testTarget(name: "ProxyConfigurationTests", dependencies: ["ProxyConfiguration"]),
         .testTarget(name: "NativeSignInTests", dependencies: ["NativeSignIn"]),
         // Every parser that reads untrusted bytes, as fuzz targets (the Fuzz product below drives
         // them; FuzzCorpusTests replays fuzz/corpus through them on every test run).
-        .target(name: "FuzzTargets", dependencies: ["ProxyCore", "OAuthCallback", "CNghttp2"]),
+        .target(name: "FuzzTargets", dependencies: ["ProxyCore", "OAuthCallback", "CNghttp2", "CNghttp3"]),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
     ],
     swiftLanguageModes: [.v6]

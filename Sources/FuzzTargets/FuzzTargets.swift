@@ -15,6 +15,7 @@ public enum FuzzTargets {
         "path": HTTPTargets.path,
         "proxy-protocol": HTTPTargets.proxyProtocol,
         "h2-request": HTTP2Targets.requestHead,
+        "h3-request": HTTP3Targets.requestHead,
         "callback-query": OAuthTargets.callbackQuery,
         "json": OAuthTargets.json,
         "jwt": OAuthTargets.jwt,

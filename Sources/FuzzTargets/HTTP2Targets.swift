@@ -1,5 +1,5 @@
 import CNghttp2
-// HTTP2RequestHead is the engine's own (internal); the fuzz and test builds enable testing.
+// StreamRequestHead is the engine's own (internal); the fuzz and test builds enable testing.
 @testable import ProxyCore
 
 /// HTTP/2 requests: the fields nghttp2 lets through become an HTTP/1.1 head for the engine's
@@ -11,7 +11,7 @@ enum HTTP2Targets {
         // Fields as `name \0 value \0`, a first byte choosing END_STREAM; only those nghttp2's
         // own checks accept (what reaches `field` in the proxy).
         guard let flags = data.first else { return }
-        var request = HTTP2RequestHead()
+        var request = StreamRequestHead()
         let bytes = Array(data.dropFirst())
         let parts = bytes.split(separator: 0, omittingEmptySubsequences: false).map(Array.init)
         var i = 0
@@ -29,9 +29,14 @@ enum HTTP2Targets {
         defer { input.free() }
         request.deliverHead(into: &input, endStream: flags & 1 != 0)
         guard !input.isEmpty else { return }  // refused before delivery
+        requireWholeHead(input)
+    }
+
+    /// The invariant of every multiplexed protocol's request head: the parser reads the head
+    /// delivered for it whole, with a final verdict — never waits on it, never finds bytes after it.
+    static func requireWholeHead(_ input: ByteBuffer) {
         var head = RequestHead()
-        let result = RequestParser().parseHead(input.readableBytes, into: &head)
-        switch result {
+        switch RequestParser().parseHead(input.readableBytes, into: &head) {
         case .incomplete:
             FuzzTargets.require(false, "a delivered head the parser waits on: \(String(decoding: input.readableBytes, as: UTF8.self))")
         case .complete(let length):

@@ -13,7 +13,7 @@ import Glibc
 /// moves bytes between nghttp2 and the socket, and runs **each stream as a request exchange of
 /// its own: an `HTTP2Stream` owns a `ClientExchange`**, as an `HTTP1Connection` does. The
 /// stream's request reaches the exchange as the HTTP/1.1 head it is equivalent to
-/// (`HTTP2RequestHead.deliverHead`),
+/// (`StreamRequestHead.deliverHead`),
 /// parsed by the same `RequestParser`, so the canonical path, the header rules, the limits, the
 /// phases (the OAuth layer), the upstream request, the access log and the metrics are the ones
 /// HTTP/1.1 has — there is no second copy of any of them to drift. The exchange writes its

@@ -9,7 +9,7 @@ final class HTTP2Stream {
     unowned(unsafe) let connection: HTTP2Connection
     let id: Int32
     let exchange: ClientExchange
-    var request = HTTP2RequestHead()
+    var request = StreamRequestHead()
     /// When the exchange's timer passes (0: none); swept by the connection (`onTimeout`).
     var deadline: UInt64 = 0
     /// The exchange wants request bytes: DATA it passed on is credited back to the peer.

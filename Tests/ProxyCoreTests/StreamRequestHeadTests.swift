@@ -3,11 +3,11 @@ import Testing
 
 /// An HTTP/2 request becomes the HTTP/1.1 bytes it stands for, and those are what the engine's
 /// `RequestParser` accepts like any HTTP/1.1 request (the HTTP/2 path has no rules of its own).
-@Suite struct HTTP2RequestHeadTests {
+@Suite struct StreamRequestHeadTests {
     static let limit = 36 * 1024
 
-    func decoded(_ fields: [(String, String)], endStream: Bool, limit: Int = limit) -> (HTTP2RequestHead, String) {
-        var request = HTTP2RequestHead()
+    func decoded(_ fields: [(String, String)], endStream: Bool, limit: Int = limit) -> (StreamRequestHead, String) {
+        var request = StreamRequestHead()
         for (name, value) in fields {
             Array(name.utf8).withUnsafeBufferPointer { n in
                 Array(value.utf8).withUnsafeBufferPointer { v in request.field(name: n, value: v, limit: limit) }

@@ -2,12 +2,13 @@
 import Glibc
 #endif
 
-/// An HTTP/2 request as nghttp2 decodes it, field by field (nghttp2 has checked every name and
-/// value, RFC 9113 §8.2), turned into the HTTP/1.1 bytes it stands for: the head (request line,
-/// `Host` from `:authority`, `cookie` crumbs joined), then the body, re-framed as chunked when no
-/// `content-length` says how long it is. Those bytes go through the engine's `RequestParser`
-/// like any HTTP/1.1 request's.
-struct HTTP2RequestHead {
+/// A request of a multiplexed protocol, field by field as its decoder gives them — HTTP/2's
+/// (nghttp2 has checked every name and value, RFC 9113 §8.2) and HTTP/3's (checked by
+/// `HTTP3FieldRules`, RFC 9114 §4.2–4.3) — turned into the HTTP/1.1 bytes it stands for: the
+/// head (request line, `Host` from `:authority`, `cookie` crumbs joined), then the body,
+/// re-framed as chunked when no `content-length` says how long it is. Those bytes go through the
+/// engine's `RequestParser` like any HTTP/1.1 request's: one set of rules for every protocol.
+struct StreamRequestHead {
     private var method: [UInt8] = []
     private var path: [UInt8] = []
     private var authority: [UInt8] = []
