@@ -133,4 +133,24 @@ import Testing
         #expect(Self.header(response, "Set-Cookie")?.contains("Max-Age=0") ?? true)
         #expect(!x.proxied)
     }
+
+    // MARK: Early data (0-RTT)
+
+    @Test(arguments: ["/_oauth_callback?provider=google&platform=ios&code=c&state=s&code_verifier=v",
+                      "/_oauth/start?rd=%2Fadmin", "/_oauth/web_callback?code=c&state=s", "/_oauth/userinfo"])
+    func noEndpointOfOursIsServedFromEarlyData(path: String) throws {
+        let x = try EmbeddedExchange(phases: Self.phases(protect: ["/admin"]))
+        x.earlyData = true
+        x.send(Self.get(path))
+        let response = x.receive()
+        #expect(Self.status(response) == 425, "\(response)")
+        #expect(x.upstreamRequest(seconds: 0.2) == nil)
+    }
+
+    @Test func aPageOutsideOurEndpointsIsServedFromEarlyData() throws {
+        let x = try EmbeddedExchange(phases: Self.phases(protect: ["/admin"]))
+        x.earlyData = true
+        x.send(Self.get("/public"))
+        #expect(x.upstreamRequest()?.hasPrefix("GET /public HTTP/1.1\r\n") == true)
+    }
 }

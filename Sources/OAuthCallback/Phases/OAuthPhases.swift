@@ -66,6 +66,13 @@ public struct OAuthPhases: HTTPPhases {
     private static let webCallback = RequestContext(route: .oauth, endpoint: Endpoint.webCallback.rawValue)
     private static let oauth = RequestContext(route: .oauth, endpoint: Endpoint.oauth.rawValue)
 
+    /// Never any endpoint of ours from early data: a replayed 0-RTT callback must not reach the
+    /// token exchange twice (the replay guard would refuse the code, but only after spending a
+    /// request on it), and the web sign-in's endpoints set and spend state.
+    public func acceptsEarlyData(_ request: borrowing RequestView) -> Bool {
+        Endpoint(request.context) == .none
+    }
+
     public func requestFilter(_ request: borrowing RequestView) -> RequestDecision {
         let endpoint = Endpoint(request.context)
         let isCallback = endpoint == .nativeCallback

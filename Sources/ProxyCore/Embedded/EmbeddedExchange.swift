@@ -103,6 +103,12 @@ public final class EmbeddedExchange {
     public var deciding: Bool { exchange.isDeciding }
     /// The connection is closed.
     public var closed: Bool { exchange.isClosed }
+    /// The requests sent from now on arrive in early data (0-RTT), as a downstream that accepts
+    /// it would mark them.
+    public var earlyData: Bool {
+        get { exchange.earlyData }
+        set { exchange.earlyData = newValue }
+    }
     /// The timer the exchange runs now (`Exchange.Deadline`'s name: none, header, body, …).
     public var timer: String { "\(exchange.timer)" }
 

@@ -104,6 +104,9 @@ final class ClientExchange {
     /// Counted as bytes move, also before a request's state is taken: kept here.
     var bytesIn: UInt64 = 0
     var bytesOut: UInt64 = 0
+    /// The request arrived in early data (0-RTT), set by the downstream that read it: it is
+    /// served only as `EarlyData` allows.
+    var earlyData = false
     /// Bytes this exchange holds of the process's read-ahead budget (`ClientExchange+Buffering`):
     /// until its client has taken all output, which may be after the request's state is gone.
     var bufferingReserved = 0
@@ -430,6 +433,7 @@ final class ClientExchange {
             respondError(.connectNotSupported)
             return
         }
+        if _slowPath(earlyData) && !admitEarlyData() { return }
         if let access = listener.clientAccess, !admitByAddress(access) { return }
         if let page = listener.maintenancePage(on: loop), !admitDuringMaintenance(page) { return }
         if let policy = listener.clientLimits, !policy.rules.isEmpty, !admitUnderRateLimits(policy) { return }

@@ -19,7 +19,7 @@ public struct EngineError: Error, Sendable, Equatable {
     enum Code: Sendable, Equatable {
         // A request refused before anything went upstream (4xx).
         case invalidHead, headTimeout, bodyTooLarge, bodyWithoutLength, methodNotSupported, invalidBody, bodyStalled,
-             rateLimited, addressRefused, internalLocation
+             rateLimited, addressRefused, internalLocation, tooEarly
         // The client left or failed mid-request (the connection is cut; nothing is sent).
         case clientClosed, clientSocketError, clientReadFailed, clientWriteFailed, clientBodyTimeout,
              clientSendTimeout, streamReset
@@ -50,7 +50,7 @@ public struct EngineError: Error, Sendable, Equatable {
     public var source: Source {
         switch code {
         case .invalidHead, .headTimeout, .bodyTooLarge, .bodyWithoutLength, .methodNotSupported, .invalidBody,
-             .bodyStalled, .rateLimited, .addressRefused, .internalLocation, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
+             .bodyStalled, .rateLimited, .addressRefused, .internalLocation, .tooEarly, .clientClosed, .clientSocketError, .clientReadFailed, .clientWriteFailed,
              .clientBodyTimeout, .clientSendTimeout, .streamReset:
             return .client
         case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
@@ -68,7 +68,7 @@ public struct EngineError: Error, Sendable, Equatable {
     public var retryable: Bool {
         switch code {
         case .upstreamUnreachable, .upstreamUnavailable, .upstreamConnectTimeout, .upstreamResponseTimeout, .upstreamFailed,
-             .upstreamClosedEarly, .headTimeout, .bodyStalled:
+             .upstreamClosedEarly, .headTimeout, .bodyStalled, .tooEarly:
             return true
         default:
             return false
@@ -109,6 +109,7 @@ public struct EngineError: Error, Sendable, Equatable {
         case .rateLimited: return "rate_limited"
         case .addressRefused: return "address_refused"
         case .internalLocation: return "internal_location"
+        case .tooEarly: return "too_early"
         case .underMaintenance: return "under_maintenance"
         case .invalidBody: return "invalid_body"
         case .bodyStalled: return "body_stalled"
@@ -162,6 +163,9 @@ extension EngineError {
         EngineError(.bodyTooLarge, status: 413, "request body larger than \(limit) bytes")
     }
     static var bodyWithoutLength: EngineError { EngineError(.bodyWithoutLength, status: 400, "request body without length") }
+    /// A request that arrived in early data (0-RTT) and may not be served from it (RFC 8470):
+    /// the client sends it again once the handshake is complete.
+    static func tooEarly(_ why: String) -> EngineError { EngineError(.tooEarly, status: 425, "request in early data: \(why)") }
     static var connectNotSupported: EngineError { EngineError(.methodNotSupported, status: 501, "CONNECT is not supported") }
     /// The maintenance page is on (`maintenance.file` exists).
     static func underMaintenance(retryAfterSeconds: Int) -> EngineError {

@@ -14,6 +14,11 @@ public protocol HTTPPhases: Sendable {
     func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits)
     /// Once per request, after the response is done (or the connection failed).
     func logging(_ record: borrowing AccessRecord)
+    /// Whether a request that arrived in early data (TLS 1.3 / QUIC 0-RTT, which an attacker
+    /// can replay) may be served before the handshake completes. Asked only for the safe
+    /// methods the engine would serve from it (`EarlyData`); false answers 425 Too Early
+    /// (RFC 8470) and the client sends it again after the handshake.
+    func acceptsEarlyData(_ request: borrowing RequestView) -> Bool
 }
 
 extension HTTPPhases {
@@ -22,6 +27,7 @@ extension HTTPPhases {
     public func upstreamRequestFilter(_ request: borrowing RequestView, _ edits: inout HeaderEdits) {}
     public func responseFilter(_ request: borrowing RequestView, status: Int, _ edits: inout HeaderEdits) {}
     public func logging(_ record: borrowing AccessRecord) {}
+    public func acceptsEarlyData(_ request: borrowing RequestView) -> Bool { true }
 }
 
 /// What the phases learned about a request when its head arrived, kept with the request for
