@@ -43,6 +43,10 @@ let package = Package(
         // nghttp3 (libnghttp3-dev): HTTP/3 to clients — QPACK, HTTP/3 framing and stream states.
         .systemLibrary(name: "CNghttp3", path: "Sources/CNghttp3", pkgConfig: "libnghttp3",
                        providers: [.apt(["libnghttp3-dev"])]),
+        // ngtcp2 (libngtcp2-dev) with its GnuTLS crypto helper (libngtcp2-crypto-gnutls-dev):
+        // QUIC to clients. No pkgConfig: the .pc files add nothing the default paths lack.
+        .systemLibrary(name: "CNgtcp2", path: "Sources/CNgtcp2",
+                       providers: [.apt(["libngtcp2-dev", "libngtcp2-crypto-gnutls-dev", "libgnutls28-dev"])]),
         // Brotli (libbrotli-dev): response compression (`br`); its decoder for the tests.
         // No pkgConfig: the libraries are on the default paths, and one module names both.
         .systemLibrary(name: "CBrotli", path: "Sources/CBrotli", providers: [.apt(["libbrotli-dev"])]),
@@ -50,7 +54,7 @@ let package = Package(
         // Dynamic exclusivity checks cost ~30% of the instructions per proxied request
         // (measured with bench/instructions); the engine's state is confined to one loop
         // thread and the compile-time checks still apply.
-        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2", "CZlib", "CBrotli"],
+        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2", "CNgtcp2", "CZlib", "CBrotli"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib", "CHiredis"]),
