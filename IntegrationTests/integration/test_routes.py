@@ -164,6 +164,14 @@ routes:
     # A POST is not repeated: the 503 reaches the client; without retry_statuses a GET's does too.
     assert 503 in [ask(p, "/retry", method="POST", body=b"x=1").status for _ in range(4)]
     assert 503 in [ask(p, "/plain").status for _ in range(4)]
+    # An empty chunked body sent again carries its last chunk (else the next server waits for
+    # it until the upstream timeout, 3 s here).
+    for _ in range(4):
+        with HTTPConn(p.port, timeout=10) as c:
+            c.request("GET", "/retry", headers=[("Transfer-Encoding", "chunked")], body=b"0\r\n\r\n")
+            started = time.monotonic()
+            r = c.read_response()
+            assert r.status == 200 and time.monotonic() - started < 2, (r.status, time.monotonic() - started)
     # Every server answering 503: the last answer goes to the client.
     good.status = 503
     r = ask(p, "/retry")

@@ -170,4 +170,16 @@ import Testing
         // No server chosen: nothing to move from.
         #expect(!UpstreamAttempt().movesOnAnswer(502, retryStatuses: [502], Self.get))
     }
+
+    @Test func theStaleRetryIsOncePerServerNotPerRequest() {
+        var a = attempt()
+        var reused = Self.get
+        reused.reused = true
+        #expect(a.failed(.upstreamClosedEarly, reused).next == .freshConnection)
+        #expect(a.failed(.upstreamClosedEarly, reused).next == .nextServer(elseFail: .upstreamClosedEarly))
+        // Moved on: the next server's pooled connection may be stale too, and is not its fault.
+        a.serverChosen(1)
+        a.connecting()
+        #expect(a.failed(.upstreamClosedEarly, reused) == (.freshConnection, nil))
+    }
 }

@@ -59,12 +59,18 @@ extension ClientExchange {
         }
         up.attach(self)
         upstream = up
+        let resending = upstreamStart != 0
         if upstreamStart == 0 { upstreamStart = loop.now }
         up.output.append(upstreamHead.readableBytes)
         if _slowPath(current!.bodyBuffer.readable > 0) {
             // The body read ahead (`buffering.requests`) follows the head in one write.
             up.output.append(current!.bodyBuffer.readableBytes)
             current!.bodyBuffer.free()
+        } else if _slowPath(resending && head.framing == .chunked && machine.requestBodyDone && requestBodyBytes == 0) {
+            // An empty chunked body sent again (an HTTP/2 request whose END_STREAM came on an
+            // empty DATA frame): its last chunk left with the failed connection, and without it
+            // the next server would wait for a body until `timeouts.upstream`.
+            up.output.append("0\r\n\r\n")
         }
         if !machine.requestBodyDone { pumpRequestBody() }
         if machine.isProxying { up.flushIfConnected() }
@@ -570,43 +576,45 @@ extension ClientExchange {
             dropFailedConnection()
             connectUpstream(fresh: true, after: address)
         case .nextServer(let elseFail):
-            guard server >= 0, group.count > 1,
-                  let other = balancer.pick(now: loop.now, excluding: current!.attempt.triedServers, key: hashKey(balancer)) else {
+            if !moveToAnotherServer(reason: detail, key: "moved \(count?.rawValue ?? "")", setting: nil, drop: dropFailedConnection) {
                 upstreamFailure(elseFail)
-                return
             }
-            dropFailedConnection()
-            current!.attempt.serverChosen(other)
-            logProblem(.info, "upstream request moved to another server", key: "moved \(count?.rawValue ?? "")", [
-                ("from", group.servers[server].label), ("to", group.servers[other].label), ("reason", detail),
-            ])
-            connectUpstream(fresh: true)
         }
     }
 
-    /// `retry_statuses`: the upstream answered `status` (a final one, nothing of it sent yet);
-    /// if the group sends such a request on (`UpstreamAttempt.movesOnAnswer`) and has a server
-    /// not tried yet, the answer is dropped with its connection and the request goes there.
-    /// False: the answer goes to the client.
+    /// `retry_statuses`: the upstream answered `status` (a final one; 1xx heads may have gone
+    /// out before it); if the group sends such a request on (`UpstreamAttempt.movesOnAnswer`)
+    /// and has a server not tried yet, the answer is dropped with its connection (its body is not
+    /// read: the connection cannot be reused) and the request goes there. False: the answer goes
+    /// to the client.
     func retryElsewhere(status: Int) -> Bool {
+        guard machine.requestBodyDone,
+              current!.attempt.movesOnAnswer(status, retryStatuses: balancer.group.retryStatuses, attemptFacts(upstream)) else {
+            return false
+        }
+        return moveToAnotherServer(reason: "answered \(status)", key: "moved status \(status)", setting: "retry_statuses") {
+            self.upstream?.abort()
+            self.upstream = nil
+        }
+    }
+
+    /// Sends the request to a server of its group it has not tried, if one may take it: `drop`
+    /// lets the current connection go, the move is logged (rate-limited under `key`), and the
+    /// request goes out on a fresh connection. False when the group has no such server.
+    private func moveToAnotherServer(reason: String, key: String, setting: String?, drop: () -> Void) -> Bool {
         let balancer = self.balancer
         let server = current!.attempt.server
-        guard machine.requestBodyDone,
-              current!.attempt.movesOnAnswer(status, retryStatuses: balancer.group.retryStatuses, attemptFacts(upstream)),
-              balancer.group.count > 1,
+        guard server >= 0, balancer.group.count > 1,
               let other = balancer.pick(now: loop.now, excluding: current!.attempt.triedServers, key: hashKey(balancer)) else {
             return false
         }
-        // Its body is not read: the connection cannot be reused.
-        upstream?.abort()
-        upstream = nil
+        drop()
         current!.attempt.serverChosen(other)
         let servers = balancer.group.servers
-        logProblem(.info, "upstream request moved to another server", key: "moved status \(status)", [
-            ("from", servers[server].label), ("to", servers[other].label), ("reason", "answered \(status)"),
-            ("setting", "retry_statuses"),
-        ])
-        connectUpstream(fresh: false)
+        var fields = [("from", servers[server].label), ("to", servers[other].label), ("reason", reason)]
+        if let setting { fields.append(("setting", setting)) }
+        logProblem(.info, "upstream request moved to another server", key: key, fields)
+        connectUpstream(fresh: true)
         return true
     }
 

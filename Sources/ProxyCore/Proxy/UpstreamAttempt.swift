@@ -22,7 +22,8 @@ struct UpstreamAttempt: Equatable {
     private(set) var triedServers: UInt64 = 0
     /// Connections begun to the current server (its addresses, in turn).
     private(set) var connections = 0
-    /// The stale-connection retry was used (once per request).
+    /// The stale-connection retry was used (once per server: a request moved to another server
+    /// may meet that server's stale pooled connection too).
     private(set) var retriedStale = false
 
     /// What the failed attempt was, as the shell saw it.
@@ -56,6 +57,7 @@ struct UpstreamAttempt: Equatable {
         self.server = server
         if server >= 0 && server < 64 { triedServers |= 1 << UInt64(server) }
         connections = 0
+        retriedStale = false
     }
 
     /// A connection to the current server is being opened.
