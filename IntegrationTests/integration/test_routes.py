@@ -58,6 +58,8 @@ upstream_groups:
     upstreams: [{{ url: "http://127.0.0.1:{dead}" }}, {{ url: {api.url} }}]
     health: {{ fail_timeout: 30s }}
   reports: {{ upstreams: [{{ url: "http://127.0.0.1:{gone}" }}, {{ url: "http://127.0.0.1:{dead}" }}] }}
+  lone: {{ upstream: "http://127.0.0.1:{gone}" }}
+  alive: {{ upstream: {api.url} }}
 routes:
   - {{ paths: [/api], upstream_group: api }}
   - {{ paths: [/reports], upstream_group: reports }}
@@ -76,7 +78,9 @@ routes:
     status, body = readyz(p)
     assert status == 200, body
     assert body["upstream_groups"]["api"][api.url] == "up" and body["upstream_groups"]["api"][dead_url].startswith("connect:")
-    assert set(body["upstream_groups"]) == {"api", "reports"}
+    assert set(body["upstream_groups"]) == {"api", "reports", "lone", "alive"}
+    # One server and no check_path: no health to read, said so (not "up").
+    assert body["upstream_groups"]["lone"][f"127.0.0.1:{gone}"].startswith("not checked"), body
     import urllib.request, urllib.error, json
     def group_ready(name):
         try:
@@ -90,6 +94,11 @@ routes:
     assert st == 503 and json.loads(raw)["failed"]["upstream"] == "no server available", raw
     assert group_ready("default")[0] == 200
     assert group_ready("nope")[0] == 404
+    assert group_ready("nope&x=1")[0] == 404
+    # ?group= connects to a lone server, as /readyz does to the default group's.
+    st, raw = group_ready("lone")
+    assert st == 503 and "refused" in json.loads(raw)["failed"]["upstream"].lower(), raw
+    assert group_ready("alive")[0] == 200
 
 
 def test_least_conn_sends_requests_away_from_a_server_busy_with_a_long_one(proxy_factory, tmp_path, apps):

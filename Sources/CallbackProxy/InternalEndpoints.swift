@@ -19,8 +19,8 @@ struct InternalEndpoints: HTTPPhases {
         }
         if request.pathEquals("/readyz") {
             // `?group=NAME`: that upstream group alone (a balancer that sends only its routes here).
-            if let query = request.query, query.hasPrefix("group=") {
-                return .respond(readiness.groupAnswer(String(query.dropFirst(6)), on: request.eventLoop))
+            if let query = request.query, query.split(separator: "&").contains(where: { $0.hasPrefix("group=") }) {
+                return readiness.groupDecision(query, on: request.eventLoop)
             }
             return readiness.decision(on: request.eventLoop)
         }

@@ -40,22 +40,39 @@ final class Readiness: Sendable {
     }
 
     /// `/readyz?group=NAME`: ready while the listeners serve and one of the group's servers may
-    /// get requests — for a balancer in front that sends only that group's routes here. 404
-    /// for a name no group has.
-    func groupAnswer(_ name: String, on loop: EventLoop) -> Response {
+    /// get requests — for a balancer in front that sends only that group's routes here; 404 for
+    /// a name no group has. A group with one server and no `check_path` has no health to read
+    /// (passive health needs two): its server is asked for a connection, as the default group's is.
+    func groupDecision(_ query: String, on loop: EventLoop) -> RequestDecision {
+        let name = query.split(separator: "&").first { $0.hasPrefix("group=") }.map { String($0.dropFirst(6)) } ?? ""
         let t = targets.withLock { $0 }
         guard let group = t.groups.first(where: { $0.name == name }) else {
-            return Response(status: 404, text: "no upstream group named \(name) (upstream_groups)\n", headers: [("Cache-Control", "no-store")])
+            let shown = name.utf8.count <= 64 && name.utf8.allSatisfy { $0 == 0x2D || $0 == 0x5F || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }
+            return .respond(Response(status: 404, text: shown ? "no upstream group named \(name) (upstream_groups)\n" : "no such upstream group\n",
+                                     headers: [("Cache-Control", "no-store")]))
         }
-        var problems: [String: String] = [:]
+        var problems = listenerProblems()
+        guard group.isWatched else {
+            let listening = problems
+            return .deferred { sink in
+                self.checkUpstream(group.firstTarget, group.firstResolver, on: loop) { problem in
+                    var problems = listening
+                    if let problem { problems["upstream"] = problem }
+                    sink.respond(Self.answer(problems))
+                }
+            }
+        }
+        if !group.anyAvailable(now: loop.nowNanoseconds) { problems["upstream"] = "no server available" }
+        return .respond(Self.answer(problems, servers: group.stateMap(now: loop.nowNanoseconds)))
+    }
+
+    /// What the listeners' phase says against readiness.
+    private func listenerProblems() -> [String: String] {
         switch phase.load(ordering: .acquiring) {
-        case 0: problems["listeners"] = "not started"
-        case 2: problems["listeners"] = "draining"
-        default: break
+        case 0: return ["listeners": "not started"]
+        case 2: return ["listeners": "draining"]
+        default: return [:]
         }
-        let states = group.states(now: loop.nowNanoseconds)
-        if !states.contains(where: { $0.problem == nil }) { problems["upstream"] = "no server available" }
-        return Self.answer(problems, servers: Dictionary(uniqueKeysWithValues: states.map { ($0.server, $0.problem ?? "up") }))
     }
 
     /// Called once every listener is bound and the loops run.
@@ -72,20 +89,14 @@ final class Readiness: Sendable {
 
     private func check(_ sink: ResponseSink, on loop: EventLoop) {
         let t = targets.withLock { $0 }
-        var problems: [String: String] = [:]
-        switch phase.load(ordering: .acquiring) {
-        case 0: problems["listeners"] = "not started"
-        case 2: problems["listeners"] = "draining"
-        default: break
-        }
+        var problems = listenerProblems()
         checkStore(t.store, cluster: t.cluster, on: loop) { storeProblem in
             if let storeProblem { problems["store"] = storeProblem }
             if let group = t.group {
                 // Ready while one server may get requests; each listed with why it is out.
-                let states = group.states(now: loop.nowNanoseconds)
-                if !states.contains(where: { $0.problem == nil }) { problems["upstream"] = "no server available" }
-                let servers = Dictionary(uniqueKeysWithValues: states.map { ($0.server, $0.problem ?? "up") })
-                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:], servers: servers,
+                if !group.anyAvailable(now: loop.nowNanoseconds) { problems["upstream"] = "no server available" }
+                sink.respond(Self.answer(problems, unusableProviders: self.providers?.unusable() ?? [:],
+                                         servers: group.stateMap(now: loop.nowNanoseconds),
                                          groups: Self.groupStates(t.groups.dropFirst(), on: loop)))
                 return
             }
@@ -97,10 +108,13 @@ final class Readiness: Sendable {
         }
     }
 
+    /// Each `upstream_groups` group's servers and their states; a group with no health to read
+    /// (one server, no `check_path`) says so rather than "up".
     private static func groupStates(_ groups: ArraySlice<UpstreamGroup>, on loop: EventLoop) -> [String: [String: String]] {
         var out: [String: [String: String]] = [:]
         for g in groups {
-            out[g.name] = Dictionary(uniqueKeysWithValues: g.states(now: loop.nowNanoseconds).map { ($0.server, $0.problem ?? "up") })
+            out[g.name] = g.isWatched ? g.stateMap(now: loop.nowNanoseconds)
+                : [g.firstTarget.description: "not checked (one server, no health.check_path: /readyz?group=\(g.name) connects)"]
         }
         return out
     }

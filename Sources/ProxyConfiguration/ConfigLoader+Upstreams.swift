@@ -31,7 +31,14 @@ extension ConfigLoader {
             if let w = entry.int("weight", in: 1...100) { server.weight = w }
             if let b = entry.bool("backup") { server.backup = b }
             entry.finish()
-            if target != nil { servers.append(server) }
+            guard let target else { continue }
+            if servers.contains(where: { $0.target == target }) {
+                // One server's pool, health and metric series; twice would also give it two
+                // places on a hash ring of which one never wins.
+                entry.problems.add("\(path).url", entry.node("url")?.line, "'\(target)' is listed twice: give it a weight instead")
+                continue
+            }
+            servers.append(server)
         }
         if !servers.isEmpty && servers.allSatisfy(\.backup) {
             m.problems.add(key, node.line, "every server is a backup: at least one must not be")

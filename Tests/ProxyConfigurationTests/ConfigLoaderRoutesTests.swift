@@ -63,6 +63,9 @@ import Testing
          "upstream_groups.cable.timeouts.client_body: unknown key"),
         ("upstream: http://a:1\nupstream_groups: { cable: { upstream: http://b:1, retry_statuses: [302] } }",
          "upstream_groups.cable.retry_statuses: '302' is not a status from 400 to 599"),
+        ("upstreams: [{ url: http://a:1 }, { url: http://a:1, weight: 2 }]", "upstreams[1].url: 'a:1' is listed twice"),
+        ("upstream: http://a:1\nupstream_groups: { g: { upstreams: [{ url: http://b:1 }, { url: http://b:1 }] } }",
+         "upstream_groups.g.upstreams[1].url: 'b:1' is listed twice"),
         ("upstream: http://a:1\nupstream_retry_statuses: [600]", "upstream_retry_statuses: '600' is not a status"),
         ("upstream: http://a:1\nupstream_balance: hash cookie x", "upstream_balance: 'hash cookie x' is not"),
     ])

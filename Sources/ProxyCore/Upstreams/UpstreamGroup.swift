@@ -115,6 +115,19 @@ public final class UpstreamGroup: Sendable {
         }
     }
 
+    /// Each server and its state for /readyz: "up", or why it is out.
+    public func stateMap(now: UInt64) -> [String: String] {
+        Dictionary(states(now: now).map { ($0.server, $0.problem ?? "up") }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Whether the group knows its servers' health: passive health (two servers or more) or
+    /// health checks. A one-server group without checks keeps its server "up" whatever it does.
+    public var isWatched: Bool { passive || health.checkPath != nil }
+
+    /// The first server, and its resolver (for a group whose one server /readyz connects to).
+    public var firstTarget: UpstreamTarget { servers[0].server.target }
+    public var firstResolver: HostResolver? { resolvers[0] }
+
     /// Whether any server may get requests now.
     public func anyAvailable(now: UInt64) -> Bool { servers.contains { $0.available(now) } }
 
