@@ -103,7 +103,7 @@ routes:
 
 def test_least_conn_sends_requests_away_from_a_server_busy_with_a_long_one(proxy_factory, tmp_path, apps):
     a, b = apps("a"), apps("b")
-    a.delay = b.delay = 3.0
+    a.delay = b.delay = 1.5  # under the test proxy's 3 s upstream timeout
     p = proxy_with(proxy_factory, tmp_path, f"""upstream: {a.url}
 upstream_groups:
   work: {{ upstreams: [{{ url: {a.url} }}, {{ url: {b.url} }}], balance: least_conn }}

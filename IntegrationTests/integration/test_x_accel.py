@@ -179,14 +179,42 @@ def test_only_the_proxy_tells_the_app_about_sendfile(proxy_factory, upstream, tm
     assert steering == [("X-Sendfile-Type", "X-Accel-Redirect"), ("X-Accel-Mapping", f"{storage}/=/_files/")]
 
 
-def test_without_the_setting_the_fields_are_dropped_and_the_header_passes(proxy_factory, upstream):
+def test_without_the_setting_the_fields_are_dropped_and_the_header_never_reaches_the_client(proxy_factory, upstream):
     p = proxy_factory(upstream)
     r = get(p, accel("/_files/a.txt"), [("X-Sendfile-Type", "X-Accel-Redirect"), ("X-Accel-Mapping", "/=/_files/")])
     fields = accel_requests(upstream)[-1]["headers"]
     assert [n for n, _ in fields if n.lower() in ("x-sendfile-type", "x-accel-mapping")] == []
-    # The proxy does not claim the field: the app's answer comes as it was sent.
-    assert r.status == 200 and r.body == b"" and r.one("x-accel-redirect") == "/_files/a.txt"
+    # Not followed, and not shown: an internal location's path is the site's business (nginx
+    # hides it too).
+    assert r.status == 200 and r.body == b"" and r.header("x-accel-redirect") == []
     assert get(p, "/_files/a.txt").status == 404  # the test upstream's own
+
+
+def test_another_groups_app_is_not_told_the_root_nor_followed_unless_the_group_says(proxy_factory, upstream_factory,
+                                                                                  tmp_path, storage):
+    site, partner, trusted = upstream_factory(), upstream_factory(), upstream_factory()
+    cfg = tmp_path / "groups.yaml"
+    cfg.write_text(f"""x_accel_redirect: [{{ location: /_files, root: {storage} }}]
+upstream_groups:
+  partner: {{ upstream: {partner.url} }}
+  trusted: {{ upstream: {trusted.url}, x_accel_redirect: true }}
+routes:
+  - {{ hosts: [partner.example], upstream_group: partner }}
+  - {{ hosts: [trusted.example], upstream_group: trusted }}
+""")
+    p = proxy_factory(site, extra=["--config", str(cfg)])
+    with HTTPConn(p.port) as c:
+        c.request("GET", accel("/_files/a.txt"), host="partner.example")
+        r = c.read_response()
+    # The partner's app learns nothing of the root and cannot make the proxy serve its files.
+    fields = accel_requests(partner)[-1]["headers"]
+    assert [n for n, _ in fields if n.lower() in ("x-sendfile-type", "x-accel-mapping")] == []
+    assert r.status == 200 and r.body == b"" and r.header("x-accel-redirect") == []
+    with HTTPConn(p.port) as c:
+        c.request("GET", accel("/_files/a.txt"), host="trusted.example")
+        r = c.read_response()
+    assert r.status == 200 and r.body == b"private file a\n"
+    assert get(p, accel("/_files/a.txt")).body == b"private file a\n"  # the default group's
 
 
 def test_several_locations_map_to_their_roots(proxy_factory, upstream, tmp_path, storage):

@@ -41,6 +41,7 @@ extension ConfigLoader {
         ConfigKey("upstream_groups.<name>.timeouts", .section),
         ConfigKey("upstream_groups.<name>.timeouts.upstream_connect"),
         ConfigKey("upstream_groups.<name>.timeouts.upstream"),
+        ConfigKey("upstream_groups.<name>.x_accel_redirect"),
         ConfigKey("routes", .sections),
         ConfigKey("routes[].hosts", .list),
         ConfigKey("routes[].paths", .list),

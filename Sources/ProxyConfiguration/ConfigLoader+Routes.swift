@@ -11,6 +11,7 @@ import ProxyCore
 ///     health: { max_fails: 3, check_path: /health }   # as upstream_health
 ///     retry_statuses: [502, 503]
 ///     timeouts: { upstream_connect: 2s, upstream: 1h }
+///     x_accel_redirect: false                # its X-Accel-Redirect followed (default: only the default group's)
 /// routes:
 ///   - { paths: [/cable], upstream_group: cable }
 ///   - { hosts: [api.example.com], upstream_group: api }
@@ -21,10 +22,8 @@ extension ConfigLoader {
         if let list = statuses(m, "upstream_retry_statuses") { c.proxy.upstreamRetryStatuses = list }
         if let groups = m.mapping("upstream_groups", keysAre: "<name>") { readUpstreamGroups(groups, into: &c) }
         if let node = m.node("routes") { readRoutes(node, m, into: &c) }
-        if c.upstream == nil && (!c.proxy.upstreamGroups.isEmpty || !c.proxy.routes.isEmpty) {
-            m.problems.add(c.proxy.routes.isEmpty ? "upstream_groups" : "routes", nil,
-                           "needs upstream or upstreams: the default group, for every request no route sends elsewhere")
-        }
+        // The default group (`upstream`, `upstreams`, or `--upstream`) is required whatever the
+        // file says: `Check.load` refuses a configuration without one once the flags applied.
     }
 
     static let balanceForms = "round_robin, least_conn, hash client_address or hash header NAME"
@@ -58,6 +57,7 @@ extension ConfigLoader {
             if let h = g.mapping("health") { readUpstreamHealth(h, into: &settings.health) }
             if let b = g.parsed("balance", Self.balanceForms, UpstreamBalance.parse) { settings.balance = b }
             if let list = statuses(g, "retry_statuses") { settings.retryStatuses = list }
+            if let b = g.bool("x_accel_redirect") { settings.followsAccelRedirect = b }
             if let t = g.mapping("timeouts") {
                 let d = "a duration like 30s or 5m"
                 settings.connectTimeout = t.parsed("upstream_connect", d, Units.duration)

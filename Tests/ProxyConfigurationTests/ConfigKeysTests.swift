@@ -13,7 +13,7 @@ import Testing
     upstream_balance: least_conn
     upstream_retry_statuses: [502, 503]
     upstream_groups:
-      cable: { upstream: http://10.0.0.11:8080, balance: hash client_address, timeouts: { upstream_connect: 1s, upstream: 1h } }
+      cable: { upstream: http://10.0.0.11:8080, balance: hash client_address, timeouts: { upstream_connect: 1s, upstream: 1h }, x_accel_redirect: true }
       api:
         upstreams: [{ url: http://10.0.0.21:3000, weight: 2 }, { url: http://10.0.0.22:3000, backup: true }]
         health: { max_fails: 2, fail_timeout: 5s, fail_statuses: [502], check_path: /up, check_interval: 2s, check_timeout: 1s, check_status: 200 }

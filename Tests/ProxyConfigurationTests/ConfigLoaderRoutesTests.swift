@@ -48,7 +48,6 @@ import Testing
         ("upstream: http://a:1\nroutes: [{ hosts: [\"a b\"], upstream_group: default }]", "routes[0].hosts: 'a b' is not a host name"),
         ("upstream: http://a:1\nroutes: [{ paths: [/a/../b], upstream_group: default }]", "routes[0].paths: '/a/../b'"),
         ("upstream: http://a:1\nroutes: { paths: [/x] }", "routes: must be a list"),
-        ("upstream_groups: { cable: { upstream: http://a:1 } }", "upstream_groups: needs upstream or upstreams"),
         ("upstream: http://a:1\nupstream_groups: { default: { upstream: http://b:1 } }", "upstream_groups.default: 'default' is the top-level"),
         ("upstream: http://a:1\nupstream_groups: { Cable: { upstream: http://b:1 } }", "upstream_groups.Cable: group names are"),
         ("upstream: http://a:1\nupstream_groups: { cable: { balance: least_conn } }", "upstream_groups.cable: needs upstream (one server) or upstreams"),

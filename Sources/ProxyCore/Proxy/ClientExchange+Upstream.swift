@@ -177,7 +177,9 @@ extension ClientExchange {
             out.append(bytes + h.start, count: h.count)
             out.append("\r\n")
         }
-        if _slowPath(listener.accelRedirect != nil) { listener.accelMappingFields.withUnsafeBytes { out.append($0) } }
+        if _slowPath(listener.accelRedirect != nil) && balancer.group.followsAccelRedirect {
+            listener.accelMappingFields.withUnsafeBytes { out.append($0) }
+        }
         switch head.framing {
         case .contentLength(let n):
             out.append("Content-Length: ")
@@ -294,7 +296,8 @@ extension ClientExchange {
                     up.input.reader += length
                     continue
                 }
-                if _slowPath(listener.accelRedirect != nil) && followAccelRedirect(up, listener.accelRedirect!, headLength: length) {
+                if _slowPath(listener.accelRedirect != nil) && balancer.group.followsAccelRedirect
+                    && followAccelRedirect(up, listener.accelRedirect!, headLength: length) {
                     return
                 }
                 writeResponseHead(up)
@@ -420,7 +423,7 @@ extension ClientExchange {
         let switching = r.status == 101
         for field in r.headers {
             switch HeaderKind.of(buffer, field.name) {
-            case .hopByHop, .transferEncoding: continue
+            case .hopByHop, .transferEncoding, .sendfileControl: continue
             case .upgrade: if !switching { continue }
             case .contentLength: if sendLength != nil || response.encoder != nil { continue }
             default:

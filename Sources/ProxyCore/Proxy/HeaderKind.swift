@@ -27,7 +27,10 @@ enum HeaderKind {
     /// `X-Sendfile-Type`, `X-Accel-Mapping`: they tell Rack::Sendfile to hand files to the
     /// front server and where its internal locations are (CVE-2025-61780: a client that sends
     /// them can make an app reveal files). Never forwarded from a client, in any spelling; the
-    /// proxy sends its own when `x_accel_redirect` is configured.
+    /// proxy sends its own when `x_accel_redirect` is configured. And the app's answers to the
+    /// front server — `X-Accel-Redirect`, `-Buffering`, `-Limit-Rate`, `-Expires`, `-Charset` —
+    /// never reach a client (nginx hides them too): an internal location's path is the site's
+    /// business.
     case sendfileControl
 
     /// Fields whose `_` spelling is dropped even from a trusted peer and even with
@@ -65,16 +68,20 @@ enum HeaderKind {
         case 15:
             if isFolded("x-forwarded-for") { return .xForwardedFor }
             if isFolded("x-forwarded-ssl") { return .forwarding }
-            return isFolded("x-sendfile-type") || isFolded("x-accel-mapping") ? .sendfileControl : .other
+            return isFolded("x-sendfile-type") || isFolded("x-accel-mapping") || isFolded("x-accel-expires")
+                || isFolded("x-accel-charset") ? .sendfileControl : .other
         case 16:
             if isFolded("x-forwarded-host") { return .xForwardedHost }
             if isFolded("x-forwarded-port") { return .forwarding }
+            if isFolded("x-accel-redirect") { return .sendfileControl }
             return isName("proxy-connection") ? .hopByHop : .other
         case 17:
             if isName("transfer-encoding") { return .transferEncoding }
+            if isFolded("x-accel-buffering") { return .sendfileControl }
             return isFolded("x-forwarded-proto") ? .xForwardedProto : .other
         case 18:
             if isFolded("x-forwarded-scheme") || isFolded("x-forwarded-prefix") { return .forwarding }
+            if isFolded("x-accel-limit-rate") { return .sendfileControl }
             return isName("proxy-authenticate") ? .hopByHop : .other
         case 19: return isName("proxy-authorization") ? .hopByHop : .other
         default: return .other

@@ -62,7 +62,7 @@ final class ListenerContext: @unchecked Sendable {
     let buffersRequests: Bool
     /// Whether requests may be answered from files (`static.root`; `PerLoop.staticRoot`).
     let servesStatic: Bool
-    /// `x_accel_redirect` (nil: off — the upstream's `X-Accel-Redirect` passes as it came), and
+    /// `x_accel_redirect` (nil: off — no `X-Accel-Redirect` is followed, and none reaches a client), and
     /// the request fields that tell the app about it (`AccelRedirectSettings.mappingFields`).
     let accelRedirect: AccelRedirectSettings?
     let accelMappingFields: [UInt8]

@@ -37,6 +37,7 @@ public struct ProxyConfig: Sendable, Equatable {
         main.health = upstreamHealth
         main.balance = upstreamBalance
         main.retryStatuses = upstreamRetryStatuses
+        main.followsAccelRedirect = true
         return [main] + upstreamGroups
     }
     public var limits = HTTPLimits()

@@ -14,6 +14,8 @@ public final class UpstreamGroup: Sendable {
     let health: UpstreamHealthSettings
     let balance: UpstreamBalance
     let retryStatuses: [Int]
+    /// `x_accel_redirect` applies to its servers (`UpstreamGroupSettings.followsAccelRedirect`).
+    let followsAccelRedirect: Bool
     /// This group's upstream timeouts (nil: the listener's).
     let connectTimeout: UInt64?
     let responseTimeout: UInt64?
@@ -30,6 +32,7 @@ public final class UpstreamGroup: Sendable {
                             health: UpstreamHealthSettings, log: Logger, metrics: MetricsRegistry) {
         var settings = UpstreamGroupSettings(name: UpstreamGroupSettings.defaultName, servers: servers)
         settings.health = health
+        settings.followsAccelRedirect = true
         self.init(settings, resolvers: resolvers, tls: tls, log: log, metrics: metrics)
     }
 
@@ -46,6 +49,7 @@ public final class UpstreamGroup: Sendable {
         health = settings.health
         balance = settings.balance
         retryStatuses = settings.retryStatuses
+        followsAccelRedirect = settings.followsAccelRedirect
         connectTimeout = settings.connectTimeout
         responseTimeout = settings.responseTimeout
         if case .hash = settings.balance {

@@ -15,6 +15,11 @@ public struct UpstreamGroupSettings: Sendable, Equatable {
     /// `timeouts.upstream_connect` and `timeouts.upstream` for this group (nil: the top level's).
     public var connectTimeout: UInt64? = nil
     public var responseTimeout: UInt64? = nil
+    /// Its servers are told about `x_accel_redirect` and their `X-Accel-Redirect` is followed
+    /// (`upstream_groups.<name>.x_accel_redirect`): the default group's always are, another's
+    /// only when said — nginx's `internal` locations belong to their `server` block, and another
+    /// site's app must neither learn the file root nor make the proxy serve this site's files.
+    public var followsAccelRedirect = false
 
     public static let defaultName = "default"
 
