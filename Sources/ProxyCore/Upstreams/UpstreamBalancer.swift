@@ -16,6 +16,8 @@ final class UpstreamBalancer {
     let timeouts: Timeouts
     /// Smooth weighted round robin's running scores, per server.
     private var scores: [Int]
+    /// `least_conn`'s snapshot of the in-flight counts for one choice (-1: not eligible).
+    private var loads: [Int]
 
     init(group: UpstreamGroup, capacity: Int, tls: UpstreamTLSClient?, timeouts: Timeouts = Timeouts()) {
         self.group = group
@@ -31,6 +33,7 @@ final class UpstreamBalancer {
         if let r = group.responseTimeout { t.upstreamResponse = r }
         self.timeouts = t
         scores = Array(repeating: 0, count: group.servers.count)
+        loads = Array(repeating: -1, count: group.servers.count)
         only = pools.count == 1 && group.health.checkPath == nil ? pools[0] : nil
     }
 
@@ -47,19 +50,27 @@ final class UpstreamBalancer {
         }
         let fewest = group.balance == .leastConnections
         for backups in [false, true] {
-            // Least connections: only the servers with the fewest in flight for their weight
-            // take part in the round (in-flight × other's weight compared, no division).
+            // Least connections: only the servers with the fewest in flight for their weight take
+            // part in the round. The counts are read once (other loops change them meanwhile):
+            // the choice is made on one snapshot, so some eligible server always remains.
             var least = -1
             if fewest {
-                for i in servers.indices where eligible(i, backups, tried, now)
-                    && (least < 0 || servers[i].inFlight.load(ordering: .relaxed) * servers[least].server.weight
-                        < servers[least].inFlight.load(ordering: .relaxed) * servers[i].server.weight) {
-                    least = i
+                for i in servers.indices {
+                    loads[i] = eligible(i, backups, tried, now) ? servers[i].inFlight.load(ordering: .relaxed) : -1
+                    if loads[i] >= 0 && (least < 0 || loads[i] * servers[least].server.weight < loads[least] * servers[i].server.weight) {
+                        least = i
+                    }
                 }
             }
             var best = -1
             var total = 0
-            for i in servers.indices where eligible(i, backups, tried, now) && (least < 0 || sameLoad(i, least)) {
+            for i in servers.indices {
+                if fewest {
+                    // Same load for the weight as the least loaded (in-flight × the other's weight).
+                    guard loads[i] >= 0, loads[i] * servers[least].server.weight == loads[least] * servers[i].server.weight else { continue }
+                } else {
+                    guard eligible(i, backups, tried, now) else { continue }
+                }
                 let w = servers[i].server.weight
                 scores[i] += w
                 total += w
@@ -76,11 +87,6 @@ final class UpstreamBalancer {
     @inline(__always) private func eligible(_ i: Int, _ backups: Bool, _ tried: UInt64, _ now: UInt64) -> Bool {
         let s = group.servers[i]
         return s.server.backup == backups && tried & (1 << UInt64(i)) == 0 && s.available(now)
-    }
-
-    private func sameLoad(_ i: Int, _ j: Int) -> Bool {
-        let a = group.servers[i], b = group.servers[j]
-        return a.inFlight.load(ordering: .relaxed) * b.server.weight == b.inFlight.load(ordering: .relaxed) * a.server.weight
     }
 
     func closeAll() {
