@@ -20,7 +20,24 @@ import Testing
         x.earlyData = true
         x.send("\(method) /page HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(x.proxied)
-        #expect(x.upstreamRequest()?.hasPrefix("\(method) /page HTTP/1.1\r\n") == true)
+        let request = x.upstreamRequest() ?? ""
+        #expect(request.hasPrefix("\(method) /page HTTP/1.1\r\n"))
+        // RFC 8470 §5.1: the app is told, and may answer 425 itself.
+        #expect(request.contains("\r\nEarly-Data: 1\r\n"))
+    }
+
+    @Test func theMarkEndsWithItsRequest() throws {
+        let x = try EmbeddedExchange(phases: Phases())
+        x.earlyData = true
+        x.send("GET /page HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(x.upstreamRequest()?.contains("Early-Data: 1") == true)
+        x.upstreamResponds("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", seconds: 1)
+        #expect(x.receive().hasPrefix("HTTP/1.1 200 "))
+        #expect(!x.earlyData)
+        x.send("GET /two HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(x.proxied)
+        let second = x.upstreamRequest() ?? ""
+        #expect(second.hasPrefix("GET /two ") && !second.contains("Early-Data"), "\(second)")
     }
 
     @Test(arguments: ["POST", "PUT", "DELETE", "PATCH"])
@@ -45,5 +62,8 @@ import Testing
         let x = try EmbeddedExchange(phases: Phases())
         x.send("POST /account HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nx=1")
         #expect(x.proxied)
+        // (A head with a body: the bytes end with it, not with the blank line the reader waits for.)
+        let request = x.upstreamRequest(seconds: 0.5) ?? ""
+        #expect(request.hasPrefix("POST /account ") && !request.contains("Early-Data"))
     }
 }

@@ -77,6 +77,8 @@ import Testing
         ([(":method", "G T"), (":scheme", "https"), (":authority", "a"), (":path", "/")], "invalid :method"),
         ([(":method", "CONNECT"), (":authority", "a:443"), (":path", "/")], "CONNECT with :scheme or :path"),
         ([(":method", "CONNECT")], "CONNECT without :authority"),
+        ([(":method", "GET"), (":scheme", "https"), (":authority", ""), (":path", "/"), ("host", "x")], "empty :authority"),
+        ([(":method", "GET"), (":scheme", "https"), (":path", "/"), ("host", "")], "empty host"),
     ] as [([(String, String)], String)])
     func theRequestsPseudoHeadersAreChecked(_ fields: [(String, String)], _ reason: String) {
         #expect(request(fields).0.malformed?.reason == reason)
@@ -113,6 +115,11 @@ import Testing
         #expect(request.malformed == nil && input.readable == before)
         QPACKFixture.decode(QPACKFixture.encode([(":path", "/smuggled")])) { n, v in request.field(name: n, value: v, limit: Self.limit) }
         #expect(request.malformed?.reason == "pseudo-header field in trailers")
+        var other = HTTP3RequestHead()
+        QPACKFixture.decode(QPACKFixture.encode(Self.get)) { n, v in other.field(name: n, value: v, limit: Self.limit) }
+        other.deliverHead(into: &input, endStream: false)
+        QPACKFixture.decode(QPACKFixture.encode([("transfer-encoding", "chunked")])) { n, v in other.field(name: n, value: v, limit: Self.limit) }
+        #expect(other.malformed?.reason == "connection-specific field transfer-encoding")
     }
 
     @Test func qpackThatDoesNotDecodeIsCaughtByTheDecoder() {

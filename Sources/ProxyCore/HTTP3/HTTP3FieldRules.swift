@@ -1,10 +1,16 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What RFC 9114 asks of a request's fields (§4.2 and §4.3), checked one field at a time as the
 /// QPACK decoder gives them, then once at the end of the section. A request that breaks one is
 /// malformed (§4.1.2): the stream ends with H3_MESSAGE_ERROR (a 400 may go first), and nothing
 /// of it reaches `StreamRequestHead`, the upstream or a phase.
 ///
-/// HTTP/2's decoder (nghttp2) checks the same rules itself; for HTTP/3 they are written here,
-/// once, pure, and tested without sockets (`HTTP3FieldRulesTests`) — whatever nghttp3 also checks.
+/// HTTP/2's decoder (nghttp2) checks the same rules itself. nghttp3 checks most of them too;
+/// they are written here as well, deliberately: defence in depth on the one door every HTTP/3
+/// request passes, pure and tested without sockets (`HTTP3RequestHeadTests`, the `h3-request`
+/// fuzz target), so a library upgrade that loosens a check cannot loosen ours.
 struct HTTP3FieldRules {
     /// Why a request is malformed: a short reason for the log and the 400's body.
     struct Malformed: Error, Equatable, CustomStringConvertible {
@@ -31,24 +37,25 @@ struct HTTP3FieldRules {
             if trailers { throw Malformed(reason: "pseudo-header field in trailers") }
             if sawRegular { throw Malformed(reason: "pseudo-header field after a regular field") }
             let bit: Pseudo
-            switch String(decoding: name, as: UTF8.self) {
-            case ":method": bit = .method
-            case ":scheme": bit = .scheme
-            case ":authority": bit = .authority
-            case ":path": bit = .path
+            // Compared as bytes: no String per field on the request path.
+            if Self.equals(name, ":method") { bit = .method }
+            else if Self.equals(name, ":scheme") { bit = .scheme }
+            else if Self.equals(name, ":authority") { bit = .authority }
+            else if Self.equals(name, ":path") { bit = .path }
             // `:protocol` only with SETTINGS_ENABLE_CONNECT_PROTOCOL, which this server never sends;
             // `:status` is a response's.
-            default: throw Malformed(reason: "unknown pseudo-header field \(String(decoding: name, as: UTF8.self))")
-            }
+            else { throw Malformed(reason: "unknown pseudo-header field \(String(decoding: name, as: UTF8.self))") }
             if pseudo & bit.rawValue != 0 { throw Malformed(reason: "\(String(decoding: name, as: UTF8.self)) twice") }
             pseudo |= bit.rawValue
             switch bit {
             case .method:
                 guard !value.isEmpty, value.allSatisfy(ByteMatching.isTokenChar) else { throw Malformed(reason: "invalid :method") }
-                isConnect = value.elementsEqual("CONNECT".utf8)
-                isOptions = value.elementsEqual("OPTIONS".utf8)
+                isConnect = Self.equals(value, "CONNECT")
+                isOptions = Self.equals(value, "OPTIONS")
             case .path: pathValue = Array(value)
-            case .scheme, .authority: break
+            // §4.3.1: present means not empty.
+            case .authority: if value.isEmpty { throw Malformed(reason: "empty :authority") }
+            case .scheme: break
             }
             return
         }
@@ -57,23 +64,26 @@ struct HTTP3FieldRules {
             if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { throw Malformed(reason: "uppercase field name") }
             if !ByteMatching.isTokenChar(b) { throw Malformed(reason: "invalid character in a field name") }
         }
-        if trailers { return }
-        switch String(decoding: name, as: UTF8.self) {
-        // §4.2: connection-specific fields have no meaning in HTTP/3.
-        case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+        // §4.2: connection-specific fields have no meaning in HTTP/3, in trailers either.
+        if Self.equals(name, "connection") || Self.equals(name, "keep-alive") || Self.equals(name, "proxy-connection")
+            || Self.equals(name, "transfer-encoding") || Self.equals(name, "upgrade") {
             throw Malformed(reason: "connection-specific field \(String(decoding: name, as: UTF8.self))")
-        case "te":
-            if !value.elementsEqual("trailers".utf8) { throw Malformed(reason: "te other than trailers") }
-        case "host":
+        }
+        if Self.equals(name, "te") && !Self.equals(value, "trailers") { throw Malformed(reason: "te other than trailers") }
+        if trailers { return }
+        if Self.equals(name, "host") {
             if sawHost { throw Malformed(reason: "host twice") }
+            if value.isEmpty { throw Malformed(reason: "empty host") }
             sawHost = true
-        case "content-length":
+        } else if Self.equals(name, "content-length") {
             // Several fields must agree (RFC 9110 §8.6); the parser checks the value itself.
             if let earlier = contentLength, !earlier.elementsEqual(value) { throw Malformed(reason: "content-length values differ") }
             contentLength = Array(value)
-        default:
-            break
         }
+    }
+
+    private static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount && memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0
     }
 
     /// The request's HEADERS are complete: the pseudo-header fields it must have (§4.3.1).

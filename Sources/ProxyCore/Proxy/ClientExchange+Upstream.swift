@@ -191,6 +191,8 @@ extension ClientExchange {
             break
         }
         if head.upgrade { out.append("Connection: upgrade\r\n") }
+        // RFC 8470 §5.1: the app may answer 425 itself to what it will not serve from early data.
+        if _slowPath(earlyData) { out.append("Early-Data: 1\r\n") }
         for (name, value) in edits.add {
             out.append(string: name)
             out.append(": ")

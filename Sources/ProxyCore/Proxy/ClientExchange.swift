@@ -104,8 +104,9 @@ final class ClientExchange {
     /// Counted as bytes move, also before a request's state is taken: kept here.
     var bytesIn: UInt64 = 0
     var bytesOut: UInt64 = 0
-    /// The request arrived in early data (0-RTT), set by the downstream that read it: it is
-    /// served only as `EarlyData` allows.
+    /// The request arrived in early data (0-RTT), set by the downstream that read it for each
+    /// request that did: it is served only as `EarlyData` allows, and the app is told
+    /// (`Early-Data: 1`). Cleared when a request ends.
     var earlyData = false
     /// Bytes this exchange holds of the process's read-ahead budget (`ClientExchange+Buffering`):
     /// until its client has taken all output, which may be after the request's state is gone.
@@ -517,6 +518,7 @@ final class ClientExchange {
         if _slowPath(staticFile != nil) { endStaticBody() }
         logAccess()
         upstream = nil
+        earlyData = false
         // Its state goes now, not when this request's state is next used.
         if _slowPath(response.encoder != nil) { response.encoder = nil }
         let (next, timer) = machine.responseFinished(bodyRead: requestBody.total, inputEmpty: input.isEmpty)
