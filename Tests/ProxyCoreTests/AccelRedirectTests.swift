@@ -93,6 +93,9 @@ import Glibc
         #expect(AccelRedirectSettings.problem(root: "/tmp/a,b")?.contains("X-Accel-Mapping") == true)
         #expect(AccelRedirectSettings.problem(root: "/tmp/a=b")?.contains("X-Accel-Mapping") == true)
         #expect(AccelRedirectSettings.problem(root: "/tmp/a b")?.contains("X-Accel-Mapping") == true)
+        for root in ["/srv/app(1)", "/srv/a+b", "/srv/a*", "/srv/[x]", "/srv/a|b", "/srv/$HOME"] {
+            #expect(AccelRedirectSettings.problem(root: root)?.contains("regular expression") == true, "\(root)")
+        }
         #expect(AccelRedirectSettings.problem(root: "storage")?.contains("absolute") == true)
         #expect(AccelRedirectSettings.problem(root: "/tmp") == nil)
     }

@@ -60,6 +60,7 @@ import Testing
         #expect(Self.route([0xC0, 0, 0, 0, 1], ids) == .drop)             // cut in its header
         #expect(Self.route([0x40] + Array(repeating: 1, count: 10), ids) == .drop)  // short, no room for our ID
         #expect(Self.route([0xC0, 0, 0, 0, 1, 21] + Array(repeating: 1, count: 60), ids) == .drop)  // v1 DCID > 20
+        #expect(Self.route([0xC0, 0x6b, 0x33, 0x43, 0xcf, 21] + Array(repeating: 1, count: 60), ids) == .drop)  // v2 too
         #expect(Self.route([0xC0, 0, 0, 0, 1, 30, 1, 2], ids) == .drop)     // longer than the datagram
         // Another version may carry a longer ID: it gets version negotiation here, not a drop.
         #expect(Self.route(Self.long(Array(repeating: 1, count: 30), version: [0xFF, 0, 0, 0x1D]), ids) == .here)

@@ -51,6 +51,12 @@ public struct AccelRedirectSettings: Sendable, Equatable {
         if !root.utf8.allSatisfy({ $0 >= 0x21 && $0 < 0x7F }) {
             return "'\(root)' holds spaces, control or non-ASCII characters: X-Accel-Mapping could not carry it"
         }
+        // Rack::Sendfile makes a regular expression of the mapping's path without escaping it
+        // (`path.sub(/\A#{internal}/i, …)`): these would make every send_file fail or match
+        // more than the root.
+        if let c = root.first(where: { "()[]{}+*?|\\^$".contains($0) }) {
+            return "'\(root)' holds '\(c)', which Rack::Sendfile would read as part of a regular expression"
+        }
         return StaticRoot.problem(root)
     }
 

@@ -77,10 +77,11 @@ enum QUICDatagramRoute: Equatable {
             // Long header: flags, version (4), DCID length, DCID.
             guard datagram.count >= 7 else { return .drop }
             let length = Int(datagram[5])
-            // RFC 9000 §17.2: 20 bytes at most in version 1; a larger one is dropped unless it
-            // asks for version negotiation (a version this server does not speak).
-            let isVersion1 = datagram[1] == 0 && datagram[2] == 0 && datagram[3] == 0 && datagram[4] == 1
-            guard datagram.count >= 6 + length, length <= 255, !(isVersion1 && length > 20) else { return .drop }
+            // RFC 9000 §17.2 (and RFC 9369 for version 2): 20 bytes at most; a longer one is
+            // dropped unless it asks for version negotiation (a version this server does not speak).
+            let version = UInt32(datagram[1]) << 24 | UInt32(datagram[2]) << 16 | UInt32(datagram[3]) << 8 | UInt32(datagram[4])
+            let known = version == 0x0000_0001 || version == 0x6b33_43cf
+            guard datagram.count >= 6 + length, !(known && length > 20) else { return .drop }
             id = UnsafeRawBufferPointer(rebasing: datagram[6..<(6 + length)])
         } else {
             // Short header: the DCID is ours, so its length is ours.

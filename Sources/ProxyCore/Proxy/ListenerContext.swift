@@ -155,9 +155,12 @@ final class ListenerContext: @unchecked Sendable {
             let settings = spec.config.groupSettings
             var groups = spec.upstreamGroups
             if groups.isEmpty {
-                let servers = spec.config.servers
-                groups = [UpstreamGroup(settings[0], resolvers: servers.count == 1 ? [spec.upstreamResolver] : servers.map { _ in nil },
-                                        log: log, metrics: metrics.registry)]
+                // Built here (tests, embedders): the default group's one server may be named
+                // (`upstreamResolver`); every other server must be an address.
+                groups = settings.enumerated().map { i, g in
+                    UpstreamGroup(g, resolvers: i == 0 && g.servers.count == 1 ? [spec.upstreamResolver] : g.servers.map { _ in nil },
+                                  log: log, metrics: metrics.registry)
+                }
             }
             precondition(groups.count == settings.count, "ListenerSpec.upstreamGroups: one per group of the configuration")
             for group in groups {
@@ -300,9 +303,8 @@ public struct ListenerSpec: Sendable {
     public var upstreamResolver: HostResolver?
     /// The groups of servers and their health, shared by the listeners of one configuration
     /// (the binary builds them, with a resolver per named server), one per
-    /// `config.groupSettings` in that order; empty: the default group is built here from
-    /// `config` (one server: `upstreamResolver` is its resolver), and `config` may have no
-    /// other group.
+    /// `config.groupSettings` in that order; empty: they are built here from `config` (the
+    /// default group's one server may be a name, `upstreamResolver` its resolver).
     public var upstreamGroups: [UpstreamGroup] = []
     /// Keeps accepting during a graceful shutdown until every other listener has drained: the
     /// internal listener, whose relay token endpoint the app calls back *during* an in-flight
