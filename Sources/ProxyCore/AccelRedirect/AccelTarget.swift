@@ -42,15 +42,10 @@ enum AccelTarget: Equatable {
         var i = 0
         for expected in prefix {
             guard i < path.count else { return nil }
-            var b = path[i]
-            if b == UInt8(ascii: "%") {
-                guard i + 2 < path.count, let hi = ByteMatching.hexValue(path[i + 1]), let lo = ByteMatching.hexValue(path[i + 2]) else { return nil }
-                b = hi << 4 | lo
-                if b == UInt8(ascii: "/") { return nil }
-                i += 3
-            } else {
-                i += 1
-            }
+            guard let (b, width) = ByteMatching.decodedByte(path, at: i) else { return nil }
+            // An escaped `/` is no segment boundary.
+            if width == 3 && b == UInt8(ascii: "/") { return nil }
+            i += width
             if b != expected { return nil }
         }
         return i == path.count || path[i] == UInt8(ascii: "/") ? i : nil

@@ -94,6 +94,16 @@ public enum ByteMatching {
         return nil
     }
 
+    /// The byte at `i` of a path, a `%XX` escape decoded: the byte and how many bytes it took
+    /// (1 or 3); nil for a `%` without two hex digits after it.
+    @inlinable
+    static func decodedByte(_ path: UnsafeRawBufferPointer, at i: Int) -> (byte: UInt8, width: Int)? {
+        let b = path[i]
+        guard b == UInt8(ascii: "%") else { return (b, 1) }
+        guard i + 2 < path.count, let hi = hexValue(path[i + 1]), let lo = hexValue(path[i + 2]) else { return nil }
+        return (hi << 4 | lo, 3)
+    }
+
     @inlinable
     static func isWhitespace(_ b: UInt8) -> Bool { b == UInt8(ascii: " ") || b == 0x09 }
 

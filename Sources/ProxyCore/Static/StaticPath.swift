@@ -33,13 +33,9 @@ enum StaticPath {
                 i += 1
                 continue
             }
-            if b == percent {
-                guard i + 2 < path.count, let hi = ByteMatching.hexValue(path[i + 1]), let lo = ByteMatching.hexValue(path[i + 2]) else { return nil }
-                b = hi << 4 | lo
-                i += 3
-            } else {
-                i += 1
-            }
+            guard let (decoded, width) = ByteMatching.decodedByte(path, at: i) else { return nil }
+            b = decoded
+            i += width
             if b == 0 || b == slash { return nil }
             if segmentStart && b == dot { return nil }
             segmentStart = false
@@ -48,5 +44,5 @@ enum StaticPath {
         return out
     }
 
-    private static let slash = UInt8(ascii: "/"), dot = UInt8(ascii: "."), percent = UInt8(ascii: "%")
+    private static let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
 }
