@@ -163,9 +163,22 @@ final class ClientExchange {
     /// there are several, the rare case that allocates — or nil if it has none.
     func withRequestField<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
         let bytes = headBytes
-        func named(_ field: HeaderField) -> Bool {
-            field.name.count == name.utf8CodeUnitCount && ByteMatching.equalsLowercase(bytes, field.name, name)
-        }
+        return withRequestField(named: { $0.name.count == name.utf8CodeUnitCount && ByteMatching.equalsLowercase(bytes, $0.name, name) },
+                                body)
+    }
+
+    /// The same for a name the configuration gives (`lowercased`: its bytes, lowercase).
+    func withRequestField<R>(lowercased name: [UInt8], _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        let bytes = headBytes
+        return withRequestField(named: { field in
+            guard field.name.count == name.count else { return false }
+            for i in 0..<name.count where asciiLower(bytes[field.name.start + i]) != name[i] { return false }
+            return true
+        }, body)
+    }
+
+    private func withRequestField<R>(named: (HeaderField) -> Bool, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        let bytes = headBytes
         guard let first = head.headers.firstIndex(where: named) else { return body(nil) }
         let value = head.headers[first].value
         guard head.headers[(first + 1)...].contains(where: named) else {

@@ -33,16 +33,12 @@ extension ClientExchange {
             guard var client = rulesClientAddress(RequestView(self)) else { return nil }
             let v4 = client.isV4
             return withUnsafeBytes(of: &client.bytes) { HashRing.hash(v4 ? $0.prefix(4) : $0[...]) }
-        case .header(let name):
-            let bytes = headBytes
-            for field in head.headers where field.name.count == name.utf8.count {
-                var same = true
-                for (i, c) in name.utf8.enumerated() where asciiLower(bytes[field.name.start + i]) != c { same = false; break }
-                if same && field.value.count > 0 {
-                    return HashRing.hash(UnsafeRawBufferPointer(rebasing: bytes[field.value.start..<field.value.end]))
-                }
+        case .header:
+            // Several fields of the name hash as one, joined as `withRequestField` joins them.
+            return withRequestField(lowercased: balancer.group.hashHeader) { value in
+                guard let value, !value.isEmpty else { return nil }
+                return HashRing.hash(value)
             }
-            return nil
         }
     }
 

@@ -19,8 +19,10 @@ public final class UpstreamGroup: Sendable {
     /// This group's upstream timeouts (nil: the listener's).
     let connectTimeout: UInt64?
     let responseTimeout: UInt64?
-    /// `balance: hash …`: the ring over the servers that are not backups.
+    /// `balance: hash …`: the ring over the servers that are not backups, and the header hashed
+    /// (`hash header NAME`: its lowercase bytes; empty otherwise).
     let ring: HashRing?
+    let hashHeader: [UInt8]
     /// Passive health applies (two servers or more: with one, taking it out helps nobody).
     let passive: Bool
     let log: Logger
@@ -52,6 +54,7 @@ public final class UpstreamGroup: Sendable {
         followsAccelRedirect = settings.followsAccelRedirect
         connectTimeout = settings.connectTimeout
         responseTimeout = settings.responseTimeout
+        if case .hash(.header(let name)) = settings.balance { hashHeader = Array(name.lowercased().utf8) } else { hashHeader = [] }
         if case .hash = settings.balance {
             ring = HashRing(labels: self.servers.map(\.label), weights: servers.map(\.weight), eligible: servers.map { !$0.backup })
         } else {
