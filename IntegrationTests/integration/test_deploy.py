@@ -413,7 +413,7 @@ def test_the_runtime_packages_exist_in_debian():
     install = next(a for w, a in runtime_stage() if w == "RUN" and "apt-get install" in a)
     packages = [t for t in install.split("apt-get install", 1)[1].split("&&")[0].split() if not t.startswith("-")]
     for needed in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1",
-                   "ca-certificates"):
+                   "libngtcp2-9", "libngtcp2-crypto-gnutls2", "libgnutls30", "ca-certificates"):
         assert needed in packages, f"{needed} not installed in the runtime image: {packages}"
     for p in packages:
         r = subprocess.run(["apt-cache", "policy", p], capture_output=True, timeout=60)
@@ -437,7 +437,8 @@ def test_the_runtime_packages_cover_what_the_binary_links(proxy_bin):
             r = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True, timeout=30)
         pkg = r.stdout.split(":")[0]
         # The libraries the binary links itself (others come with these, as their dependencies).
-        if pkg in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1"):
+        if pkg in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1",
+                   "libngtcp2-9", "libngtcp2-crypto-gnutls2", "libgnutls30"):
             assert pkg in install, f"{lib} comes from {pkg}, which the runtime image does not install"
 
 
