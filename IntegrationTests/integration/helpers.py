@@ -134,14 +134,17 @@ class UpstreamRecord:
     def events(self, ev=None):
         out = []
         try:
+            # One read, and only the whole lines in it: the upstream may be writing a line right
+            # now (a long one in several writes). Iterating the file instead skipped the torn
+            # line's first part at EOF, then read on and met its rest as a line of its own.
             with open(self.path) as f:
-                for line in f:
-                    if line.endswith("\n"):
-                        e = json.loads(line)
-                        if ev is None or e["ev"] == ev:
-                            out.append(e)
+                text = f.read()
         except FileNotFoundError:
-            pass
+            return out
+        for line in text[:text.rfind("\n") + 1].splitlines():
+            e = json.loads(line)
+            if ev is None or e["ev"] == ev:
+                out.append(e)
         return out
 
     def raw(self, conn=None):
