@@ -93,13 +93,15 @@ struct QUICTokens: Sendable {
 /// instead of a handshake: always, or while more handshakes are in progress than `threshold`
 /// (a flood of Initials from spoofed addresses: each handshake costs the server a signature),
 /// never for a client that already proved its address (a valid token in its Initial).
-struct QUICRetryPolicy: Sendable, Equatable {
-    enum Mode: Sendable, Equatable {
+public struct QUICRetryPolicy: Sendable, Equatable {
+    public enum Mode: Sendable, Equatable {
         case always
         case aboveHandshakes(Int)
     }
 
-    var mode = Mode.aboveHandshakes(512)
+    public var mode = Mode.aboveHandshakes(512)
+
+    public init(mode: Mode = .aboveHandshakes(512)) { self.mode = mode }
 
     func asksForRetry(handshakesInProgress: Int, addressValidated: Bool) -> Bool {
         if addressValidated { return false }

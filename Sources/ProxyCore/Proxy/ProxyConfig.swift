@@ -73,6 +73,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var allowUnderscoresInHeaders = false
     /// HTTP/2 to clients (ALPN `h2` on TLS listeners; `h2c` on plain ones if asked for).
     public var http2 = HTTP2Settings()
+    /// HTTP/3 to clients (QUIC beside each TLS listener; off by default).
+    public var http3 = HTTP3Settings()
     /// Response compression (`compression:`); off by default.
     public var compression = CompressionSettings()
     /// The operator's HTML for the proxy's own error answers (`error_pages:`).
