@@ -220,6 +220,7 @@ public struct ConfigLoader {
         if let b = m.bool("proxy_protocol") { c.proxy.proxyProtocol = b }
         if let b = m.bool("allow_underscores_in_headers") { c.proxy.allowUnderscoresInHeaders = b }
         if let h = m.mapping("http2") { readHTTP2(h, into: &c.proxy.http2) }
+        if let h = m.mapping("http3") { readHTTP3(h, into: &c.proxy.http3) }
         if let z = m.mapping("compression") { readCompression(z, into: &c.proxy.compression) }
         if let b = m.mapping("buffering") { readBuffering(b, into: &c.proxy.buffering) }
         if let s = m.mapping("splice") { readSplice(s, into: &c.proxy.splice) }
