@@ -1056,6 +1056,22 @@ def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path
 
 
 # ---------------------------------------------------------------------------------------------
+# HTTP/3 (http3): it needs TLS, turning it on or off needs a restart, and the TLS listener
+# advertises it with Alt-Svc as HSTS is sent
+
+
+def test_http3_needs_tls(proxy_bin, tmp_path):
+    cfg = tmp_path / "h3.yaml"
+    cfg.write_text("upstream: http://127.0.0.1:3000\nhttp3: { enabled: true }\n")
+    out = subprocess.run([proxy_bin, "check", "--config", str(cfg)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1, out
+    line = [l for l in out.stdout.splitlines() if "http3.enabled" in l]
+    assert line and "tls.cert" in line[0] and "tls.key" in line[0], out.stdout
+    started = run_briefly(proxy_bin, ["--config", str(cfg)])
+    assert started.returncode == 2 and "http3.enabled" in started.stderr, started.stderr
+
+
+# ---------------------------------------------------------------------------------------------
 # OCSP stapling (tls.ocsp_stapling), with `openssl ocsp` as the CA's responder
 
 

@@ -87,6 +87,11 @@ struct TLSWiring {
                 problems.append(ConfigProblem(path: "redirect_http", line: nil, message: "\(redirect) is already used by another listener"))
             }
         }
+        // QUIC is bound beside each TLS listener, with its certificate: without TLS there is none.
+        if config.proxy.http3.enabled && config.tls == nil {
+            problems.append(ConfigProblem(path: "http3.enabled", line: nil,
+                message: "serves HTTP/3 beside the TLS listeners, so it needs TLS on the public listener (tls.cert and tls.key, or --tls-cert and --tls-key)"))
+        }
         if config.upstream?.tls != true && !config.upstreamTLS.isDefault {
             problems.append(ConfigProblem(path: "upstream_tls", line: nil,
                 message: "applies to https:// upstreams only (the upstream is not https://)"))
