@@ -1060,6 +1060,14 @@ def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path
 # advertises it with Alt-Svc as HSTS is sent
 
 
+def http3_config(tmp_path, tls_files, http3, redirect_port=None):
+    cert, key = tls_files
+    cfg = tmp_path / "http3.yaml"
+    cfg.write_text(f"tls: {{ cert: {cert}, key: {key} }}\nhttp3: {http3}\n"
+                   + (f"redirect_http: 127.0.0.1:{redirect_port}\n" if redirect_port else ""))
+    return cfg
+
+
 def test_http3_needs_tls(proxy_bin, tmp_path):
     cfg = tmp_path / "h3.yaml"
     cfg.write_text("upstream: http://127.0.0.1:3000\nhttp3: { enabled: true }\n")
@@ -1069,6 +1077,21 @@ def test_http3_needs_tls(proxy_bin, tmp_path):
     assert line and "tls.cert" in line[0] and "tls.key" in line[0], out.stdout
     started = run_briefly(proxy_bin, ["--config", str(cfg)])
     assert started.returncode == 2 and "http3.enabled" in started.stderr, started.stderr
+
+
+@pytest.mark.parametrize("before,after", [("false", "true"), ("true", "false")])
+def test_a_reload_that_turns_http3_on_or_off_is_refused(proxy_factory, upstream, pki, tls_files, tmp_path, before, after):
+    """QUIC's UDP sockets are bound at start: turning it on or off needs a restart."""
+    from test_reload import reload
+    cfg = http3_config(tmp_path, tls_files, f"{{ enabled: {before} }}")
+    proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
+    http3_config(tmp_path, tls_files, f"{{ enabled: {after} }}")
+    line = reload(proxy, "configuration reload refused")
+    assert "http3.enabled" in line["problem"] and "restart" in line["problem"], line
+    with TLSConn(proxy.port, pki=pki) as c:  # still the running configuration
+        c.request("GET", "/echo")
+        r = c.read_response()
+        assert r.status == 200
 
 
 # ---------------------------------------------------------------------------------------------

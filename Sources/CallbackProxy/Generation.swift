@@ -141,6 +141,8 @@ struct Generation {
         if old.accessLog != new.accessLog { changed.append("access_log") }
         if old.logFormat != new.logFormat { changed.append("log.format") }
         if (old.tls == nil) != (new.tls == nil) { changed.append("tls (on/off)") }
+        // QUIC's UDP sockets are bound at start, beside the TLS listeners.
+        if old.proxy.http3.enabled != new.proxy.http3.enabled { changed.append("http3.enabled") }
         return changed
     }
 }

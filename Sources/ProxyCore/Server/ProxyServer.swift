@@ -202,6 +202,10 @@ extension ProxyServer {
               zip(specs, contexts).allSatisfy({ $0.name == $1.spec.name && $0.address == $1.spec.address }) else {
             throw ReloadRefused(message: "the listeners changed (names or addresses): restart to apply")
         }
+        // QUIC's UDP sockets are bound at start, beside each TLS listener: they cannot come or go.
+        guard zip(specs, contexts).allSatisfy({ $0.config.http3.enabled == $1.spec.config.http3.enabled }) else {
+            throw ReloadRefused(message: "http3.enabled changed: restart to apply")
+        }
         let fresh = specs.map { [clientBudget, internalBudget, clients, buffering, compressionMemory, splice] in
             ListenerContext(spec: $0, loops: loops.count, log: log, accessLog: accessLog, metrics: metrics,
                             budget: $0.ownBudget ? internalBudget : clientBudget, clients: $0.ownBudget ? nil : clients,
