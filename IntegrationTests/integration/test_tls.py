@@ -1023,27 +1023,34 @@ def test_hsts_is_sent_on_every_tls_response_and_replaces_the_apps(proxy_factory,
     cfg.write_text(f"tls: {{ cert: {cert}, key: {key}, hsts: {{ max_age: 31536000, include_subdomains: true }} }}\n"
                    "redirect_http: 127.0.0.1:0\n".replace("127.0.0.1:0", f"127.0.0.1:{free_port()}"))
     proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
-    expected = "max-age=31536000; includeSubDomains"
+    assert_on_every_tls_response(proxy, pki, "strict-transport-security", "max-age=31536000; includeSubDomains",
+                                 apps_own="max-age%3D0",
+                                 redirect_port=int(cfg.read_text().split("redirect_http: 127.0.0.1:")[1].strip()))
+
+
+def assert_on_every_tls_response(proxy, pki, name, expected, apps_own, redirect_port):
+    """`name: expected` on every answer of the TLS listener — the app's (its own `name: apps_own`,
+    URL-encoded, replaced) and the proxy's own — over HTTP/1.1 and HTTP/2; never on the plain
+    redirect listener."""
     with TLSConn(proxy.port, pki=pki) as c:
-        for target in ("/echo", "/status/404",
-                       "/status/200?h=strict-transport-security:max-age%3D0"):  # the app's own header is replaced
+        for target in ("/echo", "/status/404", f"/status/200?h={name}:{apps_own}"):
             c.request("GET", target)
             r = c.read_response()
-            assert r.header("strict-transport-security") == [expected], (target, r.headers)
+            assert r.header(name) == [expected], (target, r.headers)
     with TLSConn(proxy.port, pki=pki) as c:
         c.request("GET", "/%00")  # answered by the proxy itself
         r = c.read_response()
-        assert r.status == 400 and r.header("strict-transport-security") == [expected]
+        assert r.status == 400 and r.header(name) == [expected]
     # never over plain HTTP: the redirect listener's 308 carries none
-    with HTTPConn(int(cfg.read_text().split("redirect_http: 127.0.0.1:")[1].strip())) as c:
+    with HTTPConn(redirect_port) as c:
         c.request("GET", "/x", host="default.test")
         r = c.read_response()
-        assert r.status == 308 and r.header("strict-transport-security") == []
+        assert r.status == 308 and r.header(name) == []
     # HTTP/2 too
     out = subprocess.run(["curl", "-sS", "--http2", "-o", "/dev/null", "-D", "-", "--cacert", pki.path("ca.pem"),
                           "--resolve", f"default.test:{proxy.port}:127.0.0.1", f"https://default.test:{proxy.port}/echo"],
                          capture_output=True, text=True, timeout=10)
-    assert out.stdout.startswith("HTTP/2 200") and f"strict-transport-security: {expected}".lower() in out.stdout.lower(), out.stdout
+    assert out.stdout.startswith("HTTP/2 200") and f"{name}: {expected}".lower() in out.stdout.lower(), out.stdout
 
 
 def test_hsts_preload_needs_subdomains_and_a_year(proxy_bin, tls_files, tmp_path):
@@ -1066,6 +1073,25 @@ def http3_config(tmp_path, tls_files, http3, redirect_port=None):
     cfg.write_text(f"tls: {{ cert: {cert}, key: {key} }}\nhttp3: {http3}\n"
                    + (f"redirect_http: 127.0.0.1:{redirect_port}\n" if redirect_port else ""))
     return cfg
+
+
+def test_alt_svc_is_sent_on_every_tls_response_while_http3_is_on_and_replaces_the_apps(proxy_factory, upstream, pki,
+                                                                                       tls_files, tmp_path):
+    redirect_port = free_port()
+    cfg = http3_config(tmp_path, tls_files, "{ enabled: true, alt_svc_max_age: 1h }", redirect_port)
+    proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
+    assert_on_every_tls_response(proxy, pki, "alt-svc", f'h3=":{proxy.port}"; ma=3600', apps_own="h3%3D%22%3A9%22",
+                                 redirect_port=redirect_port)
+
+
+def test_alt_svc_is_not_sent_while_http3_is_off_and_the_apps_own_passes(proxy_factory, upstream, pki, tls_files, tmp_path):
+    cfg = http3_config(tmp_path, tls_files, "{ enabled: false }")
+    proxy = proxy_factory(upstream, extra=["--config", str(cfg)])
+    with TLSConn(proxy.port, pki=pki) as c:
+        c.request("GET", "/echo")
+        assert c.read_response().header("alt-svc") == []
+        c.request("GET", '/status/200?h=alt-svc:h2%3D%22%3A8443%22')
+        assert c.read_response().header("alt-svc") == ['h2=":8443"']
 
 
 def test_http3_needs_tls(proxy_bin, tmp_path):
@@ -1091,7 +1117,7 @@ def test_a_reload_that_turns_http3_on_or_off_is_refused(proxy_factory, upstream,
     with TLSConn(proxy.port, pki=pki) as c:  # still the running configuration
         c.request("GET", "/echo")
         r = c.read_response()
-        assert r.status == 200
+        assert r.status == 200 and bool(r.header("alt-svc")) == (before == "true"), r.headers
 
 
 # ---------------------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ extension ClientExchange {
         }
         for (name, value) in edits.add { w.field(name, value) }
         if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
+        if let altSvc = listener.altSvc { altSvc.withUnsafeBytes { w.field("Alt-Svc", $0) } }
         if !r.headers.contains(where: { $0.name.lowercased() == "date" }) {
             loop.httpDate.current().withUnsafeBytes { w.field("Date", $0) }
         }

@@ -434,6 +434,9 @@ extension ClientExchange {
             if !edits.remove.isEmpty && edits.remove.contains(where: { nameMatches($0, bytes, field.name) }) { continue }
             // The operator's HSTS policy, set where TLS ends, replaces whatever the app says.
             if listener.hsts != nil && nameMatches("Strict-Transport-Security", bytes, field.name) { continue }
+            // So is its Alt-Svc while the proxy advertises HTTP/3: the app's would name a service the
+            // proxy does not run, or contradict the proxy's own.
+            if listener.altSvc != nil && nameMatches("Alt-Svc", bytes, field.name) { continue }
             if _slowPath(compression != .none)
                 && Self.compressionEdits(field, bytes, encoding: response.encoder != nil, varyNamed: &varyNamed, into: &w) { continue }
             w.field(UnsafeRawBufferPointer(start: bytes + field.name.start, count: field.name.count),
@@ -441,6 +444,7 @@ extension ClientExchange {
         }
         for (name, value) in edits.add { w.field(name, value) }
         if let hsts = listener.hsts { hsts.withUnsafeBytes { w.field("Strict-Transport-Security", $0) } }
+        if let altSvc = listener.altSvc { altSvc.withUnsafeBytes { w.field("Alt-Svc", $0) } }
         if _slowPath(compression != .none) {
             if let encoder = response.encoder { w.field("Content-Encoding", encoder.coding.token) }
             if !varyNamed { w.field("Vary", "Accept-Encoding") }

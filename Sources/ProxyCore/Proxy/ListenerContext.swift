@@ -24,6 +24,9 @@ final class ListenerContext: @unchecked Sendable {
     let tls: Bool
     /// The `Strict-Transport-Security` value for every response (`tls.hsts`; TLS listeners only).
     let hsts: [UInt8]?
+    /// The `Alt-Svc` value for every response (`http3.enabled`; TLS listeners only): HTTP/3 on
+    /// this listener's own port, where QUIC is bound beside it.
+    let altSvc: [UInt8]?
     /// Whether responses may be compressed (`compression:`): read once per response, where
     /// reaching into `config` would copy the settings' lists.
     let compresses: Bool
@@ -132,6 +135,7 @@ final class ListenerContext: @unchecked Sendable {
         credentials = spec.tls
         tls = spec.tls != nil
         hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
+        altSvc = Self.altSvc(tls: spec.tls != nil, address: spec.address, spec.config.http3).map { Array($0.utf8) }
         compresses = spec.config.compression.isEnabled
         self.compressionMemory = compressionMemory
         if compresses { compressionMemory?.setLimit(spec.config.compression.maxMemory) }
@@ -192,6 +196,14 @@ final class ListenerContext: @unchecked Sendable {
     }
 
     @inline(__always) func state(_ loop: EventLoop) -> PerLoop { perLoop[loop.index] }
+
+    /// `h3=":PORT"; ma=SECONDS` (RFC 7838, RFC 9114 §3.1.1) for a TLS listener while
+    /// `http3.enabled`; nil for a plain one, and for port 0 (the kernel's choice, which the UDP
+    /// socket would not share).
+    static func altSvc(tls: Bool, address: SocketAddress, _ http3: HTTP3Settings) -> String? {
+        guard tls, http3.enabled, let port = address.port, port != 0 else { return nil }
+        return "h3=\":\(port)\"; ma=\(http3.altSvcMaxAge)"
+    }
 
     /// The maintenance page while its file exists (`MaintenanceWatch`: a `stat` a second per
     /// loop at most), else nil — at once when none is configured.
