@@ -54,7 +54,7 @@ let package = Package(
         // Dynamic exclusivity checks cost ~30% of the instructions per proxied request
         // (measured with bench/instructions); the engine's state is confined to one loop
         // thread and the compile-time checks still apply.
-        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2", "CNgtcp2", "CZlib", "CBrotli"],
+        .target(name: "ProxyCore", dependencies: ["CProxyLinux", "COpenSSL", "CNghttp2", "CNgtcp2", "CNghttp3", "CZlib", "CBrotli"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The domain: the /_oauth_callback contract, JOSE, providers, stores.
         .target(name: "OAuthCallback", dependencies: ["ProxyCore", "COpenSSL", "CCurl", "CZlib", "CHiredis"]),

@@ -5,4 +5,10 @@
 #ifndef CNGHTTP3_SHIM_H
 #define CNGHTTP3_SHIM_H
 #include <nghttp3/nghttp3.h>
+
+static inline void CNghttp3_settings_default(nghttp3_settings *s) { nghttp3_settings_default(s); }
+static inline int CNghttp3_conn_server_new(nghttp3_conn **pconn, const nghttp3_callbacks *callbacks,
+                                           const nghttp3_settings *settings, void *user_data) {
+    return nghttp3_conn_server_new(pconn, callbacks, settings, NULL, user_data);
+}
 #endif

@@ -21,8 +21,8 @@ import Testing
         return String(decoding: out.readableBytes, as: UTF8.self)
     }
 
-    func http2(_ body: (inout HTTP2HeadWriter) -> Void) -> (HTTP2HeadWriter, [String]) {
-        var w = HTTP2HeadWriter()
+    func http2(_ body: (inout StreamHeadWriter) -> Void) -> (StreamHeadWriter, [String]) {
+        var w = StreamHeadWriter()
         body(&w)
         let fields = w.withNameValues { nva, count in
             (0..<count).map { i in

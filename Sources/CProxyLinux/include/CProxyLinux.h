@@ -40,6 +40,11 @@ long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count);
 // imports awkwardly; re-export them as plain ints.
 static const int CProxyLinux_SOCK_NONBLOCK = SOCK_NONBLOCK;
 static const int CProxyLinux_SOCK_CLOEXEC = SOCK_CLOEXEC;
+// The socket types too: imported as members of glibc's `__socket_type`, they vanish from
+// Glibc's scope in a whole-module build once a system module (CNghttp3, CNgtcp2) has pulled in
+// <sys/socket.h> first and owns the enum.
+static const int CProxyLinux_SOCK_STREAM = SOCK_STREAM;
+static const int CProxyLinux_SOCK_DGRAM = SOCK_DGRAM;
 static const uint32_t CProxyLinux_EPOLLIN = EPOLLIN;
 static const uint32_t CProxyLinux_EPOLLOUT = EPOLLOUT;
 static const uint32_t CProxyLinux_EPOLLERR = EPOLLERR;

@@ -18,7 +18,7 @@ import Glibc
 /// phases (the OAuth layer), the upstream request, the access log and the metrics are the ones
 /// HTTP/1.1 has — there is no second copy of any of them to drift. The exchange writes its
 /// response head field by field (`ResponseHeadWriter`): a stream collects the fields for HEADERS
-/// (`HTTP2HeadWriter`), never text to parse again; the body goes out as DATA as flow control
+/// (`StreamHeadWriter`), never text to parse again; the body goes out as DATA as flow control
 /// allows. Apache's mod_http2 runs streams through its HTTP/1 core the same way.
 ///
 /// **Re-entrancy.** nghttp2's callbacks only record what happened (bytes for a stream, a stream
@@ -324,12 +324,7 @@ final class HTTP2Connection: Channel {
     }
 
     /// The peer address as text, formatted once per connection and shared by its streams.
-    lazy var peerTextCache: [UInt8] = {
-        var b = ByteBuffer()
-        defer { b.free() }
-        peer.write(to: &b)
-        return Array(b.readableBytes)
-    }()
+    lazy var peerTextCache: [UInt8] = peer.textBytes
 
     func markPending(_ stream: HTTP2Stream) {
         guard !stream.queued else { return }

@@ -19,7 +19,7 @@ final class HTTP2Stream {
     /// In the connection's `pending` list.
     var queued = false
     /// Response heads written and not yet submitted (1xx ones, then the final one).
-    var heads: [HTTP2HeadWriter] = []
+    var heads: [StreamHeadWriter] = []
     /// The response HEADERS went to nghttp2.
     var responseSubmitted = false
     /// The exchange finished its response: END_STREAM once its output is sent.
@@ -68,18 +68,7 @@ final class HTTP2Stream {
 
     /// Request bytes (the head, DATA, the end) arrived from the connection.
     func received() {
-        let x = exchange
-        if x.isLingering {
-            // The response is complete; what the client still sends has nowhere to go.
-            x.input.clear()
-            return
-        }
-        if x.isIdle, let refusal = request.refusal {
-            x.input.clear()
-            x.refuseHead(.invalidHead(status: refusal.status, refusal.reason))
-            return
-        }
-        x.inputArrived()
+        exchange.streamInputArrived(refusal: request.refusal)
     }
 
     // MARK: Response
@@ -101,11 +90,7 @@ final class HTTP2Stream {
             nghttp2_session_resume_data(c.session, id)
         }
         c.scheduleSend()
-        if x.output.isEmpty {
-            x.outputSent()
-        } else {
-            x.outputWaiting(readMore: x.wantsInput)
-        }
+        x.streamFlushed()
     }
 
     /// nghttp2 took everything in the output: read the upstream again (it may have been paused).

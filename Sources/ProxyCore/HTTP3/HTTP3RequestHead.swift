@@ -40,4 +40,16 @@ struct HTTP3RequestHead {
     }
 
     var refusal: (status: Int, reason: String)? { head.refusal }
+
+    /// Request DATA for the exchange (nothing once the request is malformed).
+    func deliverData(_ data: UnsafeRawBufferPointer, into input: inout ByteBuffer) {
+        guard malformed == nil else { return }
+        head.deliverData(data, into: &input)
+    }
+
+    /// The request stream's FIN (after DATA or trailers).
+    mutating func deliverEnd(into input: inout ByteBuffer) {
+        guard malformed == nil, headEnded else { return }
+        head.deliverEnd(into: &input)
+    }
 }

@@ -37,6 +37,7 @@ public final class EngineMetrics: Sendable {
     private let tlsHandshakes: MetricFamily<Counter>
     private let acceptPauses: MetricFamily<Counter>
     let http2: HTTP2Metrics
+    let http3: HTTP3Metrics
     let compression: CompressionMetrics
     let clientLimits: ClientLimitMetrics
     /// `callback_proxy_client_access_refusals_total{rule}`: requests `client_access` refused.
@@ -70,6 +71,7 @@ public final class EngineMetrics: Sendable {
                                         "Times a listener stopped accepting for a moment: out of file descriptors or memory.",
                                         labels: ["listener"])
         http2 = HTTP2Metrics(registry: registry)
+        http3 = HTTP3Metrics(registry: registry)
         compression = CompressionMetrics(registry: registry)
         clientLimits = ClientLimitMetrics(registry: registry)
         maintenance = registry.gauge("callback_proxy_maintenance",

@@ -7,20 +7,23 @@
 /// - An `HTTP2Stream` is one stream of an `HTTP2Connection`: its heads go to nghttp2 as HEADERS,
 ///   its body is pulled as DATA as the peer's windows allow, a response ends with END_STREAM,
 ///   and an abort is a `RST_STREAM`. Its timers are swept by its connection.
+/// - An `HTTP3Stream` is one request stream of an `HTTP3Connection` (QUIC): as an HTTP/2
+///   stream, through nghttp3, but its response bytes are held until the client acknowledges
+///   them, and an abort resets the QUIC stream both ways.
 ///
-/// An enum, not a protocol: the exchange's calls are a switch over two known kinds, inlined
+/// An enum, not a protocol: the exchange's calls are a switch over three known kinds, inlined
 /// into the hot path (no witness table, no existential box). Everything in which the kinds
-/// differ is a member below, each a `switch` with no `default`: a third kind (HTTP/3, one QUIC
-/// stream) is a third case, and the package does not compile until each member says what it
-/// does (docs/architecture.md's table lists them; `ArchitectureDocsTests` checks it does).
+/// differ is a member below, each a `switch` with no `default`: HTTP/3 arrived as a third case,
+/// and the package did not compile until each member said what it does (docs/architecture.md's table lists them; `ArchitectureDocsTests` checks it does).
 /// The HTTP/1.1-only fast paths (splice, `writeStraight`, the h2c preface) reach the
 /// connection itself (`connection`) and say so where they do.
 ///
 /// The links are unowned: the downstream owns its exchange (`HTTP1Connection.exchange`,
-/// `HTTP2Stream.exchange`) and outlives it.
+/// `HTTP2Stream.exchange`, `HTTP3Stream.exchange`) and outlives it.
 enum Downstream {
     case connection(Link<HTTP1Connection>)
     case stream(Link<HTTP2Stream>)
+    case quicStream(Link<HTTP3Stream>)
     /// Before its owner links it, or after an `HTTP1Connection` handed its socket over to HTTP/2.
     case detached
 
@@ -53,7 +56,7 @@ extension Downstream {
     var carriesOneRequest: Bool {
         switch self {
         case .connection, .detached: return false
-        case .stream: return true
+        case .stream, .quicStream: return true
         }
     }
 
@@ -63,7 +66,7 @@ extension Downstream {
         @inline(__always) get {
             switch self {
             case .connection, .detached: return true
-            case .stream: return false
+            case .stream, .quicStream: return false
             }
         }
     }
@@ -74,7 +77,7 @@ extension Downstream {
         @inline(__always) get {
             switch self {
             case .connection, .detached: return true
-            case .stream: return false
+            case .stream, .quicStream: return false
             }
         }
     }
@@ -84,6 +87,7 @@ extension Downstream {
         switch self {
         case .connection, .detached: return http10 ? "http/1.0" : "http/1.1"
         case .stream: return "h2"
+        case .quicStream: return "h3"
         }
     }
 
@@ -99,10 +103,15 @@ extension Downstream {
             composer.compose(into: &writer, for: x)
             x.output = writer.out
         case .stream(let s):
-            var writer = HTTP2HeadWriter()
+            var writer = StreamHeadWriter()
             composer.compose(into: &writer, for: x)
             // Counted now, as an HTTP/1.1 head is once in `output`: the access line may be
             // written before the stream flushes its heads.
+            x.bytesOut += UInt64(writer.byteCount)
+            s.with { $0.heads.append(writer) }
+        case .quicStream(let s):
+            var writer = StreamHeadWriter()
+            composer.compose(into: &writer, for: x)
             x.bytesOut += UInt64(writer.byteCount)
             s.with { $0.heads.append(writer) }
         }
@@ -114,6 +123,7 @@ extension Downstream {
     func endResponse() {
         switch self {
         case .stream(let s): s.retained.responseFinished()
+        case .quicStream(let s): s.retained.responseFinished()
         case .connection, .detached: assertionFailure("only a stream ends its response itself")
         }
     }
@@ -124,6 +134,7 @@ extension Downstream {
             switch self {
             case .connection(let c): return c.with { $0.deadline }
             case .stream(let s): return s.with { $0.deadline }
+            case .quicStream(let s): return s.with { $0.deadline }
             case .detached: return 0
             }
         }
@@ -131,6 +142,7 @@ extension Downstream {
             switch self {
             case .connection(let c): c.with { $0.deadline = newValue }
             case .stream(let s): s.with { $0.deadline = newValue }
+            case .quicStream(let s): s.with { $0.deadline = newValue }
             case .detached: break
             }
         }
@@ -141,6 +153,7 @@ extension Downstream {
         switch self {
         case .connection(let c): c.with { $0.want(read: read, write: write) }
         case .stream(let s): s.with { $0.want(read: read, write: write) }
+        case .quicStream(let s): s.with { $0.want(read: read, write: write) }
         case .detached: break
         }
     }
@@ -150,6 +163,7 @@ extension Downstream {
         switch self {
         case .connection(let c): c.with { $0.flush() }
         case .stream(let s): s.with { $0.flush() }
+        case .quicStream(let s): s.with { $0.flush() }
         case .detached: break
         }
     }
@@ -161,6 +175,7 @@ extension Downstream {
         // Retained: closing lets the loop (or the connection's stream table) drop the owner.
         case .connection(let c): c.retained.exchangeClosed()
         case .stream(let s): s.retained.exchangeClosed()
+        case .quicStream(let s): s.retained.exchangeClosed()
         case .detached: break
         }
     }

@@ -2,7 +2,7 @@
 /// came from. The exchange decides *what* the head says (status, the upstream's fields less what
 /// must not pass, the phases' edits, HSTS, framing); the writer decides how the downstream says
 /// it. HTTP/1.1 (`HTTP1HeadWriter`) writes text into the connection's output; an HTTP/2 stream
-/// (`HTTP2HeadWriter`) collects the fields for its HEADERS frame. Neither parses the other's
+/// (`StreamHeadWriter`) collects the fields for its HEADERS frame. Neither parses the other's
 /// output. Callers are generic over the writer, so each kind is specialised: static calls into
 /// a buffer on the HTTP/1.1 hot path.
 protocol ResponseHeadWriter {

@@ -35,6 +35,8 @@ public final class ProxyServer: Sendable {
     private let splice: SpliceBudget
     /// The loops as acceptors see them, to even out where connections live.
     private let placement: LoopSet
+    /// What the loops' HTTP/3 sockets share (tokens, connection IDs).
+    private let quic: QUICShared
 
     /// `metrics`: where the engine counts requests, connections and upstream latency (a
     /// private registry nobody reads when not given).
@@ -67,6 +69,7 @@ public final class ProxyServer: Sendable {
             [loops] in loops.map { ("\($0.index)", Double($0.clientConnections.load(ordering: .relaxed))) }
         }
         live = LiveContexts(loops: loops.count, contexts: contexts)
+        quic = QUICShared(loops: loops)
     }
 
     /// Binds every listener (errors surface here, before anything runs) and starts the loops.
@@ -74,8 +77,18 @@ public final class ProxyServer: Sendable {
         // SIGPIPE would kill the process on a write to a closed peer; sends use MSG_NOSIGNAL too.
         signal(SIGPIPE, SIG_IGN)
         var fdsPerLoop: [[(Int32, ListenerContext)]] = Array(repeating: [], count: loops.count)
+        var udpPerLoop: [[(Int32, QUICAddress, ListenerContext)]] = Array(repeating: [], count: loops.count)
         var opened: [Int32] = []
         do {
+            // HTTP/3: a UDP socket per loop on each TLS listener's address (`http3.enabled`).
+            for context in contexts where context.credentials != nil && context.config.http3.enabled {
+                if case .unix = context.spec.address { continue }
+                for i in 0..<loops.count {
+                    let (fd, local) = try QUICListener.bind(context.spec.address)
+                    opened.append(fd)
+                    udpPerLoop[i].append((fd, local, context))
+                }
+            }
             for context in contexts {
                 if case .unix = context.spec.address {
                     // One socket; only loop 0 accepts on it.
@@ -101,6 +114,8 @@ public final class ProxyServer: Sendable {
         var started: [EventLoopThread] = []
         for (i, loop) in loops.enumerated() {
             let listeners = fdsPerLoop[i].map { ListenerFD(fd: $0.0, context: $0.1) }
+            let udp = udpPerLoop[i].map { UDPListenerFD(fd: $0.0, local: $0.1, context: $0.2) }
+            let quic = self.quic
             let accessLog = self.accessLog
             let log = self.log
             let live = self.live
@@ -114,6 +129,15 @@ public final class ProxyServer: Sendable {
                         log.error("cannot register listener", ["error": "\(error)"])
                     }
                     l.context.state(loop).acceptors.append(acceptor)
+                }
+                for u in udp {
+                    let listener = QUICListener(fd: u.fd, loop: loop, context: u.context, local: u.local, shared: quic)
+                    do {
+                        try loop.register(listener, EventLoop.readable)
+                    } catch {
+                        log.error("cannot register the HTTP/3 socket", ["error": "\(error)"])
+                    }
+                    u.context.state(loop).quic = listener
                 }
                 if let accessLog { loop.afterBatch.append { accessLog.flush(loopIndex: loop.index) } }
             }, teardown: { [self] loop in
@@ -221,6 +245,9 @@ extension ProxyServer {
                     new.state(loop).acceptors = s.acceptors
                     for a in s.acceptors { a.context = new }
                     s.acceptors.removeAll()
+                    new.state(loop).quic = s.quic
+                    s.quic?.context = new
+                    s.quic = nil
                     s.retired = true
                     s.successor = new
                     for b in s.balancers { b.closeAll() }
@@ -271,5 +298,11 @@ final class LiveContexts: @unchecked Sendable {
 
 private struct ListenerFD: @unchecked Sendable {
     let fd: Int32
+    let context: ListenerContext
+}
+
+private struct UDPListenerFD: @unchecked Sendable {
+    let fd: Int32
+    let local: QUICAddress
     let context: ListenerContext
 }

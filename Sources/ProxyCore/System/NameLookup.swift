@@ -12,7 +12,7 @@ public enum NameLookup {
     public static func addresses(of name: String, port: UInt16) -> Result<[SocketAddress], LookupError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = CProxyLinux_SOCK_STREAM
         var list: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(name, nil, &hints, &list)
         guard rc == 0 else {

@@ -31,7 +31,7 @@ public final class ServiceNotifier {
         }
         addressLength = socklen_t(MemoryLayout<sockaddr_un>.offset(of: \.sun_path)! + path.count + (abstract ? 0 : 1))
         fd = try syscallValue("socket(AF_UNIX, SOCK_DGRAM)") {
-            socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | CProxyLinux_SOCK_CLOEXEC, 0)
+            socket(AF_UNIX, CProxyLinux_SOCK_DGRAM | CProxyLinux_SOCK_CLOEXEC, 0)
         }
     }
 

@@ -7,7 +7,7 @@ import Glibc
 enum Socket {
     static func makeListener(_ address: SocketAddress, backlog: Int32 = 4096, reusePort: Bool) throws(SystemError) -> Int32 {
         let fd = try syscallValue("socket") {
-            socket(address.family, Int32(SOCK_STREAM.rawValue) | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
+            socket(address.family, CProxyLinux_SOCK_STREAM | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
         }
         var ok = false
         defer { if !ok { close(fd) } }
@@ -36,7 +36,7 @@ enum Socket {
     /// Starts a non-blocking connect. Returns the fd; completion is signalled by writability.
     static func startConnect(_ address: SocketAddress) throws(SystemError) -> Int32 {
         let fd = try syscallValue("socket") {
-            socket(address.family, Int32(SOCK_STREAM.rawValue) | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
+            socket(address.family, CProxyLinux_SOCK_STREAM | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
         }
         let r = address.withSockAddr { connect(fd, $0, $1) }
         if r != 0 {

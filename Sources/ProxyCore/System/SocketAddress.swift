@@ -177,6 +177,14 @@ public struct PeerAddress: Sendable {
         }
     }
 
+    /// The textual form as bytes (a connection formats it once for all its streams' exchanges).
+    var textBytes: [UInt8] {
+        var b = ByteBuffer()
+        defer { b.free() }
+        write(to: &b)
+        return Array(b.readableBytes)
+    }
+
     /// Appends the textual form (as for X-Forwarded-For) to `out`.
     func write(to out: inout ByteBuffer) {
         if isUnix { out.append("unix"); return }

@@ -1,0 +1,281 @@
+"""HTTP/3 to clients (`http3.enabled`, experimental): QUIC on UDP beside the TLS listener, same
+port and certificate, each request stream an exchange like any other, translated to HTTP/1.1 for
+the strict test upstream. Driven by aioquic (PyPI) as the client (h3client.py): requests and
+bodies both ways, many streams on one connection, the stream limit, Retry, a client that changes
+its address, malformed requests, GOAWAY on SIGTERM and on reload, Alt-Svc.
+"""
+
+import hashlib
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from h3client import H3
+from test_http2 import cert  # noqa: F401 (the module's certificate fixture, shared)
+from test_observability import samples, scrape, value
+from upstream import pattern_bytes
+
+# RFC 9114 §8.1
+H3_MESSAGE_ERROR = 0x10E
+
+
+@pytest.fixture
+def h3_proxy(proxy_factory, upstream, cert, tmp_path):
+    def start(config="", opts=None, **kw):
+        crt, key = cert
+        cfg = tmp_path / f"h3-{time.monotonic_ns()}.yaml"
+        cfg.write_text("http3:\n  enabled: true\n" + config)
+        proxy = proxy_factory(upstream, extra=["--tls-cert", crt, "--tls-key", key, "--config", str(cfg)], opts=opts, **kw)
+        proxy.cfg = cfg
+        return proxy
+    return start
+
+
+def client(proxy, cert, **kw):
+    return H3(proxy.port, ca=cert[0], **kw)
+
+
+def echo(r):
+    assert r.status == 200, (r.status, r.body[:300])
+    return json.loads(r.body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def test_a_get_over_h3_reaches_the_app_as_http11_with_the_usual_forwarding_fields(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert) as c:
+        r = c.request("GET", "/echo?x=1", [("accept", "application/json")])
+    e = echo(r)
+    assert e["version"] == "HTTP/1.1" and e["target"] == "/echo?x=1" and e["method"] == "GET"
+    h = {k.lower(): v for k, v in e["headers"]}
+    assert h["host"] == f"localhost:{proxy.port}"  # from :authority
+    assert h["x-forwarded-proto"] == "https"
+    assert h["x-forwarded-for"] == "127.0.0.1"
+    assert [k.lower() for k, _ in e["headers"]].count("host") == 1
+    # the same response fields an HTTP/1.1 client gets, minus connection-specific ones
+    assert r.header("content-type") == "application/json"
+    assert r.header("connection") is None and r.header("keep-alive") is None
+    assert r.header("alt-svc") == f'h3=":{proxy.port}"; ma=86400'
+    line = proxy.wait_access_log(1)[-1]
+    assert line["protocol"] == "h3" and line["status"] == 200 and line["path"] == "/echo"
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_connections_total") == 1
+    assert value(s, "callback_proxy_http3_streams_total") == 1
+    assert value(s, "callback_proxy_http3_handshakes_failed_total") == 0
+
+
+def test_head_has_the_length_and_no_body(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert) as c:
+        r = c.request("HEAD", "/bytes?n=5000")
+    assert r.status == 200 and r.header("content-length") == "5000" and r.body == b""
+
+
+def test_request_bodies_reach_the_app_whole_with_and_without_a_length(h3_proxy, cert):
+    proxy = h3_proxy()
+    small = b"a=1&b=2"
+    big = pattern_bytes(0, 3 * 1024 * 1024 + 17)  # past the stream window: credit must come back
+    with client(proxy, cert) as c:
+        rs = c.many([
+            ("POST", "/echo", [("content-type", "application/x-www-form-urlencoded"), ("content-length", str(len(small)))], small),
+            ("POST", "/sink?pattern=1", [], big),  # no content-length: chunked to the app
+            ("PUT", "/echo", [("content-length", "0")], b""),
+        ])
+    e = echo(rs[0])
+    assert e["body_len"] == len(small) and e["body_sha256"] == hashlib.sha256(small).hexdigest()
+    sink = json.loads(rs[1].body)
+    assert rs[1].status == 200 and sink["len"] == len(big) and sink["pattern_ok"] is True
+    assert echo(rs[2])["body_len"] == 0
+
+
+def test_a_large_download_arrives_whole(h3_proxy, cert):
+    proxy = h3_proxy()
+    n = 8 * 1024 * 1024 + 5
+    with client(proxy, cert, timeout=60) as c:
+        r = c.request("GET", f"/bytes?n={n}")
+    assert r.status == 200 and len(r.body) == n
+    assert r.body == pattern_bytes(0, n)
+    line = proxy.wait_access_log(1)[-1]
+    assert line["bytes_out"] >= n
+
+
+def test_32_mib_to_a_client_slower_than_the_app_arrive_whole_and_the_proxy_holds_a_bounded_amount(h3_proxy, cert):
+    """aioquic takes a few tens of MB/s; the app sends as fast as loopback allows. The proxy must
+    pace the upstream (its output stops being read while nghttp3 holds unacknowledged bytes)
+    rather than hold the body, and nothing is lost."""
+    proxy = h3_proxy()
+    n = 32 * 1024 * 1024
+    rss_before = rss_kib(proxy.pid)
+    peak = [rss_before]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_kib(proxy.pid))
+            time.sleep(0.05)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        with client(proxy, cert, timeout=120, max_stream_data=256 * 1024) as c:
+            r = c.request("GET", f"/bytes?n={n}")
+    finally:
+        stop.set()
+        t.join()
+    assert r.status == 200 and len(r.body) == n and hashlib.sha256(r.body).digest() == hashlib.sha256(pattern_bytes(0, n)).digest()
+    # 32 MiB went through; the proxy grew by a small fraction of it
+    assert peak[0] - rss_before < 12 * 1024, (rss_before, peak[0])
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_hundred_concurrent_streams_on_one_connection(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert) as c:
+        rs = c.many([("GET", f"/echo?i={i}") for i in range(100)])
+    targets = sorted(echo(r)["target"] for r in rs)
+    assert targets == sorted(f"/echo?i={i}" for i in range(100))
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_connections_total") == 1
+    assert value(s, "callback_proxy_http3_streams_total") == 100
+
+
+def test_past_the_stream_limit_streams_wait_for_credit_and_the_connection_goes_on(h3_proxy, cert):
+    """http3.max_streams is QUIC's stream credit: a client may not open more at once, and each
+    stream that ends gives one back — so 30 requests over a limit of 4 all complete, on one
+    connection, never more than 4 at the app at a time."""
+    proxy = h3_proxy("  max_streams: 4\n")
+    with client(proxy, cert, timeout=30) as c:
+        assert c.quic._remote_max_streams_bidi == 4
+        rs = c.many([("GET", "/slow?ms=100") for _ in range(30)])
+        assert all(r.status == 200 for r in rs)
+        assert c.quic._remote_max_streams_bidi >= 30
+        assert c.terminated() is None
+
+
+def test_a_malformed_request_is_a_stream_error_and_the_connection_goes_on(h3_proxy, cert, upstream):
+    proxy = h3_proxy()
+    base = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", f"localhost:{proxy.port}".encode())]
+    before = len(upstream.record.requests())
+    with client(proxy, cert) as c:
+        cases = [
+            base + [(b":path", b"/echo"), (b"X-Upper", b"1")],            # uppercase name
+            base + [(b":path", b"/echo"), (b"connection", b"close")],     # connection-specific
+            base + [(b":path", b"/echo"), (b"te", b"gzip")],              # TE other than trailers
+            base,                                                         # no :path
+            [(b":method", b"GET"), (b":path", b"/echo")],                 # no :scheme
+            base + [(b":path", b"/echo"), (b":protocol", b"websocket")],  # unknown pseudo-header
+        ]
+        for fields in cases:
+            r = c.raw(fields)
+            assert r.reset == H3_MESSAGE_ERROR or r.status == 400, (fields, r.reset, r.status)
+        ok = c.request("GET", "/echo")
+        assert ok.status == 200 and c.terminated() is None
+    # none of them reached the app
+    assert len(upstream.record.requests()) == before + 1
+
+
+def test_connect_is_refused(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert) as c:
+        r = c.raw([(b":method", b"CONNECT"), (b":authority", b"example.com:443")])
+        assert r.reset == H3_MESSAGE_ERROR or r.status in (400, 405, 501), (r.reset, r.status)
+
+
+def test_retry_always_makes_every_new_client_prove_its_address_first(h3_proxy, cert):
+    proxy = h3_proxy("  retry: always\n")
+    with client(proxy, cert) as c:
+        assert echo(c.request("GET", "/echo"))["method"] == "GET"
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_retries_sent_total") == 2
+    assert value(s, "callback_proxy_http3_connections_total") == 2
+
+
+def test_a_client_that_changes_its_port_mid_connection_keeps_its_connection(h3_proxy, cert):
+    """NAT rebinding: the same connection continues from a new address (ngtcp2 validates the new
+    path). With two loops the kernel picks either loop's socket for the new address; the one
+    that does not own the connection hands the datagrams to the loop its connection ID names,
+    which answers from its own socket on the same address. Moved until that happened at least
+    once (each move: one chance in two)."""
+    proxy = h3_proxy(opts={"--loops": "2"})
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+        for move in range(12):
+            old, new = c.change_port()
+            assert old != new
+            for i in range(3):
+                assert echo(c.request("GET", f"/echo?move={move}&i={i}"))["target"] == f"/echo?move={move}&i={i}"
+            assert c.terminated() is None
+            if value(samples(scrape(proxy)), "callback_proxy_http3_datagrams_handed_over_total") > 0:
+                break
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_datagrams_handed_over_total") > 0
+    assert value(s, "callback_proxy_http3_connections_total") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle
+
+
+def slow_request_in_background(c, ms=1500):
+    """Starts a request the app answers after `ms`; returns the thread and where its answer lands."""
+    result = {}
+
+    def run():
+        result["r"] = c.request("GET", f"/slow?ms={ms}")
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.4)
+    return t, result
+
+
+def test_sigterm_finishes_streams_in_flight_then_exits(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert, timeout=15) as c:
+        t, result = slow_request_in_background(c)
+        proxy.signal(signal.SIGTERM)
+        t.join(10)
+        assert result["r"].status == 200 and result["r"].body == b"slow done\n"
+    assert proxy.wait_exit(10) == 0
+
+
+def test_a_changed_config_reload_sends_goaway_streams_in_flight_finish_and_new_connections_get_it(h3_proxy, cert):
+    proxy = h3_proxy()
+    with client(proxy, cert, timeout=15) as c:
+        t, result = slow_request_in_background(c)
+        proxy.cfg.write_text(proxy.cfg.read_text() + "limits:\n  max_body_size: 10\n")
+        proxy.signal(signal.SIGHUP)
+        t.join(10)
+        assert result["r"].status == 200
+        # the connection ends once its stream is done (GOAWAY, then CONNECTION_CLOSE H3_NO_ERROR)
+        deadline = time.monotonic() + 5
+        while c.terminated() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.terminated() is not None and c.terminated().error_code == 0x100
+    with client(proxy, cert) as c:
+        assert c.request("POST", "/echo", [("content-length", "19")], b"more than ten bytes").status == 413
+    assert proxy.proc.poll() is None
+
+
+def test_http3_off_binds_no_udp_socket_and_advertises_nothing(proxy_factory, upstream, cert):
+    crt, key = cert
+    proxy = proxy_factory(upstream, extra=["--tls-cert", crt, "--tls-key", key])
+    out = subprocess.run(["ss", "-ulpn"], capture_output=True, text=True).stdout
+    assert f":{proxy.port} " not in out
+    with pytest.raises(Exception):
+        with H3(proxy.port, ca=crt, timeout=2) as c:
+            c.request("GET", "/echo")

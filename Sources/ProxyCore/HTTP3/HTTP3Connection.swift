@@ -1,0 +1,581 @@
+import CNghttp3
+import CNgtcp2
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// HTTP/3 on one QUIC connection: ngtcp2 does QUIC (packets, loss recovery, congestion and
+/// flow control, stream states, path validation when the client's address changes), GnuTLS
+/// does its TLS 1.3 handshake through ngtcp2's helper, nghttp3 does HTTP/3 (frames, QPACK, the
+/// RFC 9114 §4 message checks). This class moves datagrams between ngtcp2 and its loop's
+/// socket (`QUICListener`) and runs **each request stream as an exchange of its own**
+/// (`HTTP3Stream` owns a `ClientExchange`), exactly as `HTTP2Connection` does: the same
+/// request head rewrite (`HTTP3RequestHead` → `StreamRequestHead`), parser, phases, upstream
+/// request, access log and metrics.
+///
+/// **Not a `Channel`.** Its connections share the loop's one UDP socket, so a connection is a
+/// `LoopSource`: `wake()` sends once after a batch of datagrams, `arm(at:)` serves ngtcp2's
+/// timers (loss detection, ACK delay, idle) and the streams' deadline sweep.
+///
+/// **Re-entrancy.** Library callbacks only record what happened (a stream's bytes, a closed
+/// stream, a drained output); the streams run after ngtcp2 returns (`runStreams`), and an
+/// exchange never calls into a library from inside one of its callbacks.
+///
+/// **Flow control.** A stream's DATA is credited back to the client (`extend_max_stream_offset`)
+/// only once the exchange has passed it on and wants more (`creditStream`), as over HTTP/2.
+/// Response bytes nghttp3 takes are copied out of the exchange's output into `HTTP3Stream.sent`,
+/// where they stay until the client acknowledges them (nghttp3 may send them again until
+/// then); past `HTTP3Stream.unackedLimit` the stream waits for acknowledgements, and the
+/// exchange stops reading its upstream while its output is full — a slow client slows the
+/// upstream, never fills our memory.
+///
+/// **Ending.** Shutdown and reload send GOAWAY (`nghttp3_conn_submit_shutdown_notice`, then
+/// the final one a second later); streams in flight finish; then CONNECTION_CLOSE with
+/// H3_NO_ERROR. Idle connections end silently after `http3.idle_timeout` (ngtcp2's timer).
+final class HTTP3Connection: LoopSource {
+    unowned(unsafe) let quic: QUICListener
+    /// The configuration the connection started on (a reload sends it GOAWAY; its streams
+    /// finish here).
+    let listener: ListenerContext
+    let peer: PeerAddress
+    /// The client's address at the first packet (its NEW_TOKEN is bound to it).
+    private let client: QUICAddress
+    private(set) var conn: OpaquePointer!
+    private var session: gnutls_session_t?
+    private(set) var h3: OpaquePointer?
+    /// GnuTLS's pointer back to the connection (ngtcp2's helper reads it): a stable address.
+    private let connRef = UnsafeMutablePointer<ngtcp2_crypto_conn_ref>.allocate(capacity: 1)
+    /// Where ngtcp2 writes the path of each packet it builds (its addresses point into it).
+    private let outPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
+        let p = UnsafeMutablePointer<ngtcp2_path_storage>.allocate(capacity: 1)
+        ngtcp2_path_storage_zero(p)
+        return p
+    }()
+    private let vecs = UnsafeMutablePointer<nghttp3_vec>.allocate(capacity: 16)
+    /// The connection IDs it is found by in `quic.connections`.
+    private var ids: [[UInt8]] = []
+    var streams: [Int64: HTTP3Stream] = [:]
+    /// Streams that received request bytes (or a head) since they last ran.
+    var pending: [HTTP3Stream] = []
+    /// Streams whose output nghttp3 emptied (their upstream may be read again).
+    var drained: [HTTP3Stream] = []
+    /// Streams nghttp3 closed, with their application error code.
+    var closedStreams: [(HTTP3Stream, UInt64)] = []
+    /// Streams that waited for acknowledgements and may be given more now.
+    var resumable: [HTTP3Stream] = []
+    /// Streams whose response ended before their request body: the client is told to stop
+    /// sending it (`stopReading`).
+    var endedEarly: [Int64] = []
+    private var handshakeDone = false
+    private(set) var closed = false
+    /// After CONNECTION_CLOSE (sent or received): nothing more is sent; the IDs stay known until
+    /// this deadline (three PTOs, RFC 9000 §10.2) so that late packets are not answered by a reset.
+    private var closingUntil: UInt64 = 0
+    private var goingAway = false
+    private var finalGoAwayAt: UInt64 = 0
+    /// Set by a callback that failed because nghttp3 did: the error CONNECTION_CLOSE carries.
+    var applicationError: Int32 = 0
+    private var writeScheduled = false
+    var endReason = ""
+
+    /// The packet budget one `write` sends before it yields to the loop (it asks to run again).
+    static let packetsPerWrite = 64
+    static let maxPacket = Int(NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
+
+    /// A connection for the client Initial `header` (from `from`), on `listener`'s current
+    /// configuration; nil if ngtcp2 or GnuTLS cannot set it up.
+    init?(listener quic: QUICListener, header: ngtcp2_pkt_hd, originalDCID: [UInt8]?, token: [UInt8], from: QUICAddress) {
+        self.quic = quic
+        listener = quic.context
+        peer = from.peer
+        client = from
+        super.init(loop: quic.loop)
+        guard let credentials = listener.quicCredentials else { return nil }
+        let settings = listener.config.http3
+        var s = ngtcp2_settings()
+        CNgtcp2_settings_default(&s)
+        s.initial_ts = EventLoop.monotonicNow()
+        s.max_tx_udp_payload_size = Self.maxPacket
+        var params = ngtcp2_transport_params()
+        CNgtcp2_transport_params_default(&params)
+        params.initial_max_stream_data_bidi_local = UInt64(settings.streamWindow)
+        params.initial_max_stream_data_bidi_remote = UInt64(settings.streamWindow)
+        // The client's control and QPACK streams: small, and consumed at once.
+        params.initial_max_stream_data_uni = 64 * 1024
+        params.initial_max_data = UInt64(settings.connectionWindow)
+        params.initial_max_streams_bidi = UInt64(settings.maxStreams)
+        params.initial_max_streams_uni = 3
+        params.max_idle_timeout = settings.idleTimeout
+        params.active_connection_id_limit = 7
+        if let originalDCID {
+            // Retried: the Initial's first ID, and the Retry's (which the client sends to now).
+            params.original_dcid = QUICTokens.cid(originalDCID)
+            params.retry_scid = header.dcid
+            params.retry_scid_present = 1
+        } else {
+            params.original_dcid = header.dcid
+        }
+        let scidBytes = newConnectionID()
+        var scid = QUICTokens.cid(scidBytes)
+        params.stateless_reset_token_present = 1
+        let reset = quic.shared.tokens.statelessResetToken(for: scidBytes)
+        withUnsafeMutableBytes(of: &params.stateless_reset_token) { $0.copyBytes(from: reset) }
+        var tokenCopy = token
+        var dcid = header.scid
+        var callbacks = HTTP3Callbacks.quic
+        var made: OpaquePointer?
+        var local = quic.local, remote = from
+        let rv = tokenCopy.withUnsafeMutableBufferPointer { t -> Int32 in
+            if !token.isEmpty {
+                s.token = ngtcp2_vec(base: t.baseAddress, len: t.count)
+            }
+            return Self.withPath(&local, &remote) { path in
+                CNgtcp2_conn_server_new(&made, &dcid, &scid, path, header.version, &callbacks, &s, &params,
+                                        Unmanaged.passUnretained(self).toOpaque())
+            }
+        }
+        guard rv == 0, let made else { return nil }
+        conn = made
+        guard startTLS(credentials) else { return nil }
+        ids = [scidBytes, QUICTokens.bytes(header.dcid)]
+        for id in ids { quic.register(id, self) }
+        quic.handshakes += 1
+        listener.connectionOpened(loop)
+        listener.engineMetrics.http3.connections.increment()
+    }
+
+    deinit {
+        if let h3 { nghttp3_conn_del(h3) }
+        if let conn { ngtcp2_conn_del(conn) }
+        if let session { gnutls_deinit(session) }
+        connRef.deallocate()
+        outPath.deallocate()
+        vecs.deallocate()
+    }
+
+    /// GnuTLS as ngtcp2's helper configures it: TLS 1.3 only, ALPN `h3` required.
+    private func startTLS(_ credentials: QUICCredentials) -> Bool {
+        var s: gnutls_session_t?
+        // 0-RTT is not offered (no early data flag): a replayed request would reach the app twice.
+        guard gnutls_init(&s, UInt32(GNUTLS_SERVER.rawValue) | UInt32(GNUTLS_NO_AUTO_SEND_TICKET.rawValue)
+                          | UInt32(GNUTLS_NO_END_OF_EARLY_DATA.rawValue)) == 0,
+              let s else { return false }
+        session = s
+        guard gnutls_priority_set_direct(s, "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3", nil) == 0,
+              ngtcp2_crypto_gnutls_configure_server_session(s) == 0,
+              gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0 else {
+            return false
+        }
+        var alpn = Array("h3".utf8)
+        let set = alpn.withUnsafeMutableBufferPointer { b -> Int32 in
+            var datum = gnutls_datum_t(data: b.baseAddress, size: UInt32(b.count))
+            return gnutls_alpn_set_protocols(s, &datum, 1, UInt32(GNUTLS_ALPN_MANDATORY.rawValue))
+        }
+        guard set == 0 else { return false }
+        connRef.initialize(to: ngtcp2_crypto_conn_ref(get_conn: { ref in
+            Unmanaged<HTTP3Connection>.fromOpaque(ref!.pointee.user_data!).takeUnretainedValue().conn
+        }, user_data: Unmanaged.passUnretained(self).toOpaque()))
+        gnutls_session_set_ptr(s, connRef)
+        ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(s))
+        return true
+    }
+
+    /// A connection ID of this loop's, registered; its stateless reset token in `resetToken`.
+    func newConnectionID() -> [UInt8] {
+        quic.shared.ids(loop).make(loop: loop.index, random: QUICShared.random(13))
+    }
+
+    func issued(_ id: [UInt8]) {
+        ids.append(id)
+        quic.register(id, self)
+    }
+
+    func retired(_ id: [UInt8]) {
+        ids.removeAll { $0 == id }
+        quic.unregister(id)
+    }
+
+    static func withPath<R>(_ local: inout QUICAddress, _ remote: inout QUICAddress, _ body: (UnsafePointer<ngtcp2_path>) -> R) -> R {
+        let localLength = local.length, remoteLength = remote.length
+        return withUnsafeMutablePointer(to: &local.storage) { l in
+            withUnsafeMutablePointer(to: &remote.storage) { r in
+                l.withMemoryRebound(to: sockaddr.self, capacity: 1) { la in
+                    r.withMemoryRebound(to: sockaddr.self, capacity: 1) { ra in
+                        var path = ngtcp2_path(local: ngtcp2_addr(addr: la, addrlen: ngtcp2_socklen(localLength)),
+                                               remote: ngtcp2_addr(addr: ra, addrlen: ngtcp2_socklen(remoteLength)), user_data: nil)
+                        return body(&path)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Receiving
+
+    /// One datagram for this connection, from `from` (which may be a new address: ngtcp2
+    /// validates the path before it sends there in earnest).
+    func received(_ datagram: UnsafeRawBufferPointer, from: QUICAddress) {
+        guard !closed, closingUntil == 0 else { return }
+        listener.engineMetrics.http3.bytesReceived.increment(by: datagram.count)
+        var local = quic.local, remote = from
+        var info = ngtcp2_pkt_info()
+        let rv = Self.withPath(&local, &remote) { path in
+            CNgtcp2_conn_read_pkt(conn, path, &info, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count,
+                                  EventLoop.monotonicNow())
+        }
+        if rv != 0 {
+            failed(rv)
+            return
+        }
+        runStreams()
+        scheduleWrite()
+    }
+
+    /// ngtcp2 refused a packet or a timer: the connection ends, with a CONNECTION_CLOSE that says
+    /// why unless the client already closed it or it timed out.
+    private func failed(_ rv: Int32) {
+        switch rv {
+        case NGTCP2_ERR_DRAINING:
+            // The client closed it: no reply, the IDs stay known for the draining period.
+            endReason = "client closed"
+            enterClosingPeriod()
+        case NGTCP2_ERR_IDLE_CLOSE:
+            endReason = "idle"
+            finish()
+        case NGTCP2_ERR_DROP_CONN, NGTCP2_ERR_RETRY:
+            endReason = "dropped"
+            finish()
+        default:
+            var error = ngtcp2_connection_close_error()
+            if applicationError != 0 {
+                ngtcp2_connection_close_error_set_application_error(&error, nghttp3_err_infer_quic_app_error_code(applicationError), nil, 0)
+            } else if rv == NGTCP2_ERR_CRYPTO {
+                ngtcp2_connection_close_error_set_transport_error_tls_alert(&error, ngtcp2_conn_get_tls_alert(conn), nil, 0)
+            } else {
+                ngtcp2_connection_close_error_set_transport_error_liberr(&error, rv, nil, 0)
+            }
+            endReason = String(cString: ngtcp2_strerror(rv))
+            listener.engineMetrics.http3.connectionErrors.increment()
+            if listener.log.level <= .debug {
+                listener.log.debug("HTTP/3 connection error", ["peer": peer.text, "reason": endReason])
+            }
+            sendClose(error)
+        }
+    }
+
+    // MARK: Streams
+
+    /// A request stream began (its HEADERS).
+    func streamOpened(_ id: Int64) -> HTTP3Stream {
+        let stream = HTTP3Stream(connection: self, id: id)
+        streams[id] = stream
+        listener.engineMetrics.http3.streams.increment()
+        return stream
+    }
+
+    /// The peer address as text, formatted once per connection and shared by its streams.
+    lazy var peerTextCache: [UInt8] = peer.textBytes
+
+    /// Once the 1-RTT keys are in: nghttp3, with its control and QPACK encoder and decoder
+    /// streams. No QPACK dynamic table (`qpack_max_dtable_capacity` 0): nothing a client's
+    /// encoder sends can make us hold state, and blocked streams cannot happen.
+    func setUpHTTP3() -> Int32 {
+        guard h3 == nil else { return 0 }
+        var callbacks = HTTP3Callbacks.http3
+        var settings = nghttp3_settings()
+        CNghttp3_settings_default(&settings)
+        settings.max_field_section_size = UInt64(HTTP2Stream.headerListLimit(listener.config.limits))
+        settings.qpack_max_dtable_capacity = 0
+        settings.qpack_blocked_streams = 0
+        var made: OpaquePointer?
+        guard CNghttp3_conn_server_new(&made, &callbacks, &settings, Unmanaged.passUnretained(self).toOpaque()) == 0, let made else {
+            return NGTCP2_ERR_CALLBACK_FAILURE
+        }
+        h3 = made
+        nghttp3_conn_set_max_client_streams_bidi(made, UInt64(listener.config.http3.maxStreams))
+        var control: Int64 = -1, encoder: Int64 = -1, decoder: Int64 = -1
+        guard ngtcp2_conn_open_uni_stream(conn, &control, nil) == 0, nghttp3_conn_bind_control_stream(made, control) == 0,
+              ngtcp2_conn_open_uni_stream(conn, &encoder, nil) == 0, ngtcp2_conn_open_uni_stream(conn, &decoder, nil) == 0,
+              nghttp3_conn_bind_qpack_streams(made, encoder, decoder) == 0 else {
+            return NGTCP2_ERR_CALLBACK_FAILURE
+        }
+        return 0
+    }
+
+    func markPending(_ stream: HTTP3Stream) {
+        guard !stream.queued else { return }
+        stream.queued = true
+        pending.append(stream)
+    }
+
+    /// Runs the streams the callbacks touched.
+    func runStreams() {
+        while !closedStreams.isEmpty || !pending.isEmpty || !drained.isEmpty || !resumable.isEmpty || !endedEarly.isEmpty {
+            if !endedEarly.isEmpty {
+                for id in endedEarly { stopReading(id) }
+                endedEarly.removeAll(keepingCapacity: true)
+            }
+            if !resumable.isEmpty {
+                let ready = resumable
+                resumable.removeAll(keepingCapacity: true)
+                for stream in ready where stream.deferred && !stream.finished {
+                    stream.deferred = false
+                    if let h3 { nghttp3_conn_resume_stream(h3, stream.id) }
+                }
+            }
+            if !closedStreams.isEmpty {
+                let closing = closedStreams
+                closedStreams.removeAll(keepingCapacity: true)
+                for (stream, code) in closing { stream.closed(errorCode: code) }
+            }
+            if !pending.isEmpty {
+                let ready = pending
+                pending.removeAll(keepingCapacity: true)
+                for stream in ready where !stream.exchange.isClosed {
+                    stream.queued = false
+                    stream.received()
+                    creditStream(stream)
+                }
+            }
+            if !drained.isEmpty {
+                let ready = drained
+                drained.removeAll(keepingCapacity: true)
+                for stream in ready where !stream.exchange.isClosed { stream.outputDrained() }
+            }
+        }
+        if goingAway && streams.isEmpty { closeGracefully() }
+    }
+
+    /// Gives the client back credit for the DATA bytes a stream has passed on, if it wants more.
+    func creditStream(_ stream: HTTP3Stream) {
+        guard stream.unconsumed > 0, stream.exchange.input.isEmpty, !stream.exchange.isClosed, stream.wantsRead, !closed else { return }
+        ngtcp2_conn_extend_max_stream_offset(conn, stream.id, UInt64(stream.unconsumed))
+        ngtcp2_conn_extend_max_offset(conn, UInt64(stream.unconsumed))
+        stream.unconsumed = 0
+        scheduleWrite()
+    }
+
+    /// nghttp3 is done with a stream: it leaves the table, and the client may open another.
+    func forget(_ stream: HTTP3Stream) {
+        streams[stream.id] = nil
+    }
+
+    /// The exchange ended a stream early (an abort): both directions are reset.
+    func resetStream(_ id: Int64, code: UInt64) {
+        guard !closed, closingUntil == 0 else { return }
+        ngtcp2_conn_shutdown_stream(conn, id, code)
+        scheduleWrite()
+    }
+
+    /// The response is complete and the request body was not read to its end: the client is
+    /// told to stop sending it (RFC 9114 §4.1, H3_NO_ERROR).
+    func stopReading(_ id: Int64) {
+        guard !closed, closingUntil == 0 else { return }
+        ngtcp2_conn_shutdown_stream_read(conn, id, UInt64(NGHTTP3_H3_NO_ERROR))
+    }
+
+    // MARK: Sending
+
+    func scheduleWrite() {
+        guard !closed else { return }
+        wake()
+    }
+
+    override func onWake() {
+        write()
+    }
+
+    /// Builds and sends what ngtcp2 and nghttp3 have (stream data, ACKs, its own frames), up to
+    /// `packetsPerWrite` packets, then arms the timer.
+    private func write() {
+        guard !closed, closingUntil == 0 else { return }
+        let now = EventLoop.monotonicNow()
+        let buffer = quic.sendBuffer
+        var packets = 0
+        let metrics = listener.engineMetrics.http3
+        while packets < Self.packetsPerWrite {
+            var stream: Int64 = -1
+            var fin: Int32 = 0
+            var count = 0
+            if let h3, ngtcp2_conn_get_max_data_left(conn) > 0 {
+                let n = nghttp3_conn_writev_stream(h3, &stream, &fin, vecs, 16)
+                if n < 0 {
+                    applicationError = Int32(n)
+                    failed(NGTCP2_ERR_CALLBACK_FAILURE)
+                    return
+                }
+                count = Int(n)
+            }
+            var flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE)
+            if fin != 0 { flags |= UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) }
+            var written: ngtcp2_ssize = -1
+            var info = ngtcp2_pkt_info()
+            let n = UnsafeMutableRawPointer(vecs).withMemoryRebound(to: ngtcp2_vec.self, capacity: 16) { nv in
+                CNgtcp2_conn_writev_stream(conn, &outPath.pointee.path, &info, buffer, Self.maxPacket, &written, flags, stream,
+                                           count == 0 ? nil : nv, count, now)
+            }
+            if n < 0 {
+                switch Int32(n) {
+                case NGTCP2_ERR_STREAM_DATA_BLOCKED:
+                    nghttp3_conn_block_stream(h3, stream)
+                    continue
+                case NGTCP2_ERR_STREAM_SHUT_WR:
+                    nghttp3_conn_shutdown_stream_write(h3, stream)
+                    continue
+                case NGTCP2_ERR_WRITE_MORE:
+                    nghttp3_conn_add_write_offset(h3, stream, Int(written))
+                    continue
+                default:
+                    failed(Int32(n))
+                    return
+                }
+            }
+            if written >= 0, let h3 { nghttp3_conn_add_write_offset(h3, stream, Int(written)) }
+            if n == 0 { break }
+            quic.send(buffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
+            metrics.packetsSent.increment()
+            metrics.bytesSent.increment(by: n)
+            packets += 1
+        }
+        ngtcp2_conn_update_pkt_tx_time(conn, now)
+        if packets == Self.packetsPerWrite { wake() }
+        // What the reads of response bytes set off: upstreams read again, streams ended.
+        if !drained.isEmpty || !closedStreams.isEmpty || !pending.isEmpty || !resumable.isEmpty || !endedEarly.isEmpty {
+            runStreams()
+            if !closed { wake() }
+        }
+        armTimer()
+    }
+
+    private func armTimer() {
+        guard !closed else { return }
+        var at = ngtcp2_conn_get_expiry(conn)
+        // Streams keep their own deadlines (body, send): swept every 100 ms, as HTTP/2's are.
+        if !streams.isEmpty { at = min(at, loop.now + 100_000_000) }
+        if goingAway && finalGoAwayAt != 0 { at = min(at, finalGoAwayAt) }
+        if at == UInt64.max { disarm() } else { arm(at: max(at, 1)) }
+    }
+
+    override func onTimer() {
+        guard !closed else { return }
+        let now = EventLoop.monotonicNow()
+        if closingUntil != 0 {
+            if now >= closingUntil { finish() } else { arm(at: closingUntil) }
+            return
+        }
+        if ngtcp2_conn_get_expiry(conn) <= now {
+            let rv = ngtcp2_conn_handle_expiry(conn, now)
+            if rv != 0 {
+                failed(rv)
+                return
+            }
+        }
+        if !streams.isEmpty {
+            let expired = streams.values.filter { $0.deadline != 0 && $0.deadline <= loop.now }
+            for stream in expired {
+                stream.deadline = 0
+                stream.exchange.timedOut()
+            }
+        }
+        if goingAway && finalGoAwayAt != 0 && now >= finalGoAwayAt {
+            finalGoAwayAt = 0
+            if let h3 { nghttp3_conn_shutdown(h3) }
+        }
+        runStreams()
+        write()
+    }
+
+    // MARK: Ending
+
+    /// GOAWAY: a notice now, the final one (the last stream accepted) a second later; the
+    /// connection closes once its streams are done.
+    func beginShutdown() {
+        guard !goingAway, !closed, closingUntil == 0 else { return }
+        goingAway = true
+        guard let h3 else {
+            // Still in its handshake: nothing to finish.
+            closeGracefully()
+            return
+        }
+        nghttp3_conn_submit_shutdown_notice(h3)
+        finalGoAwayAt = loop.now + Timeouts.second
+        runStreams()
+        if !closed { scheduleWrite() }
+    }
+
+    private func closeGracefully() {
+        guard !closed, closingUntil == 0 else { return }
+        var error = ngtcp2_connection_close_error()
+        ngtcp2_connection_close_error_set_application_error(&error, UInt64(NGHTTP3_H3_NO_ERROR), nil, 0)
+        endReason = endReason.isEmpty ? "goaway" : endReason
+        sendClose(error)
+    }
+
+    /// Sends CONNECTION_CLOSE and waits out the closing period.
+    private func sendClose(_ error: ngtcp2_connection_close_error) {
+        var error = error
+        var info = ngtcp2_pkt_info()
+        let n = CNgtcp2_conn_write_connection_close(conn, &outPath.pointee.path, &info, quic.sendBuffer, Self.maxPacket, &error,
+                                                    EventLoop.monotonicNow())
+        if n > 0 {
+            quic.send(quic.sendBuffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
+        }
+        enterClosingPeriod()
+    }
+
+    private func enterClosingPeriod() {
+        abortStreams()
+        closingUntil = EventLoop.monotonicNow() + 3 * ngtcp2_conn_get_pto(conn)
+        arm(at: closingUntil)
+        countClosed()
+    }
+
+    /// The connection no longer counts (its streams are gone; only its IDs wait).
+    private var counted = true
+    private func countClosed() {
+        guard counted else { return }
+        counted = false
+        if !handshakeDone {
+            quic.handshakes -= 1
+            listener.engineMetrics.http3.handshakesFailed.increment()
+        }
+        listener.connectionClosed(loop)
+        if listener.log.level <= .debug {
+            listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason])
+        }
+    }
+
+    func handshakeCompleted() {
+        guard !handshakeDone else { return }
+        handshakeDone = true
+        quic.handshakes -= 1
+        // A token for the client's next connection: it skips a Retry (address validation).
+        if let client = client.socketAddress,
+           let token = quic.shared.tokens.regularToken(client: client, now: QUICShared.wallClock()) {
+            _ = token.withUnsafeBufferPointer { ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
+        }
+    }
+
+    private func abortStreams() {
+        let all = Array(streams.values)
+        streams.removeAll()
+        pending.removeAll()
+        drained.removeAll()
+        closedStreams.removeAll()
+        resumable.removeAll()
+        endedEarly.removeAll()
+        for stream in all { stream.closed(errorCode: UInt64(NGHTTP3_H3_REQUEST_CANCELLED)) }
+    }
+
+    /// Gone: out of the listener's table (which held the last reference).
+    private func finish() {
+        guard !closed else { return }
+        abortStreams()
+        countClosed()
+        closed = true
+        disarm()
+        for id in ids { quic.unregister(id) }
+        ids.removeAll()
+    }
+}

@@ -1,0 +1,67 @@
+/// `callback_proxy_http3_*`: how much HTTP/3 is used, and every datagram the proxy did not use,
+/// by reason.
+struct HTTP3Metrics: Sendable {
+    enum DropReason: Int, CaseIterable {
+        case malformed, notInitial, draining, connectionLimit, invalidToken, handshakeSetup, versionNegotiation
+        case unknownConnection, sendFailed
+
+        var label: String {
+            switch self {
+            case .malformed: return "malformed"
+            case .notInitial: return "not_initial"
+            case .draining: return "draining"
+            case .connectionLimit: return "connection_limit"
+            case .invalidToken: return "invalid_token"
+            case .handshakeSetup: return "handshake_setup"
+            case .versionNegotiation: return "version_negotiation"
+            case .unknownConnection: return "unknown_connection"
+            case .sendFailed: return "send_failed"
+            }
+        }
+    }
+
+    let connections: Counter
+    let handshakesFailed: Counter
+    let streams: Counter
+    let datagramsReceived: Counter
+    let packetsSent: Counter
+    let bytesReceived: Counter
+    let bytesSent: Counter
+    let retriesSent: Counter
+    let statelessResets: Counter
+    /// Datagrams another loop's socket received for a connection of this loop (the client's
+    /// address changed).
+    let handedOver: Counter
+    /// Streams the client reset while their exchange was in flight.
+    let resetsReceived: Counter
+    /// Connections ended on a protocol error (ours or the client's CONNECTION_CLOSE with an error).
+    let connectionErrors: Counter
+    private let drops: [Counter]
+
+    init(registry: MetricsRegistry) {
+        connections = registry.counter("callback_proxy_http3_connections_total", "QUIC connections accepted for HTTP/3.").labels()
+        handshakesFailed = registry.counter("callback_proxy_http3_handshakes_failed_total",
+                                            "QUIC connections that ended before their handshake completed.").labels()
+        streams = registry.counter("callback_proxy_http3_streams_total", "HTTP/3 request streams opened by clients.").labels()
+        datagramsReceived = registry.counter("callback_proxy_http3_datagrams_received_total", "UDP datagrams received on HTTP/3 sockets.").labels()
+        packetsSent = registry.counter("callback_proxy_http3_packets_sent_total", "QUIC packets sent.").labels()
+        bytesReceived = registry.counter("callback_proxy_http3_received_bytes_total", "UDP payload bytes received by QUIC connections.").labels()
+        bytesSent = registry.counter("callback_proxy_http3_sent_bytes_total", "UDP payload bytes sent by QUIC connections.").labels()
+        retriesSent = registry.counter("callback_proxy_http3_retries_sent_total",
+                                       "Retry packets sent to make a new client prove its address (http3.retry).").labels()
+        statelessResets = registry.counter("callback_proxy_http3_stateless_resets_sent_total",
+                                           "Stateless resets sent for packets of connections no loop knows.").labels()
+        handedOver = registry.counter("callback_proxy_http3_datagrams_handed_over_total",
+                                      "Datagrams received on one loop's socket for a connection of another loop.").labels()
+        resetsReceived = registry.counter("callback_proxy_http3_stream_resets_received_total",
+                                          "HTTP/3 streams the client reset before their response was complete.").labels()
+        connectionErrors = registry.counter("callback_proxy_http3_connection_errors_total",
+                                            "QUIC connections ended on a protocol error.").labels()
+        let family = registry.counter("callback_proxy_http3_datagrams_dropped_total", "Datagrams not used, by reason.", labels: ["reason"])
+        drops = DropReason.allCases.map { family.labels($0.label) }
+    }
+
+    func dropped(_ reason: DropReason) {
+        drops[reason.rawValue].increment()
+    }
+}

@@ -1,0 +1,298 @@
+import CNgtcp2
+import CProxyLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One loop's UDP socket for a TLS listener's HTTP/3 (`http3.enabled`): every loop binds the
+/// listener's address with `SO_REUSEPORT`, and the kernel picks a socket by the datagram's
+/// addresses. The socket is the loop's `Channel`; the QUIC connections on it are not (many
+/// share one descriptor): each is a `LoopSource` this listener finds by connection ID.
+///
+/// A datagram goes, by its first packet's header (`QUICDatagramRoute`):
+/// - to the connection that owns its destination ID here;
+/// - to the loop its ID names, when another loop owns it (a client whose address changed now
+///   reaches this socket), copied and handed over with `execute`, as the acceptor hands over a
+///   descriptor; that loop answers from its own socket on the same address;
+/// - to a new connection, if it is a client's first Initial (after a Retry if the policy asks);
+/// - to a Version Negotiation reply, for a version ngtcp2 does not speak;
+/// - to a stateless reset, for a short packet naming an ID no loop knows (a restarted process);
+/// - else nowhere (counted).
+final class QUICListener: Channel {
+    /// Replaced on reload (on this loop's thread); new connections take the current one.
+    var context: ListenerContext
+    /// This socket's own address: every path's local half.
+    let local: QUICAddress
+    let shared: QUICShared
+    /// Every connection by each of its connection IDs (ours, and the client's first one until
+    /// the handshake moves it to ours).
+    var connections: [[UInt8]: HTTP3Connection] = [:]
+    /// Connections whose handshake is in progress (`QUICRetryPolicy`).
+    var handshakes = 0
+    /// Draining (shutdown): no new connections; live ones finish.
+    var draining = false
+    /// Where datagrams are received and packets built, reused (one loop, one thread).
+    private var receiveBuffer = [UInt8](repeating: 0, count: 65_536)
+    /// Where this loop's connections build their packets, one at a time.
+    let sendBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 65_536)
+
+    init(fd: Int32, loop: EventLoop, context: ListenerContext, local: QUICAddress, shared: QUICShared) {
+        self.context = context
+        self.local = local
+        self.shared = shared
+        super.init(fd: fd, loop: loop)
+    }
+
+    deinit { sendBuffer.deallocate() }
+
+    /// A UDP socket on `address` for loop use (non-blocking, `SO_REUSEPORT`), and the address
+    /// it is bound to.
+    static func bind(_ address: SocketAddress) throws(SystemError) -> (Int32, QUICAddress) {
+        let fd = try syscallValue("socket(udp)") {
+            socket(address.family, CProxyLinux_SOCK_DGRAM | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
+        }
+        var ok = false
+        defer { if !ok { close(fd) } }
+        var one: Int32 = 1
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        try syscallValue("setsockopt(SO_REUSEPORT)") { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size) }
+        // Bursts of Initials and ACK-eliciting packets arrive faster than one batch reads them.
+        var buffer: Int32 = 4 << 20
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, size)
+        let bound = address.withSockAddr { Glibc.bind(fd, $0, $1) }
+        if bound != 0 { throw SystemError(call: "bind(udp \(address))", errno: lastErrno()) }
+        var local = QUICAddress()
+        _ = withUnsafeMutablePointer(to: &local.storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &local.length) }
+        }
+        ok = true
+        return (fd, local)
+    }
+
+    override func onEvent(_ events: UInt32) {
+        // Bounded so one busy socket cannot starve the loop's TCP connections.
+        for _ in 0..<64 {
+            var from = QUICAddress()
+            let n = receiveBuffer.withUnsafeMutableBytes { b in
+                withUnsafeMutablePointer(to: &from.storage) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, b.baseAddress, b.count, 0, $0, &from.length) }
+                }
+            }
+            if n < 0 { return }  // EAGAIN: read out; anything else: the next event says
+            receiveBuffer.withUnsafeBytes { received(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: from) }
+        }
+    }
+
+    /// One datagram from `from`.
+    func received(_ datagram: UnsafeRawBufferPointer, from: QUICAddress) {
+        let metrics = context.engineMetrics.http3
+        metrics.datagramsReceived.increment()
+        switch QUICDatagramRoute.of(datagram, ids: shared.ids(loop), loops: shared.loops.count) {
+        case .drop:
+            metrics.dropped(.malformed)
+        case .loop(let other) where other != loop.index:
+            hand(datagram, from: from, to: shared.loops[other])
+        case .loop, .here:
+            var header = ngtcp2_version_cid()
+            let rv = ngtcp2_pkt_decode_version_cid(&header, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count,
+                                                   QUICConnectionIDs.length)
+            if rv == NGTCP2_ERR_VERSION_NEGOTIATION {
+                sendVersionNegotiation(header, to: from)
+                return
+            }
+            guard rv == 0 else { return metrics.dropped(.malformed) }
+            let dcid = [UInt8](UnsafeBufferPointer(start: header.dcid, count: header.dcidlen))
+            if let c = connections[dcid] {
+                c.received(datagram, from: from)
+                return
+            }
+            if datagram[0] & 0x80 == 0 {
+                sendStatelessReset(dcid: dcid, answering: datagram.count, to: from)
+                return
+            }
+            accept(datagram, from: from, version: header.version)
+        }
+    }
+
+    /// A datagram for a connection another loop owns: it goes there, copied.
+    private func hand(_ datagram: UnsafeRawBufferPointer, from: QUICAddress, to other: EventLoop) {
+        let copy = Array(datagram)
+        let context = self.context
+        context.engineMetrics.http3.handedOver.increment()
+        other.execute {
+            guard let listener = context.newest(other).state(other).quic else { return }
+            copy.withUnsafeBytes { listener.received($0, from: from) }
+        }
+    }
+
+    // MARK: New connections
+
+    /// A long-header packet for no connection here: a client's Initial opens one.
+    private func accept(_ datagram: UnsafeRawBufferPointer, from: QUICAddress, version: UInt32) {
+        let metrics = context.engineMetrics.http3
+        var header = ngtcp2_pkt_hd()
+        guard ngtcp2_accept(&header, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count) == 0 else {
+            return metrics.dropped(.notInitial)
+        }
+        guard !draining, !context.isDraining(loop) else {
+            return metrics.dropped(.draining)
+        }
+        guard context.budget.hasRoom else {
+            return metrics.dropped(.connectionLimit)
+        }
+        let token = header.token.base == nil ? [] : [UInt8](UnsafeBufferPointer(start: header.token.base, count: header.token.len))
+        let client = from.socketAddress
+        let dcid = QUICTokens.bytes(header.dcid)
+        var originalDCID: [UInt8]? = nil
+        var validated = false
+        if !token.isEmpty, let client {
+            if token[0] == UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+                guard let odcid = shared.tokens.validateRetryToken(token, client: client, dcid: dcid, version: version,
+                                                                   now: QUICShared.wallClock()) else {
+                    // RFC 9000 §8.1.2: an invalid Retry token ends the attempt (INVALID_TOKEN);
+                    // dropping it is what ngtcp2's own server example does.
+                    return metrics.dropped(.invalidToken)
+                }
+                originalDCID = odcid
+                validated = true
+            } else {
+                validated = shared.tokens.validateRegularToken(token, client: client, now: QUICShared.wallClock())
+            }
+        }
+        if originalDCID == nil, context.config.http3.retry.asksForRetry(handshakesInProgress: handshakes, addressValidated: validated) {
+            sendRetry(header, version: version, to: from)
+            return
+        }
+        guard let c = HTTP3Connection(listener: self, header: header, originalDCID: originalDCID, token: validated ? token : [],
+                                      from: from) else {
+            return metrics.dropped(.handshakeSetup)
+        }
+        c.received(datagram, from: from)
+    }
+
+    private func sendRetry(_ header: ngtcp2_pkt_hd, version: UInt32, to client: QUICAddress) {
+        guard let address = client.socketAddress else { return }
+        let scid = shared.ids(loop).make(loop: loop.index, random: QUICShared.random(13))
+        guard let token = shared.tokens.retryToken(client: address, originalDCID: QUICTokens.bytes(header.dcid), retrySCID: scid,
+                                                   version: version, now: QUICShared.wallClock()) else { return }
+        var dcid = header.scid, odcid = header.dcid, s = QUICTokens.cid(scid)
+        let n = receiveBuffer.withUnsafeMutableBytes { b in
+            token.withUnsafeBufferPointer { t in
+                ngtcp2_crypto_write_retry(b.baseAddress!.assumingMemoryBound(to: UInt8.self), 1200, version, &dcid, &s, &odcid,
+                                          t.baseAddress, t.count)
+            }
+        }
+        guard n > 0 else { return }
+        context.engineMetrics.http3.retriesSent.increment()
+        send(count: n, to: client)
+    }
+
+    private func sendVersionNegotiation(_ header: ngtcp2_version_cid, to client: QUICAddress) {
+        var versions: [UInt32] = [UInt32(NGTCP2_PROTO_VER_V1)]
+        let unused = QUICShared.random(1)[0]
+        let n = receiveBuffer.withUnsafeMutableBytes { b in
+            ngtcp2_pkt_write_version_negotiation(b.baseAddress!.assumingMemoryBound(to: UInt8.self), 1200, unused,
+                                                 header.scid, header.scidlen, header.dcid, header.dcidlen, &versions, versions.count)
+        }
+        guard n > 0 else { return }
+        context.engineMetrics.http3.dropped(.versionNegotiation)
+        send(count: n, to: client)
+    }
+
+    /// RFC 9000 §10.3: a short packet for an ID of ours no loop knows gets a reset the client
+    /// can verify, smaller than what it answers (so that two endpoints cannot loop), and only
+    /// for packets long enough to be a real one (§10.3.3: 21 bytes at least, 41 to hide it).
+    private func sendStatelessReset(dcid: [UInt8], answering size: Int, to client: QUICAddress) {
+        let metrics = context.engineMetrics.http3
+        guard dcid.count == QUICConnectionIDs.length, size > 41, dcid.withUnsafeBytes({ shared.ids(loop).loop(of: $0) }) != nil else {
+            return metrics.dropped(.unknownConnection)
+        }
+        let token = shared.tokens.statelessResetToken(for: dcid)
+        let randomLength = min(size - 1, 64) - Int(NGTCP2_STATELESS_RESET_TOKENLEN) - 1
+        var random = QUICShared.random(randomLength)
+        let n = receiveBuffer.withUnsafeMutableBytes { b in
+            ngtcp2_pkt_write_stateless_reset(b.baseAddress!.assumingMemoryBound(to: UInt8.self), b.count, token, &random, random.count)
+        }
+        guard n > 0 else { return }
+        metrics.statelessResets.increment()
+        send(count: n, to: client)
+    }
+
+    /// Sends the first `count` bytes of `receiveBuffer` (a reply built there).
+    private func send(count: Int, to client: QUICAddress) {
+        var to = client
+        _ = receiveBuffer.withUnsafeBytes { b in
+            withUnsafePointer(to: &to.storage) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, count, 0, $0, to.length) }
+            }
+        }
+    }
+
+    /// Sends one packet a connection built (`HTTP3Connection.write`). A full socket buffer
+    /// drops it: QUIC's loss recovery sends it again, as it would after a loss on the way.
+    @inline(__always)
+    func send(_ packet: UnsafeRawPointer, count: Int, to remote: UnsafePointer<sockaddr>, length: socklen_t) {
+        if sendto(fd, packet, count, 0, remote, length) < 0 {
+            context.engineMetrics.http3.dropped(.sendFailed)
+        }
+    }
+
+    // MARK: Connection table
+
+    func register(_ id: [UInt8], _ c: HTTP3Connection) { connections[id] = c }
+    func unregister(_ id: [UInt8]) { connections[id] = nil }
+
+    /// Connections of a configuration a reload replaced go away (GOAWAY; their streams finish),
+    /// as HTTP/2 connections do; the client's next connection gets the new one.
+    override func onReload() {
+        var seen = Set<ObjectIdentifier>()
+        for c in connections.values where seen.insert(ObjectIdentifier(c)).inserted && c.listener.state(loop).retired {
+            c.beginShutdown()
+        }
+    }
+
+    override func onDrain() {
+        guard context.isDraining(loop) else { return }
+        draining = true
+        var seen = Set<ObjectIdentifier>()
+        for c in connections.values where seen.insert(ObjectIdentifier(c)).inserted { c.beginShutdown() }
+    }
+}
+
+/// A socket address as the kernel gives it (`recvfrom`, `getsockname`), kept as is: QUIC paths
+/// compare and hand these to ngtcp2 without formatting them.
+struct QUICAddress: Equatable, @unchecked Sendable {
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+
+    static func == (a: QUICAddress, b: QUICAddress) -> Bool {
+        guard a.length == b.length else { return false }
+        return withUnsafeBytes(of: a.storage) { x in withUnsafeBytes(of: b.storage) { y in memcmp(x.baseAddress!, y.baseAddress!, Int(a.length)) == 0 } }
+    }
+
+    /// The address as the rest of the engine names it (tokens are bound to it).
+    var socketAddress: SocketAddress? {
+        withUnsafeBytes(of: storage) { raw -> SocketAddress? in
+            let family = Int32(raw.load(as: sa_family_t.self))
+            var text = [CChar](repeating: 0, count: 64)
+            if family == AF_INET {
+                var sin = raw.load(as: sockaddr_in.self)
+                guard inet_ntop(AF_INET, &sin.sin_addr, &text, 64) != nil else { return nil }
+                return .ipv4(host: Self.text(text), port: UInt16(bigEndian: sin.sin_port))
+            }
+            if family == AF_INET6 {
+                var sin6 = raw.load(as: sockaddr_in6.self)
+                guard inet_ntop(AF_INET6, &sin6.sin6_addr, &text, 64) != nil else { return nil }
+                return .ipv6(host: Self.text(text), port: UInt16(bigEndian: sin6.sin6_port))
+            }
+            return nil
+        }
+    }
+
+    private static func text(_ c: [CChar]) -> String {
+        String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    var peer: PeerAddress { withUnsafeBytes(of: storage) { PeerAddress(storage: $0.baseAddress!) } }
+}

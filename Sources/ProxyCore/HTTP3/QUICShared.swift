@@ -1,0 +1,38 @@
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the loops' QUIC sockets share: the loops (to hand a datagram to its connection's),
+/// the token secret, and each loop's connection-ID codec. `@unchecked Sendable`: `ids(loop)` is
+/// only used on that loop's thread (the cipher contexts are not shared between threads); the
+/// rest is immutable.
+final class QUICShared: @unchecked Sendable {
+    let loops: [EventLoop]
+    let tokens: QUICTokens
+    private let perLoop: [QUICConnectionIDs]
+
+    init(loops: [EventLoop]) {
+        self.loops = loops
+        // Per process: a restart invalidates outstanding tokens and IDs, which costs a
+        // returning client one Retry, and a connection of the old process a stateless reset.
+        tokens = QUICTokens(secret: Self.random(32))
+        let key = Self.random(16)
+        perLoop = loops.map { _ in QUICConnectionIDs(key: key) }
+    }
+
+    @inline(__always) func ids(_ loop: EventLoop) -> QUICConnectionIDs { perLoop[loop.index] }
+
+    static func random(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        precondition(RAND_bytes(&bytes, Int32(count)) == 1, "RAND_bytes failed")
+        return bytes
+    }
+
+    /// Wall-clock nanoseconds (tokens carry their time of issue across restarts).
+    static func wallClock() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
