@@ -27,6 +27,7 @@ from callback_fixtures import (ANDROID, ANDROID_REDIRECT, CALLBACK, GOOGLE, IOS,
                                make_test_pki, page_text, pkce_pair, send, wait_callback_logs,
                                write_config)
 from helpers import Proxy, Upstream
+from test_http2 import cert  # noqa: F401 (the TLS fixture, shared)
 
 JWKS_REFETCH_INTERVAL = 10      # JWKSCache.Policy.unknownKeyRefetchInterval (seconds)
 
@@ -53,11 +54,11 @@ def oauth_proxy_factory(proxy_factory, upstream, idp, tmp_path):
     fetch made to write the file nor the probes are counted: the tests count the callback's calls."""
     count = [0]
 
-    def start(target_idp=None, opts=None, extra=(), **config_kw):
+    def start(target_idp=None, opts=None, extra=(), env=None, **config_kw):
         target_idp = target_idp or idp
         count[0] += 1
         path = write_config(tmp_path / f"callback-proxy-{count[0]}.yaml", target_idp, **config_kw)
-        p = proxy_factory(upstream, opts=opts, extra=["--config", path, *extra])
+        p = proxy_factory(upstream, opts=opts, extra=["--config", path, *extra], env=env)
         p.config_path = path
         p.wait_providers_probed(config_kw.get("providers", PROVIDERS))
         target_idp.reset_stats()
@@ -218,6 +219,30 @@ def test_native_sign_in_over_http2_runs_the_same_callback(oauth_proxy_factory, i
     assert upstream.record.requests() == []
 
 
+@pytest.fixture
+def oauth_proxy_h3(oauth_proxy_factory, cert):
+    """The callback proxy on TLS with HTTP/3 on: `send` asks it over HTTP/3."""
+    crt, key = cert
+    p = oauth_proxy_factory(extra=["--tls-cert", crt, "--tls-key", key], env={"CALLBACK_PROXY_HTTP3__ENABLED": "true"})
+    p.h3_ca = crt
+    return p
+
+
+def test_native_sign_in_over_http3_runs_the_same_callback(oauth_proxy_h3, idp, upstream):
+    """Over HTTP/3 the callback runs on the QUIC stream as on a TCP connection: verified once,
+    the replay refused without a second token request, nothing reaches the app."""
+    grant = grant_for(idp, "ios")
+    target = callback_target(grant, provider=GOOGLE, platform="ios")
+    first = send(oauth_proxy_h3, target)
+    assert first.version == "HTTP/3"
+    assert_outcome(oauth_proxy_h3, first, 200, "verified", VERIFIED, n=1)
+    second = send(oauth_proxy_h3, target)
+    assert_outcome(oauth_proxy_h3, second, 400, "replayed_code", ALREADY_USED, n=2, source="client")
+    assert token_totals(idp) == (1, 1, 0, 0)
+    assert upstream.record.requests() == []
+    assert [l["protocol"] for l in oauth_proxy_h3.access_log() if l.get("path") == "/_oauth_callback"] == ["h3", "h3"]
+
+
 # -------------------------------------------------------------------------------------------------
 # 2. Refused before any IdP call (the code stays redeemable afterwards)
 
@@ -303,6 +328,16 @@ REFUSALS = {
 
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_refused_before_any_idp_call(oauth_proxy, idp, case):
+    refused_before_any_idp_call(oauth_proxy, idp, case)
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_refused_before_any_idp_call_over_http3(oauth_proxy_h3, idp, case):
+    """The same vectors, the same answers, over HTTP/3."""
+    refused_before_any_idp_call(oauth_proxy_h3, idp, case)
+
+
+def refused_before_any_idp_call(oauth_proxy, idp, case):
     build, reason, page, detail = REFUSALS[case]
     grant = grant_for(idp)
     r = send(oauth_proxy, build(grant))

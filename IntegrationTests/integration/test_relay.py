@@ -20,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 from helpers import serve_http  # noqa: E402
+from test_http2 import cert  # noqa: E402,F401 (the TLS fixture, shared)
 
 WEB = "123-web.apps.googleusercontent.com"
 WEB_SECRET = "test-web-secret-not-a-real-one"
@@ -107,7 +108,7 @@ def app():
     a.stop()
 
 
-def start_proxy(proxy_factory, tmp_path, idp, app, handoff="relay", extra_provider="", relay_ttl="60s"):
+def start_proxy(proxy_factory, tmp_path, idp, app, handoff="relay", extra_provider="", relay_ttl="60s", extra=(), env=None):
     config = tmp_path / "proxy.yaml"
     config.write_text(f"""
 oauth: {{ ca_file: {idp.ca_cert}, idp_timeout: 5s, relay_code_ttl: {relay_ttl} }}
@@ -123,7 +124,7 @@ providers:
 {extra_provider}""")
     import os
     os.environ["WEB_SECRET"] = WEB_SECRET
-    p = proxy_factory(upstream_url=app.url, extra=["--config", str(config)])
+    p = proxy_factory(upstream_url=app.url, extra=["--config", str(config), *extra], env=env)
     app.token_url = f"http://127.0.0.1:{p.internal_port}/_oauth/token"
     return p
 
@@ -172,6 +173,34 @@ def test_relay_forwards_the_apps_callback_with_a_relay_code_the_app_redeems_once
     for secret in (grant.code, grant.code_verifier, grant.state, relay_code, page["token"]["access_token"],
                    page["token"]["id_token"], WEB_SECRET):
         assert secret not in logs
+
+
+@pytest.mark.parametrize("handoff", ["relay", "params"])
+def test_over_http3_the_apps_callback_is_forwarded_as_over_http11(proxy_factory, tmp_path, idp, app, handoff, cert):
+    """relay and params hand-offs over HTTP/3: the app gets the same forwarded callback, the
+    WebView the app's own answer (its cookie), and the relay code never reaches the client."""
+    from h3client import H3
+    crt, key = cert
+    p = start_proxy(proxy_factory, tmp_path, idp, app, handoff=handoff, extra=["--tls-cert", crt, "--tls-key", key],
+                    env={"CALLBACK_PROXY_HTTP3__ENABLED": "true"})
+    grant = idp.get_code(IOS)
+    target = callback_url(p, grant).split(f":{p.port}", 1)[1]
+    with H3(p.port, ca=crt) as c:
+        r = c.request("GET", target, [("cookie", "app_session=before")])
+    assert r.status == 200, r.body[-300:]
+    page = json.loads(r.body)
+    forwarded = [s for s in app.seen if s["path"] == CALLBACK][-1]
+    assert forwarded["cookie"] == "app_session=before"
+    assert forwarded["host"] == f"localhost:{p.port}"
+    assert r.header("cache-control") == "no-store"
+    if handoff == "relay":
+        assert page["redeemed"] == 200 and page["state"] == grant.state
+        assert r.header("set-cookie") == "app_session=signed-in; HttpOnly"
+        relay_code = forwarded["query"]["code"]
+        assert relay_code.startswith("cpr1.") and relay_code.encode() not in r.body
+    else:
+        assert "params" in page
+    assert [l["protocol"] for l in p.access_log() if l.get("path") == "/_oauth_callback"] == ["h3"]
 
 
 @pytest.mark.parametrize("handoff", ["relay", "params"])

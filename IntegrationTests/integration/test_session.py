@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "idp"))
 from idp_harness import IdP, make_test_pki  # noqa: E402
 from helpers import HTTPConn  # noqa: E402
+from callback_fixtures import send_h3  # noqa: E402
+from test_http2 import cert  # noqa: E402,F401 (the TLS fixture, shared)
 
 WEB = "123-web.apps.googleusercontent.com"
 IOS = "123-ios.apps.googleusercontent.com"
@@ -57,10 +59,24 @@ def sproxy(proxy_factory, upstream, tmp_path, idp):
     return proxy_factory(upstream, extra=["--config", str(config)])
 
 
+@pytest.fixture
+def sproxy_h3(proxy_factory, upstream, tmp_path, idp, cert):
+    """The session proxy on TLS with HTTP/3 on: `get` asks it over HTTP/3."""
+    config = tmp_path / "session.yaml"
+    config.write_text(session_config(idp))
+    crt, key = cert
+    p = proxy_factory(upstream, extra=["--config", str(config), "--tls-cert", crt, "--tls-key", key],
+                      env={"CALLBACK_PROXY_HTTP3__ENABLED": "true"})
+    p.h3_ca = crt
+    return p
+
+
 def get(p, target, cookies=None, headers=None):
     h = dict(headers or {})
     if cookies:
         h["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    if getattr(p, "h3_ca", None):
+        return send_h3(p, target, headers=[(k.lower(), v) for k, v in h.items()])
     with HTTPConn(p.port) as c:
         c.request("GET", target, headers=list(h.items()))
         return c.read_response()
@@ -112,6 +128,15 @@ def sign_in(p, idp, rd="/private/page", username="alice@example.test", login=Non
 
 
 def test_a_native_sign_in_sets_the_session_and_identity_reaches_the_upstream(sproxy, idp, upstream):
+    signs_in_and_identity_reaches_the_upstream(sproxy, idp)
+
+
+def test_over_http3_a_native_sign_in_sets_the_session_and_identity_reaches_the_upstream(sproxy_h3, idp, upstream):
+    signs_in_and_identity_reaches_the_upstream(sproxy_h3, idp)
+    assert {l["protocol"] for l in sproxy_h3.access_log()} == {"h3"}
+
+
+def signs_in_and_identity_reaches_the_upstream(sproxy, idp):
     r, jar, grant, _ = sign_in(sproxy, idp)
     assert r.status == 302, r
     assert r.one("location") == "/private/page"
