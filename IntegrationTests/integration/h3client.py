@@ -122,6 +122,8 @@ class H3:
         self.max_stream_data = max_stream_data
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.session_ticket = session_ticket
+        self.tickets = []  # session tickets the server issued on this connection
         self.proto = None
         self._cm = None
 
@@ -149,7 +151,10 @@ class H3:
         if self.max_stream_data:
             config.max_stream_data = self.max_stream_data
             config.max_data = self.max_stream_data * 4
-        self._cm = connect(self.host, self.port, configuration=config, create_protocol=_Protocol)
+        if self.session_ticket is not None:
+            config.session_ticket = self.session_ticket
+        self._cm = connect(self.host, self.port, configuration=config, create_protocol=_Protocol,
+                           session_ticket_handler=self.tickets.append)
         self.proto = await self._cm.__aenter__()
         self.proto.authority = self.authority
 
@@ -185,6 +190,13 @@ class H3:
 
     def terminated(self):
         return self.proto.terminated
+
+    def resumed(self):
+        """Whether the TLS handshake resumed a session (a ticket from an earlier connection)."""
+        return bool(self.quic.tls.session_resumed)
+
+    def early_data_accepted(self):
+        return bool(self.quic.tls.early_data_accepted)
 
     def change_port(self):
         """Moves the client to a new local port mid-connection (as a NAT rebinding does)."""

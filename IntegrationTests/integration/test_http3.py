@@ -7,6 +7,7 @@ its address, malformed requests, GOAWAY on SIGTERM and on reload, Alt-Svc.
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import threading
@@ -225,6 +226,71 @@ def test_a_client_that_changes_its_port_mid_connection_keeps_its_connection(h3_p
     s = samples(scrape(proxy))
     assert value(s, "callback_proxy_http3_datagrams_handed_over_total") > 0
     assert value(s, "callback_proxy_http3_connections_total") == 1
+
+
+def test_a_returning_client_resumes_its_session_and_early_data_is_refused(h3_proxy, cert, upstream):
+    """Session tickets (GnuTLS, issued after the handshake) let a returning client skip the full
+    handshake. Early data is never accepted: a replayed 0-RTT request must not reach the app
+    twice (nor a replayed /_oauth_callback the token exchange); the client sends it again at 1-RTT."""
+    proxy = h3_proxy()
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo?first").status == 200
+        deadline = time.monotonic() + 3
+        while not c.tickets and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert c.tickets, "no session ticket"
+        assert not c.resumed()
+    with client(proxy, cert, session_ticket=c.tickets[-1]) as again:
+        assert again.resumed()
+        assert not again.early_data_accepted()
+        assert echo(again.request("GET", "/echo?second"))["target"] == "/echo?second"
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?first", "/echo?second"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A second, independent client: Debian's ngtcp2-client (gtlsclient, ngtcp2 on GnuTLS)
+
+GTLSCLIENT = shutil.which("gtlsclient") or "/usr/bin/gtlsclient"
+
+
+def gtlsclient(proxy, paths, *args, download=None, timeout=60):
+    out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
+                          *(["--download", str(download)] if download else []), *args,
+                          "127.0.0.1", str(proxy.port), *[f"https://localhost:{proxy.port}{p}" for p in paths]],
+                         capture_output=True, timeout=timeout)
+    text = out.stdout.decode("utf-8", "replace") + out.stderr.decode("utf-8", "replace")
+    assert out.returncode == 0, text[-3000:]
+    return text
+
+
+def test_ngtcp2_client_downloads_with_a_key_update_and_moves_to_a_new_address(h3_proxy, cert, tmp_path):
+    """Key update (RFC 9001 §6) mid-download; then, on another connection, client-initiated
+    migration (a new local address, path validation) mid-download across two loops. Both bodies
+    arrive byte for byte."""
+    proxy = h3_proxy(opts={"--loops": "2"})
+    n = 6 * 1024 * 1024
+    text = gtlsclient(proxy, [f"/bytes?n={n}"], "--key-update=50ms", download=tmp_path)
+    assert "key update confirmed" in text
+    assert (tmp_path / f"bytes?n={n}").read_bytes() == pattern_bytes(0, n)
+    (tmp_path / f"bytes?n={n}").unlink()
+    text = gtlsclient(proxy, [f"/bytes?n={n}"], "--change-local-addr=50ms", download=tmp_path)
+    assert "Local address is now" in text
+    assert (tmp_path / f"bytes?n={n}").read_bytes() == pattern_bytes(0, n)
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_connections_total") == 2
+    assert value(s, "callback_proxy_http3_connection_errors_total") == 0
+
+
+def test_ngtcp2_client_early_data_is_rejected_and_the_request_reaches_the_app_once(h3_proxy, cert, tmp_path, upstream):
+    proxy = h3_proxy()
+    session, tp = tmp_path / "session", tmp_path / "tp"
+    gtlsclient(proxy, ["/echo?warm"], f"--session-file={session}", f"--tp-file={tp}")
+    assert session.exists() and tp.exists()
+    text = gtlsclient(proxy, ["/echo?zero-rtt"], f"--session-file={session}", f"--tp-file={tp}")
+    assert "type=0RTT" in text, "the client did not try early data"
+    assert "Early data was rejected by server" in text
+    assert ":status: 200" in text
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm", "/echo?zero-rtt"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -164,7 +164,8 @@ final class HTTP3Connection: LoopSource {
         session = s
         guard gnutls_priority_set_direct(s, "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3", nil) == 0,
               ngtcp2_crypto_gnutls_configure_server_session(s) == 0,
-              gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0 else {
+              gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0,
+              gnutls_session_ticket_enable_server(s, quic.shared.ticketKey) == 0 else {
             return false
         }
         var alpn = Array("h3".utf8)
@@ -550,6 +551,10 @@ final class HTTP3Connection: LoopSource {
         guard !handshakeDone else { return }
         handshakeDone = true
         quic.handshakes -= 1
+        // A session ticket (resumption; no early data is accepted with it), sent by hand: the
+        // session was made with GNUTLS_NO_AUTO_SEND_TICKET so that it goes at 1-RTT, after the
+        // handshake, as ngtcp2 expects.
+        if let session { _ = gnutls_session_ticket_send(session, 1, 0) }
         // A token for the client's next connection: it skips a Retry (address validation).
         if let client = client.socketAddress,
            let token = quic.shared.tokens.regularToken(client: client, now: QUICShared.wallClock()) {

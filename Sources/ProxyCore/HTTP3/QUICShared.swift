@@ -1,3 +1,4 @@
+import CNgtcp2
 import COpenSSL
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +12,10 @@ final class QUICShared: @unchecked Sendable {
     let loops: [EventLoop]
     let tokens: QUICTokens
     private let perLoop: [QUICConnectionIDs]
+    /// GnuTLS's key for the session tickets QUIC handshakes issue (resumption: a returning
+    /// client skips the certificate's signature). The process's: a restart means a full
+    /// handshake, as a new TCP ticket key does. Never freed (lives as long as the server).
+    let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
 
     init(loops: [EventLoop]) {
         self.loops = loops
@@ -19,6 +24,9 @@ final class QUICShared: @unchecked Sendable {
         tokens = QUICTokens(secret: Self.random(32))
         let key = Self.random(16)
         perLoop = loops.map { _ in QUICConnectionIDs(key: key) }
+        ticketKey = .allocate(capacity: 1)
+        ticketKey.initialize(to: gnutls_datum_t())
+        precondition(gnutls_session_ticket_key_generate(ticketKey) == 0, "GnuTLS cannot make a session ticket key")
     }
 
     @inline(__always) func ids(_ loop: EventLoop) -> QUICConnectionIDs { perLoop[loop.index] }
