@@ -219,13 +219,13 @@ class RailsApp:
 
 def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca_file=None,
                  web_secret_env="WEB_CLIENT_SECRET", params_provider=False, tls=None,
-                 static_root=None, x_accel_redirect=()) -> str:
+                 static_root=None, x_accel_redirect=(), http3=False) -> str:
     """The proxy's YAML. Without `idp`: plain proxying (no providers). With it: provider `google`
     (kind google, endpoints overridden to the test IdP) in `handoff` mode, the app's web client
     for the relay token endpoint, and the two native clients. `tls`: (cert, key) to serve HTTPS
     (and with it HTTP/2) on the public listener. `static_root`: a directory whose files are
     answered before the upstream (`static.root`, its other keys at their defaults).
-    `x_accel_redirect`: (location, root) pairs."""
+    `x_accel_redirect`: (location, root) pairs. `http3`: HTTP/3 on beside the TLS listener."""
     q = json.dumps
     lines = [f"listen: {q(f'127.0.0.1:{port}')}",
              f"internal_listen: {q(f'127.0.0.1:{internal_port}')}",
@@ -235,6 +235,8 @@ def proxy_config(*, port, internal_port, upstream, idp=None, handoff="relay", ca
              "log: { level: debug, format: json }"]
     if tls is not None:
         lines += [f"tls: {{ cert: {q(str(tls[0]))}, key: {q(str(tls[1]))} }}"]
+        if http3:
+            lines += ["http3: { enabled: true }"]
     if static_root is not None:
         lines += [f"static: {{ root: {q(str(static_root))} }}"]
     if x_accel_redirect:
@@ -372,7 +374,7 @@ def spki_hash(cert_pem_path) -> str:
     return base64.b64encode(digest.finalize()).decode()
 
 
-def start_browser(profile_dir, idp_server_cert):
+def start_browser(profile_dir, idp_server_cert, extra_args=()):
     """Headless Chromium through Debian's chromedriver (Selenium downloads nothing)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -384,7 +386,7 @@ def start_browser(profile_dir, idp_server_cert):
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--password-store=basic", "--window-size=1000,800",
                 f"--user-data-dir={profile_dir}",
-                f"--ignore-certificate-errors-spki-list={spki_hash(idp_server_cert)}"):
+                f"--ignore-certificate-errors-spki-list={spki_hash(idp_server_cert)}", *extra_args):
         opts.add_argument(arg)
     service = Service(CHROMEDRIVER, log_output=str(Path(profile_dir).parent / "chromedriver.log"))
     driver = webdriver.Chrome(service=service, options=opts)
