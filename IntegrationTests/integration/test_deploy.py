@@ -413,7 +413,7 @@ def test_the_runtime_packages_exist_in_debian():
     install = next(a for w, a in runtime_stage() if w == "RUN" and "apt-get install" in a)
     packages = [t for t in install.split("apt-get install", 1)[1].split("&&")[0].split() if not t.startswith("-")]
     for needed in ("libssl3", "libcurl4", "libyaml-0-2", "zlib1g", "libhiredis0.14", "libnghttp2-14", "libbrotli1",
-                   "libngtcp2-9", "libngtcp2-crypto-gnutls2", "libgnutls30", "ca-certificates"):
+                   "libngtcp2-9", "libngtcp2-crypto-gnutls2", "libgnutls30", "libnghttp3-3", "ca-certificates"):
         assert needed in packages, f"{needed} not installed in the runtime image: {packages}"
     for p in packages:
         r = subprocess.run(["apt-cache", "policy", p], capture_output=True, timeout=60)
