@@ -8,6 +8,7 @@ its address, malformed requests, GOAWAY on SIGTERM and on reload, Alt-Svc.
 import hashlib
 import json
 import shutil
+import socket
 import signal
 import subprocess
 import threading
@@ -245,6 +246,31 @@ def test_a_returning_client_resumes_its_session_and_early_data_is_refused(h3_pro
         assert not again.early_data_accepted()
         assert echo(again.request("GET", "/echo?second"))["target"] == "/echo?second"
     assert [r["target"] for r in upstream.record.requests()] == ["/echo?first", "/echo?second"]
+
+
+def test_quic_connections_count_towards_the_per_client_connection_limit_with_tcp_ones(h3_proxy, cert):
+    """limits.max_connections_per_client counts a client's QUIC and TCP connections together, by
+    address: past it, a new QUIC connection's Initial goes unanswered (counted, logged naming the
+    setting); as one closes, room comes back."""
+    proxy = h3_proxy("limits:\n  max_connections_per_client: 2\n")
+    crt = cert[0]
+    with client(proxy, cert) as a:
+        assert a.request("GET", "/echo").status == 200
+        tcp = socket.create_connection(("127.0.0.1", proxy.port))
+        try:
+            time.sleep(0.2)
+            with pytest.raises(Exception):
+                with H3(proxy.port, ca=crt, timeout=2) as c:
+                    c.request("GET", "/echo")
+        finally:
+            tcp.close()
+        time.sleep(0.3)
+        with client(proxy, cert) as b:
+            assert b.request("GET", "/echo").status == 200
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_datagrams_dropped_total", reason="client_limit") >= 1
+    lines = [json.loads(l) for l in proxy.stderr_text().splitlines() if "client connection refused" in l]
+    assert lines and "limits.max_connections_per_client" in lines[0]["setting"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -84,11 +84,13 @@ final class HTTP3Connection: LoopSource {
     static let maxPacket = Int(NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
 
     /// A connection for the client Initial `header` (from `from`), on `listener`'s current
-    /// configuration; nil if ngtcp2 or GnuTLS cannot set it up.
-    init?(listener quic: QUICListener, header: ngtcp2_pkt_hd, originalDCID: [UInt8]?, token: [UInt8], from: QUICAddress) {
+    /// configuration; nil if ngtcp2 or GnuTLS cannot set it up. `peer`: the client as the
+    /// per-client limits counted it (`ListenerContext.clientMayConnect`).
+    init?(listener quic: QUICListener, header: ngtcp2_pkt_hd, originalDCID: [UInt8]?, token: [UInt8], from: QUICAddress,
+          peer: PeerAddress) {
         self.quic = quic
         listener = quic.context
-        peer = from.peer
+        self.peer = peer
         client = from
         super.init(loop: quic.loop)
         guard let credentials = listener.quicCredentials else { return nil }
@@ -542,6 +544,7 @@ final class HTTP3Connection: LoopSource {
             listener.engineMetrics.http3.handshakesFailed.increment()
         }
         listener.connectionClosed(loop)
+        listener.clientGone(peer)
         if listener.log.level <= .debug {
             listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason])
         }

@@ -2,7 +2,7 @@
 /// by reason.
 struct HTTP3Metrics: Sendable {
     enum DropReason: Int, CaseIterable {
-        case malformed, notInitial, draining, connectionLimit, invalidToken, handshakeSetup, versionNegotiation
+        case malformed, notInitial, draining, connectionLimit, clientLimit, invalidToken, handshakeSetup, versionNegotiation
         case unknownConnection, sendFailed
 
         var label: String {
@@ -11,6 +11,7 @@ struct HTTP3Metrics: Sendable {
             case .notInitial: return "not_initial"
             case .draining: return "draining"
             case .connectionLimit: return "connection_limit"
+            case .clientLimit: return "client_limit"
             case .invalidToken: return "invalid_token"
             case .handshakeSetup: return "handshake_setup"
             case .versionNegotiation: return "version_negotiation"

@@ -139,6 +139,11 @@ final class QUICListener: Channel {
             return metrics.dropped(.draining)
         }
         guard context.budget.hasRoom else {
+            // The client's Initial goes unanswered; it tries again (its PTO) or falls back to TCP.
+            context.throttle.log(.warn, "HTTP/3 connection refused: connection limit reached", key: "h3 budget", fields: [
+                ("listener", context.spec.name), ("open", "\(context.budget.current)"), ("limit", "\(context.budget.limit)"),
+                ("setting", "limits.max_connections (and the descriptor limit: LimitNOFILE, ulimit -n)"),
+            ], on: loop)
             return metrics.dropped(.connectionLimit)
         }
         let token = header.token.base == nil ? [] : [UInt8](UnsafeBufferPointer(start: header.token.base, count: header.token.len))
@@ -164,8 +169,14 @@ final class QUICListener: Channel {
             sendRetry(header, version: version, to: from)
             return
         }
+        // limits.max_connections_per_client counts QUIC connections with TCP ones, by address.
+        var peer = from.peer
+        guard context.clientMayConnect(&peer, on: loop) else {
+            return metrics.dropped(.clientLimit)
+        }
         guard let c = HTTP3Connection(listener: self, header: header, originalDCID: originalDCID, token: validated ? token : [],
-                                      from: from) else {
+                                      from: from, peer: peer) else {
+            context.clientGone(peer)
             return metrics.dropped(.handshakeSetup)
         }
         c.received(datagram, from: from)

@@ -261,6 +261,22 @@ final class ListenerContext: @unchecked Sendable {
     /// TLS handshake or request is read (as HAProxy's `tcp-request connection reject`): a 429
     /// would need both, and the point is that this client gets nothing more from us.
     private func admitConnection(fd: Int32, peer: inout PeerAddress, _ policy: ClientLimitPolicy, on loop: EventLoop) -> Bool {
+        guard clientMayConnect(&peer, policy, on: loop) else {
+            Glibc.close(fd)
+            return false
+        }
+        return true
+    }
+
+    /// `limits.max_connections_per_client` for a new connection from `peer` (a TCP one, or a
+    /// QUIC one: both count towards the same limit); false if it is refused (logged, rate-limited).
+    /// A connection let in is counted (`peer.countedPerClient`) until `clientGone`.
+    func clientMayConnect(_ peer: inout PeerAddress, on loop: EventLoop) -> Bool {
+        guard let clientLimits else { return true }
+        return clientMayConnect(&peer, clientLimits, on: loop)
+    }
+
+    private func clientMayConnect(_ peer: inout PeerAddress, _ policy: ClientLimitPolicy, on loop: EventLoop) -> Bool {
         switch policy.connectionOpened(&peer, trusted: isTrusted(peer)) {
         case .allowed:
             return true
@@ -269,7 +285,6 @@ final class ListenerContext: @unchecked Sendable {
             return true
         case .refused(let open):
             logConnectionLimit("client connection refused: limit reached", peer: peer, open: open, policy, on: loop)
-            Glibc.close(fd)
             return false
         }
     }
