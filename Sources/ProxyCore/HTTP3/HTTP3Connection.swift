@@ -68,6 +68,8 @@ final class HTTP3Connection: LoopSource {
     /// sending it (`stopReading`).
     var endedEarly: [Int64] = []
     private var handshakeDone = false
+    /// A stream runs on the connection's own budget unit (`streamOpened`).
+    private var connectionUnitInUse = false
     private(set) var closed = false
     /// After CONNECTION_CLOSE (sent or received): nothing more is sent; the IDs stay known until
     /// this deadline (three PTOs, RFC 9000 §10.2) so that late packets are not answered by a reset.
@@ -109,7 +111,9 @@ final class HTTP3Connection: LoopSource {
         params.initial_max_streams_bidi = UInt64(settings.maxStreams)
         params.initial_max_streams_uni = 3
         params.max_idle_timeout = settings.idleTimeout
-        params.active_connection_id_limit = 7
+        // The client's spare connection IDs we keep (for its migrations): a few are enough, and
+        // each is state held per connection.
+        params.active_connection_id_limit = 4
         if let originalDCID {
             // Retried: the Initial's first ID, and the Retry's (which the client sends to now).
             params.original_dcid = QUICTokens.cid(originalDCID)
@@ -269,12 +273,43 @@ final class HTTP3Connection: LoopSource {
 
     // MARK: Streams
 
-    /// A request stream began (its HEADERS).
+    /// A request stream began (its HEADERS). Every stream may hold an upstream connection of its
+    /// own, so streams count in the client-connection budget as HTTP/2's do
+    /// (`HTTP2Connection+Admission`): the connection's own unit runs one, each further one takes
+    /// a unit of its own while it runs. With the budget spent the stream is refused at once with
+    /// H3_REQUEST_REJECTED (RFC 9114 §8.1: nothing of it was processed; the client may retry) —
+    /// unlike HTTP/2's streams, which wait for a unit.
     func streamOpened(_ id: Int64) -> HTTP3Stream {
         let stream = HTTP3Stream(connection: self, id: id)
         streams[id] = stream
         listener.engineMetrics.http3.streams.increment()
+        let budget = listener.budget
+        if !connectionUnitInUse {
+            connectionUnitInUse = true
+            stream.holdsConnectionUnit = true
+        } else if budget.hasRoom {
+            budget.opened()
+            stream.budgetUnit = budget
+        } else {
+            stream.refused = true
+            listener.engineMetrics.http3.refusedAtBudget.increment()
+            listener.throttle.log(.warn, "HTTP/3 stream refused: connection limit reached", key: "h3 budget stream", fields: [
+                ("listener", listener.spec.name), ("peer", peer.text), ("open", "\(budget.current)"), ("limit", "\(budget.limit)"),
+                ("setting", "limits.max_connections (and the descriptor limit: LimitNOFILE, ulimit -n)"),
+            ], on: loop)
+        }
         return stream
+    }
+
+    /// A stream ended: its budget unit goes back.
+    func streamEnded(_ stream: HTTP3Stream) {
+        if stream.holdsConnectionUnit {
+            stream.holdsConnectionUnit = false
+            connectionUnitInUse = false
+        } else if let unit = stream.budgetUnit {
+            stream.budgetUnit = nil
+            unit.closed()
+        }
     }
 
     /// The peer address as text, formatted once per connection and shared by its streams.

@@ -35,6 +35,8 @@ struct HTTP3Metrics: Sendable {
     let handedOver: Counter
     /// Streams the client reset while their exchange was in flight.
     let resetsReceived: Counter
+    /// Streams refused (H3_REQUEST_REJECTED) because limits.max_connections was reached.
+    let refusedAtBudget: Counter
     /// Connections ended on a protocol error (ours or the client's CONNECTION_CLOSE with an error).
     let connectionErrors: Counter
     private let drops: [Counter]
@@ -56,6 +58,8 @@ struct HTTP3Metrics: Sendable {
                                       "Datagrams received on one loop's socket for a connection of another loop.").labels()
         resetsReceived = registry.counter("callback_proxy_http3_stream_resets_received_total",
                                           "HTTP/3 streams the client reset before their response was complete.").labels()
+        refusedAtBudget = registry.counter("callback_proxy_http3_streams_refused_total",
+                                           "HTTP/3 streams refused (H3_REQUEST_REJECTED) because limits.max_connections was reached.").labels()
         connectionErrors = registry.counter("callback_proxy_http3_connection_errors_total",
                                             "QUIC connections ended on a protocol error.").labels()
         let family = registry.counter("callback_proxy_http3_datagrams_dropped_total", "Datagrams not used, by reason.", labels: ["reason"])

@@ -36,6 +36,11 @@ final class HTTP3Stream {
     /// Bytes of `sent[firstSent]` already acknowledged.
     private var ackedInFirst = 0
     private(set) var unacked = 0
+    /// How the stream counts in the client-connection budget (`HTTP3Connection.streamOpened`):
+    /// on its connection's own unit, or on one of its own; or it was refused (none was free).
+    var holdsConnectionUnit = false
+    var budgetUnit: ConnectionBudget? = nil
+    var refused = false
     /// Past this many unacknowledged bytes nghttp3 gets no more until acknowledgements come:
     /// with the exchange's output, a stream's memory is bounded whatever the client's pace.
     static let unackedLimit = 512 * 1024
@@ -66,6 +71,13 @@ final class HTTP3Stream {
     /// Request bytes (the head, DATA, the end) arrived.
     func received() {
         let x = exchange
+        if refused {
+            x.input.clear()
+            guard !x.isClosed else { return }
+            connection.resetStream(id, code: UInt64(NGHTTP3_H3_REQUEST_REJECTED))
+            x.end(.downstreamGone)
+            return
+        }
         if !x.isLingering && x.isIdle, let malformed = request.malformed {
             // RFC 9114 §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
             x.input.clear()
@@ -166,6 +178,7 @@ final class HTTP3Stream {
         guard !finished else { return }
         finished = true
         connection.forget(self)
+        connection.streamEnded(self)
         releaseSent()
         if exchange.streamClosed(errorCode: errorCode == UInt64(NGHTTP3_H3_NO_ERROR) ? 0 : 1, responseDone: responseDone) {
             connection.listener.engineMetrics.http3.resetsReceived.increment()
