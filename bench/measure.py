@@ -193,7 +193,7 @@ def load(put, argv, raw, pids):
     figure to `put`. Returns the load generator's exit status."""
     rc, elapsed, cpu, other, rss = accounted(argv, raw, pids)
     text = open(raw, errors="replace").read()
-    if os.path.basename(argv[0]) == "h2load":
+    if os.path.basename(argv[0]) in ("h2load", "h3load"):  # h3load (bench/probes) prints h2load's lines
         r, errors = parse_h2load(text, argv[argv.index("--log-file") + 1] if "--log-file" in argv else None)
     else:
         r, errors = parse_wrk(text)

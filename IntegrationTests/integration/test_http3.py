@@ -24,6 +24,7 @@ from upstream import pattern_bytes
 # RFC 9114 §8.1
 H3_MESSAGE_ERROR = 0x10E
 H3_REQUEST_REJECTED = 0x10B
+H3_INTERNAL_ERROR = 0x102
 
 
 @pytest.fixture
@@ -142,6 +143,19 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def test_an_app_that_dies_mid_response_resets_that_stream_only(h3_proxy, cert):
+    """The upstream closes after 300 KiB of a 2 MiB body: the client's stream is reset (the body
+    is visibly cut, never passed off as complete), the connection and its other streams go on."""
+    proxy = h3_proxy()
+    with client(proxy, cert, timeout=20) as c:
+        cut, ok = c.many([("GET", f"/bytes?n={2 << 20}&cut={300 << 10}"), ("GET", "/slow?ms=300")])
+        assert cut.reset == H3_INTERNAL_ERROR and len(cut.body) < 2 << 20, (cut.status, cut.reset, len(cut.body))
+        assert ok.status == 200 and ok.body == b"slow done\n"
+        assert c.request("GET", "/echo").status == 200 and c.terminated() is None
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_connection_errors_total") == 0
 
 
 def test_a_hundred_concurrent_streams_on_one_connection(h3_proxy, cert):

@@ -198,7 +198,12 @@ enum HTTP3Callbacks {
         let s = stream(streamUser)
         let me = connection(user)
         let x = s.exchange
-        guard !x.isClosed || s.responseDone else { return nghttp3_ssize(NGHTTP3_ERR_CALLBACK_FAILURE) }
+        guard !x.isClosed || s.responseDone else {
+            // Aborted mid-response: its reset is on the way (`exchangeClosed`); nothing more comes.
+            // A failure here would end the whole connection.
+            s.deferred = true
+            return nghttp3_ssize(NGHTTP3_ERR_WOULDBLOCK)
+        }
         var count = 0
         if let chunk = s.takeOutput() {
             vec.pointee = nghttp3_vec(base: chunk.baseAddress!.assumingMemoryBound(to: UInt8.self), len: chunk.count)
