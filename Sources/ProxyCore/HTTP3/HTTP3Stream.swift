@@ -28,14 +28,9 @@ final class HTTP3Stream {
     /// nghttp3 asked for body bytes and got none (`NGHTTP3_ERR_WOULDBLOCK`): it asks again
     /// only after `nghttp3_conn_resume_stream`.
     var deferred = false
-    /// Response bytes handed to nghttp3 and not yet acknowledged, oldest first: nghttp3 keeps
-    /// pointers into them and may send them again until the client's ACK (RFC 9000 §13.3), so
-    /// they cannot live in the exchange's output, which is reused as soon as it is read.
-    private var sent: [UnsafeMutableRawBufferPointer] = []
-    private var firstSent = 0
-    /// Bytes of `sent[firstSent]` already acknowledged.
-    private var ackedInFirst = 0
-    private(set) var unacked = 0
+    /// Response bytes nghttp3 holds until the client acknowledges them (`UnackedBytes`).
+    private var sent = UnackedBytes()
+    var unacked: Int { sent.count }
     /// How the stream counts in the client-connection budget (`HTTP3Connection.streamOpened`):
     /// on its connection's own unit, or on one of its own; or it was refused (none was free).
     var holdsConnectionUnit = false
@@ -43,7 +38,7 @@ final class HTTP3Stream {
     var refused = false
     /// Past this many unacknowledged bytes nghttp3 gets no more until acknowledgements come:
     /// with the exchange's output, a stream's memory is bounded whatever the client's pace.
-    static let unackedLimit = 512 * 1024
+    static let unackedLimit = UnackedBytes.limit
 
     init(connection: HTTP3Connection, id: Int64) {
         self.connection = connection
@@ -53,7 +48,7 @@ final class HTTP3Stream {
         exchange.downstream = .quicStream(.init(self))
     }
 
-    deinit { releaseSent() }
+    deinit { sent.release() }
 
     @inline(__always)
     func want(read: Bool, write: Bool) {
@@ -123,52 +118,23 @@ final class HTTP3Stream {
         flush()
     }
 
-    /// Moves up to `limit` bytes of the exchange's output into `sent`; the chunk nghttp3 is to
-    /// send (empty: none).
+    /// Moves what `sent` has room for of the exchange's output into it; the chunk nghttp3 is to
+    /// send (nil: nothing to send, or no room until acknowledgements come).
     func takeOutput() -> UnsafeMutableRawBufferPointer? {
         let x = exchange
-        let n = min(x.output.readable, Self.unackedLimit - unacked)
+        let n = min(x.output.readable, sent.room)
         guard n > 0 else { return nil }
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: n, alignment: 1)
-        chunk.copyMemory(from: UnsafeRawBufferPointer(start: x.output.base! + x.output.reader, count: n))
+        let chunk = sent.keep(copying: UnsafeRawBufferPointer(start: x.output.base! + x.output.reader, count: n))
         x.output.moveReader(n)
         x.bytesOut += UInt64(n)
-        sent.append(chunk)
-        unacked += n
         return chunk
     }
 
-    /// The client acknowledged `count` more bytes: the chunks they fill are freed. True when the
-    /// stream waited for acknowledgements and may now be given more.
+    /// The client acknowledged `count` more bytes. True when the stream waited for
+    /// acknowledgements and may now be given more (once half the limit is free again).
     func acknowledged(_ count: Int) -> Bool {
-        var left = count
-        unacked -= count
-        while left > 0 && firstSent < sent.count {
-            let room = sent[firstSent].count - ackedInFirst
-            if left < room {
-                ackedInFirst += left
-                break
-            }
-            left -= room
-            sent[firstSent].deallocate()
-            firstSent += 1
-            ackedInFirst = 0
-        }
-        if firstSent == sent.count {
-            sent.removeAll(keepingCapacity: true)
-            firstSent = 0
-        } else if firstSent > 32 {
-            sent.removeFirst(firstSent)
-            firstSent = 0
-        }
-        return deferred && unacked <= Self.unackedLimit / 2 && (!exchange.output.isEmpty || responseDone)
-    }
-
-    private func releaseSent() {
-        for chunk in sent[firstSent...] { chunk.deallocate() }
-        sent.removeAll()
-        firstSent = 0
-        unacked = 0
+        sent.acknowledge(count)
+        return deferred && sent.count <= Self.unackedLimit / 2 && (!exchange.output.isEmpty || responseDone)
     }
 
     // MARK: Ending
@@ -179,7 +145,7 @@ final class HTTP3Stream {
         finished = true
         connection.forget(self)
         connection.streamEnded(self)
-        releaseSent()
+        sent.release()
         if exchange.streamClosed(errorCode: errorCode == UInt64(NGHTTP3_H3_NO_ERROR) ? 0 : 1, responseDone: responseDone) {
             connection.listener.engineMetrics.http3.resetsReceived.increment()
         }
