@@ -302,7 +302,9 @@ static void write_conn(conn *c) {
     if (c->dead) return;
     uint8_t buf[MAX_PACKET];
     uint64_t ts = now_ns();
-    for (int packets = 0; packets < 64; packets++) {
+    // Up to 64 packets a turn; a packet ngtcp2 is still filling (WRITE_MORE) is always finished
+    // first (its expiry handling asserts there is none pending).
+    for (int packets = 0; packets < 64;) {
         int64_t id = -1;
         int fin = 0;
         nghttp3_vec vec[16];
@@ -327,6 +329,7 @@ static void write_conn(conn *c) {
         if (written >= 0 && c->h3) nghttp3_conn_add_write_offset(c->h3, id, (size_t)written);
         if (n == 0) break;
         if (send(c->fd, buf, (size_t)n, 0) < 0 && errno != EAGAIN) return kill_conn(c, "send");
+        packets++;
     }
     ngtcp2_conn_update_pkt_tx_time(c->q, ts);
 }
