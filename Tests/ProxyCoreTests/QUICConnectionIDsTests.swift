@@ -66,3 +66,30 @@ import Testing
         #expect(Self.route(Self.long(Array(repeating: 1, count: 30), version: [0xFF, 0, 0, 0x1D]), ids) == .here)
     }
 }
+
+/// Connection IDs as the connection table's keys.
+@Suite struct QUICConnectionKeyTests {
+    @Test func equalBytesAreEqualKeysAndEveryByteAndTheLengthCount() {
+        let id = (0..<20).map { UInt8($0 + 1) }
+        #expect(QUICConnectionKey(id) == QUICConnectionKey(id))
+        for i in id.indices {
+            var other = id
+            other[i] ^= 0xff
+            #expect(QUICConnectionKey(other) != QUICConnectionKey(id), "byte \(i)")
+        }
+        // A shorter ID is another key, even where its bytes are a prefix (or zero-padded).
+        #expect(QUICConnectionKey(Array(id.prefix(8))) != QUICConnectionKey(Array(id.prefix(9))))
+        #expect(QUICConnectionKey([0, 0]) != QUICConnectionKey([0, 0, 0]))
+        #expect(QUICConnectionKey([]) != nil)
+    }
+
+    @Test func moreThanTwentyBytesIsNoKey() {
+        #expect(QUICConnectionKey([UInt8](repeating: 1, count: 21)) == nil)
+    }
+
+    @Test func keysFindTheirValues() {
+        var table: [QUICConnectionKey: Int] = [:]
+        for n in 1...20 { table[QUICConnectionKey([UInt8](repeating: UInt8(n), count: n))!] = n }
+        for n in 1...20 { #expect(table[QUICConnectionKey([UInt8](repeating: UInt8(n), count: n))!] == n) }
+    }
+}

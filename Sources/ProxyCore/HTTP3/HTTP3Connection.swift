@@ -54,7 +54,7 @@ final class HTTP3Connection: LoopSource {
     }()
     private let vecs = UnsafeMutablePointer<nghttp3_vec>.allocate(capacity: 16)
     /// The connection IDs it is found by in `quic.connections`.
-    private var ids: [[UInt8]] = []
+    private var ids: [QUICConnectionKey] = []
     var streams: [Int64: HTTP3Stream] = [:]
     /// Streams that received request bytes (or a head) since they last ran.
     var pending: [HTTP3Stream] = []
@@ -144,7 +144,8 @@ final class HTTP3Connection: LoopSource {
         guard rv == 0, let made else { return nil }
         conn = made
         guard startTLS(credentials) else { return nil }
-        ids = [scidBytes, QUICTokens.bytes(header.dcid)]
+        // Ours, and the client's first one (its Initials come to it until the handshake moves on).
+        ids = [scidBytes, QUICTokens.bytes(header.dcid)].compactMap(QUICConnectionKey.init)
         for id in ids { quic.register(id, self) }
         quic.handshakes += 1
         listener.connectionOpened(loop)
@@ -188,19 +189,21 @@ final class HTTP3Connection: LoopSource {
         return true
     }
 
-    /// A connection ID of this loop's, registered; its stateless reset token in `resetToken`.
+    /// A new connection ID of this loop's (registered by `issued`).
     func newConnectionID() -> [UInt8] {
         quic.shared.ids(loop).make(loop: loop.index, random: QUICShared.random(13))
     }
 
     func issued(_ id: [UInt8]) {
-        ids.append(id)
-        quic.register(id, self)
+        guard let key = QUICConnectionKey(id) else { return }
+        ids.append(key)
+        quic.register(key, self)
     }
 
     func retired(_ id: [UInt8]) {
-        ids.removeAll { $0 == id }
-        quic.unregister(id)
+        guard let key = QUICConnectionKey(id) else { return }
+        ids.removeAll { $0 == key }
+        quic.unregister(key)
     }
 
     static func withPath<R>(_ local: inout QUICAddress, _ remote: inout QUICAddress, _ body: (UnsafePointer<ngtcp2_path>) -> R) -> R {

@@ -44,10 +44,19 @@ final class QUICConnectionIDs {
     }
 
     /// The loop an ID of ours belongs to; nil for any other ID (a client's, or not 16 bytes).
+    /// Runs for every datagram: decrypted into a stack buffer, nothing allocated.
     func loop(of id: UnsafeRawBufferPointer) -> Int? {
-        guard id.count == Self.length, let plain = crypt(decrypt, Array(id)),
-              plain[1] == Self.marker.0, plain[2] == Self.marker.1 else { return nil }
-        return Int(plain[0])
+        guard id.count == Self.length else { return nil }
+        var plain: (UInt64, UInt64) = (0, 0)
+        var length: Int32 = 0
+        let decrypted = withUnsafeMutableBytes(of: &plain) { out in
+            EVP_CipherUpdate(decrypt, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &length,
+                             id.baseAddress!.assumingMemoryBound(to: UInt8.self), 16) == 1 && length == 16
+        }
+        guard decrypted else { return nil }
+        return withUnsafeBytes(of: &plain) { p in
+            p[1] == Self.marker.0 && p[2] == Self.marker.1 ? Int(p[0]) : nil
+        }
     }
 
     private func crypt(_ context: OpaquePointer, _ block: [UInt8]) -> [UInt8]? {

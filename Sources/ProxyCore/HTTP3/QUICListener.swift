@@ -26,7 +26,7 @@ final class QUICListener: Channel {
     let shared: QUICShared
     /// Every connection by each of its connection IDs (ours, and the client's first one until
     /// the handshake moves it to ours).
-    var connections: [[UInt8]: HTTP3Connection] = [:]
+    var connections: [QUICConnectionKey: HTTP3Connection] = [:]
     /// Connections whose handshake is in progress (`QUICRetryPolicy`).
     var handshakes = 0
     /// Draining (shutdown): no new connections; live ones finish.
@@ -102,13 +102,13 @@ final class QUICListener: Channel {
                 return
             }
             guard rv == 0 else { return metrics.dropped(.malformed) }
-            let dcid = [UInt8](UnsafeBufferPointer(start: header.dcid, count: header.dcidlen))
-            if let c = connections[dcid] {
+            let dcidBytes = UnsafeRawBufferPointer(start: header.dcid, count: header.dcidlen)
+            if let key = QUICConnectionKey(dcidBytes), let c = connections[key] {
                 c.received(datagram, from: from)
                 return
             }
             if datagram[0] & 0x80 == 0 {
-                sendStatelessReset(dcid: dcid, answering: datagram.count, to: from)
+                sendStatelessReset(dcid: Array(dcidBytes), answering: datagram.count, to: from)
                 return
             }
             accept(datagram, from: from, version: header.version)
@@ -251,8 +251,8 @@ final class QUICListener: Channel {
 
     // MARK: Connection table
 
-    func register(_ id: [UInt8], _ c: HTTP3Connection) { connections[id] = c }
-    func unregister(_ id: [UInt8]) { connections[id] = nil }
+    func register(_ id: QUICConnectionKey, _ c: HTTP3Connection) { connections[id] = c }
+    func unregister(_ id: QUICConnectionKey) { connections[id] = nil }
 
     /// Connections of a configuration a reload replaced go away (GOAWAY; their streams finish),
     /// as HTTP/2 connections do; the client's next connection gets the new one.
