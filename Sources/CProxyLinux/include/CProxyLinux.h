@@ -36,6 +36,11 @@ int CProxyLinux_open_directory(const char *path);
 // sendfile(2) (sys/sendfile.h is not in Swift's Glibc module): up to `count` bytes of `in` from
 // `*offset` (advanced) to the socket `out`. Bytes sent, or -1 with errno.
 long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count);
+// UDP GSO (Linux 4.18+): `len` bytes sent in one sendmsg as datagrams of `segment` bytes (the
+// last may be shorter), split by the kernel or the NIC. Bytes sent, or -1 with errno (EIO or
+// EINVAL where the route's device cannot segment: send them one by one).
+long CProxyLinux_send_segments(int fd, const void *buf, size_t len, uint16_t segment, const struct sockaddr *to,
+                               socklen_t tolen);
 // SOCK_NONBLOCK / SOCK_CLOEXEC are enum members in glibc's headers that Swift
 // imports awkwardly; re-export them as plain ints.
 static const int CProxyLinux_SOCK_NONBLOCK = SOCK_NONBLOCK;

@@ -52,6 +52,12 @@ final class HTTP3Connection: LoopSource {
         ngtcp2_path_storage_zero(p)
         return p
     }()
+    /// The path of the packets batched for sending (`write`).
+    private let batchPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
+        let p = UnsafeMutablePointer<ngtcp2_path_storage>.allocate(capacity: 1)
+        ngtcp2_path_storage_zero(p)
+        return p
+    }()
     private let vecs = UnsafeMutablePointer<nghttp3_vec>.allocate(capacity: 16)
     /// The connection IDs it is found by in `quic.connections`.
     private var ids: [QUICConnectionKey] = []
@@ -158,6 +164,7 @@ final class HTTP3Connection: LoopSource {
         if let session { gnutls_deinit(session) }
         connRef.deallocate()
         outPath.deallocate()
+        batchPath.deallocate()
         vecs.deallocate()
     }
 
@@ -434,7 +441,9 @@ final class HTTP3Connection: LoopSource {
         let now = EventLoop.monotonicNow()
         let buffer = quic.sendBuffer
         var packets = 0
-        let metrics = listener.engineMetrics.http3
+        // Packets are built back to back into the loop's send buffer and go out as one GSO batch
+        // (`QUICListener.sendBatch`): same path, same size but for a shorter last one.
+        var batch = SendBatch()
         while packets < Self.packetsPerWrite {
             var stream: Int64 = -1
             var fin: Int32 = 0
@@ -442,6 +451,7 @@ final class HTTP3Connection: LoopSource {
             if let h3, ngtcp2_conn_get_max_data_left(conn) > 0 {
                 let n = nghttp3_conn_writev_stream(h3, &stream, &fin, vecs, 16)
                 if n < 0 {
+                    flush(&batch)
                     applicationError = Int32(n)
                     failed(NGTCP2_ERR_CALLBACK_FAILURE)
                     return
@@ -452,8 +462,9 @@ final class HTTP3Connection: LoopSource {
             if fin != 0 { flags |= UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) }
             var written: ngtcp2_ssize = -1
             var info = ngtcp2_pkt_info()
+            let at = buffer + batch.bytes
             let n = UnsafeMutableRawPointer(vecs).withMemoryRebound(to: ngtcp2_vec.self, capacity: 16) { nv in
-                CNgtcp2_conn_writev_stream(conn, &outPath.pointee.path, &info, buffer, Self.maxPacket, &written, flags, stream,
+                CNgtcp2_conn_writev_stream(conn, &outPath.pointee.path, &info, at, Self.maxPacket, &written, flags, stream,
                                            count == 0 ? nil : nv, count, now)
             }
             if n < 0 {
@@ -468,17 +479,32 @@ final class HTTP3Connection: LoopSource {
                     nghttp3_conn_add_write_offset(h3, stream, Int(written))
                     continue
                 default:
+                    flush(&batch)
                     failed(Int32(n))
                     return
                 }
             }
             if written >= 0, let h3 { nghttp3_conn_add_write_offset(h3, stream, Int(written)) }
             if n == 0 { break }
-            quic.send(buffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
-            metrics.packetsSent.increment()
-            metrics.bytesSent.increment(by: n)
             packets += 1
+            if batch.bytes == 0 {
+                ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
+                batch.segment = n
+            } else if n > batch.segment || ngtcp2_path_eq(&batchPath.pointee.path, &outPath.pointee.path) == 0 {
+                // It cannot join the batch: the batch goes, and this packet starts the next one.
+                flush(&batch)
+                memmove(buffer, at, n)
+                ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
+                batch.segment = n
+            }
+            batch.bytes += n
+            batch.packets += 1
+            // A short packet ends a batch (only the last may be shorter); so does a full buffer.
+            if n < batch.segment || batch.bytes + Self.maxPacket > QUICListener.sendBufferSize || batch.packets == 64 {
+                flush(&batch)
+            }
         }
+        flush(&batch)
         ngtcp2_conn_update_pkt_tx_time(conn, now)
         if packets == Self.packetsPerWrite { wake() }
         // What the reads of response bytes set off: upstreams read again, streams ended.
@@ -487,6 +513,24 @@ final class HTTP3Connection: LoopSource {
             if !closed { wake() }
         }
         armTimer()
+    }
+
+    /// Packets built into the send buffer and not yet sent.
+    private struct SendBatch {
+        var bytes = 0
+        var packets = 0
+        /// The first packet's size: every other one but the last has it (GSO's segment size).
+        var segment = 0
+    }
+
+    private func flush(_ batch: inout SendBatch) {
+        guard batch.bytes > 0 else { return }
+        quic.sendBatch(quic.sendBuffer, count: batch.bytes, segment: batch.segment, packets: batch.packets,
+                       to: batchPath.pointee.path.remote.addr, length: socklen_t(batchPath.pointee.path.remote.addrlen))
+        let metrics = listener.engineMetrics.http3
+        metrics.packetsSent.increment(by: batch.packets)
+        metrics.bytesSent.increment(by: batch.bytes)
+        batch = SendBatch()
     }
 
     private func armTimer() {
