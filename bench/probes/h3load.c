@@ -9,7 +9,10 @@
 // its own CPU time is printed too, to show it was not the bottleneck.
 //
 //   cc -O2 -o h3load h3load.c -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3
-//   h3load -D SECONDS -c CONNECTIONS -m STREAMS [--log-file FILE] https://HOST:PORT/PATH
+//   h3load -D SECONDS -c CONNECTIONS -m STREAMS [--log-file FILE] [--idle] https://HOST:PORT/PATH
+//
+// --idle: each connection makes one request, then holds its connection open and quiet until
+// DURATION ends (what an idle client costs the server: bench/http3's memory row).
 //
 // The server's certificate is not verified (a benchmark on loopback).
 #define _GNU_SOURCE
@@ -47,6 +50,7 @@ typedef struct conn {
     nghttp3_conn *h3;
     ngtcp2_crypto_conn_ref ref;
     int inflight;
+    int sent;   // requests made on it
     int ready;  // HTTP/3 set up: requests may be sent
     int dead;
 } conn;
@@ -54,6 +58,7 @@ typedef struct conn {
 static const char *authority, *path;
 static int streams_per_conn;
 static int stopping;
+static int idle;
 static uint64_t started_ns;
 static long total, done, succeeded, failed, errored, status_class[6];
 static FILE *log_file;
@@ -142,7 +147,7 @@ static int setup_h3(conn *c) {
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP3_NV_FLAG_NONE }
 
 static void submit_requests(conn *c) {
-    while (c->ready && !c->dead && !stopping && c->inflight < streams_per_conn) {
+    while (c->ready && !c->dead && !stopping && c->inflight < streams_per_conn && !(idle && c->sent > 0)) {
         int64_t id;
         if (ngtcp2_conn_open_bidi_stream(c->q, &id, NULL) != 0) return;  // stream credit spent: later
         request *r = calloc(1, sizeof *r);
@@ -154,6 +159,7 @@ static void submit_requests(conn *c) {
             return;
         }
         c->inflight++;
+        c->sent++;
         total++;
     }
 }
@@ -355,8 +361,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) connections = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) streams_per_conn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--log-file") && i + 1 < argc) log_path = argv[++i];
+        else if (!strcmp(argv[i], "--idle")) idle = 1;
         else if (!strncmp(argv[i], "https://", 8)) url = argv[i];
-        else { fprintf(stderr, "usage: h3load -D SECONDS -c CONNECTIONS -m STREAMS [--log-file F] https://HOST:PORT/PATH\n"); return 2; }
+        else { fprintf(stderr, "usage: h3load -D SECONDS -c CONNECTIONS -m STREAMS [--log-file F] [--idle] https://HOST:PORT/PATH\n"); return 2; }
     }
     if (!url) { fprintf(stderr, "no URL\n"); return 2; }
     // https://HOST:PORT/PATH
@@ -370,6 +377,8 @@ int main(int argc, char **argv) {
     path = slash ? slash : "/";
     if (log_path && !(log_file = fopen(log_path, "w"))) { perror(log_path); return 2; }
 
+    struct rlimit nofile;  // one socket a connection: as many as the hard limit allows
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) { nofile.rlim_cur = nofile.rlim_max; setrlimit(RLIMIT_NOFILE, &nofile); }
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *ai;
     if (getaddrinfo(strcmp(host, "localhost") ? host : "127.0.0.1", port, &hints, &ai) != 0) { fprintf(stderr, "cannot resolve %s\n", host); return 2; }
     gnutls_certificate_allocate_credentials(&credentials);
@@ -411,6 +420,20 @@ int main(int argc, char **argv) {
             submit_requests(c);
             write_conn(c);
         }
+    }
+    // CONNECTION_CLOSE (H3_NO_ERROR) on every connection still open, so that the server frees it
+    // now rather than at its idle timeout.
+    for (int i = 0; i < connections; i++) {
+        conn *c = &conns[i];
+        if (c->dead) continue;
+        uint8_t buf[MAX_PACKET];
+        ngtcp2_connection_close_error ccerr;
+        ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->q, &ps.path, &pi, buf, sizeof buf, &ccerr, now_ns());
+        if (n > 0) send(c->fd, buf, (size_t)n, 0);
     }
     double elapsed = (double)(now_ns() - started_ns) / 1e9;
     struct rusage ru;

@@ -28,4 +28,10 @@ def render(rec):
             rows.append(row)
         header = ["variant"] + [h for _, name, _ in COLUMNS for h in (name, "× Caddy h3")] + ["failed", "spread"]
         out += [f"## {title}", ""] + table(header, rows, ["---"] + ["---:"] * (len(header) - 1))
+    idle = {k: rec.run(k, 1, "idle").get("rss_kib_per_connection") for k, _ in VARIANTS[:2]}
+    rows = [[label, fmt(idle[k], "kib"), fmt(ratio(idle[k], idle["caddy"]), "x")] for k, label in VARIANTS[:2]]
+    out += ["## Memory an idle HTTP/3 connection holds", "",
+            f"{f.get('idle', 1000)} connections, each after one request, open and quiet, on the freshly started "
+            "servers (once, before the load above); the server's RSS while they are open minus before, per connection."]
+    out += [""] + table(["server", "KiB per connection", "× Caddy"], rows, ["---", "---:", "---:"])
     return out, True
