@@ -167,6 +167,12 @@ def test_a_hundred_concurrent_streams_on_one_connection(h3_proxy, cert):
     s = samples(scrape(proxy))
     assert value(s, "callback_proxy_http3_connections_total") == 1
     assert value(s, "callback_proxy_http3_streams_total") == 100
+    # The client closed (CONNECTION_CLOSE): the connection stops counting at once (its IDs wait
+    # out the draining period).
+    deadline = time.monotonic() + 3
+    while value(samples(scrape(proxy)), "callback_proxy_open_connections", listener="public") != 0:
+        assert time.monotonic() < deadline, "the closed QUIC connection still counts"
+        time.sleep(0.05)
 
 
 def test_past_the_stream_limit_streams_wait_for_credit_and_the_connection_goes_on(h3_proxy, cert):

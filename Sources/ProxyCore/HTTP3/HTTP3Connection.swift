@@ -47,20 +47,20 @@ final class HTTP3Connection: LoopSource {
     /// GnuTLS's pointer back to the connection (ngtcp2's helper reads it): a stable address.
     private let connRef = UnsafeMutablePointer<ngtcp2_crypto_conn_ref>.allocate(capacity: 1)
     /// Where ngtcp2 writes the path of each packet it builds (its addresses point into it).
-    private let outPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
+    let outPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
         let p = UnsafeMutablePointer<ngtcp2_path_storage>.allocate(capacity: 1)
         ngtcp2_path_storage_zero(p)
         return p
     }()
     /// The path of the packets batched for sending (`write`).
-    private let batchPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
+    let batchPath: UnsafeMutablePointer<ngtcp2_path_storage> = {
         let p = UnsafeMutablePointer<ngtcp2_path_storage>.allocate(capacity: 1)
         ngtcp2_path_storage_zero(p)
         return p
     }()
-    private let vecs = UnsafeMutablePointer<nghttp3_vec>.allocate(capacity: 16)
+    let vecs = UnsafeMutablePointer<nghttp3_vec>.allocate(capacity: 16)
     /// The connection IDs it is found by in `quic.connections`.
-    private var ids: [QUICConnectionKey] = []
+    var ids: [QUICConnectionKey] = []
     var streams: [Int64: HTTP3Stream] = [:]
     /// Streams that received request bytes (or a head) since they last ran.
     var pending: [HTTP3Stream] = []
@@ -73,18 +73,19 @@ final class HTTP3Connection: LoopSource {
     /// Streams whose response ended before their request body: the client is told to stop
     /// sending it (`stopReading`).
     var endedEarly: [Int64] = []
-    private var handshakeDone = false
+    var handshakeDone = false
+    /// The connection no longer counts (its streams are gone; only its IDs wait).
+    var counted = true
     /// A stream runs on the connection's own budget unit (`streamOpened`).
-    private var connectionUnitInUse = false
-    private(set) var closed = false
+    var connectionUnitInUse = false
+    var closed = false
     /// After CONNECTION_CLOSE (sent or received): nothing more is sent; the IDs stay known until
     /// this deadline (three PTOs, RFC 9000 §10.2) so that late packets are not answered by a reset.
-    private var closingUntil: UInt64 = 0
-    private var goingAway = false
-    private var finalGoAwayAt: UInt64 = 0
+    var closingUntil: UInt64 = 0
+    var goingAway = false
+    var finalGoAwayAt: UInt64 = 0
     /// Set by a callback that failed because nghttp3 did: the error CONNECTION_CLOSE carries.
     var applicationError: Int32 = 0
-    private var writeScheduled = false
     var endReason = ""
 
     /// The packet budget one `write` sends before it yields to the loop (it asks to run again).
@@ -251,7 +252,7 @@ final class HTTP3Connection: LoopSource {
 
     /// ngtcp2 refused a packet or a timer: the connection ends, with a CONNECTION_CLOSE that says
     /// why unless the client already closed it or it timed out.
-    private func failed(_ rv: Int32) {
+    func failed(_ rv: Int32) {
         switch rv {
         case NGTCP2_ERR_DRAINING:
             // The client closed it: no reply, the IDs stay known for the draining period.
@@ -430,118 +431,13 @@ final class HTTP3Connection: LoopSource {
         wake()
     }
 
+    /// Woken once after a batch of events: send what it has (`HTTP3Connection+Sending`).
     override func onWake() {
         write()
     }
 
-    /// Builds and sends what ngtcp2 and nghttp3 have (stream data, ACKs, its own frames), up to
-    /// `packetsPerWrite` packets, then arms the timer.
-    private func write() {
-        guard !closed, closingUntil == 0 else { return }
-        let now = EventLoop.monotonicNow()
-        let buffer = quic.sendBuffer
-        var packets = 0
-        // Packets are built back to back into the loop's send buffer and go out as one GSO batch
-        // (`QUICListener.sendBatch`): same path, same size but for a shorter last one.
-        var batch = SendBatch()
-        while packets < Self.packetsPerWrite {
-            var stream: Int64 = -1
-            var fin: Int32 = 0
-            var count = 0
-            if let h3, ngtcp2_conn_get_max_data_left(conn) > 0 {
-                let n = nghttp3_conn_writev_stream(h3, &stream, &fin, vecs, 16)
-                if n < 0 {
-                    flush(&batch)
-                    applicationError = Int32(n)
-                    failed(NGTCP2_ERR_CALLBACK_FAILURE)
-                    return
-                }
-                count = Int(n)
-            }
-            var flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE)
-            if fin != 0 { flags |= UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) }
-            var written: ngtcp2_ssize = -1
-            var info = ngtcp2_pkt_info()
-            let at = buffer + batch.bytes
-            let n = UnsafeMutableRawPointer(vecs).withMemoryRebound(to: ngtcp2_vec.self, capacity: 16) { nv in
-                CNgtcp2_conn_writev_stream(conn, &outPath.pointee.path, &info, at, Self.maxPacket, &written, flags, stream,
-                                           count == 0 ? nil : nv, count, now)
-            }
-            if n < 0 {
-                switch Int32(n) {
-                case NGTCP2_ERR_STREAM_DATA_BLOCKED:
-                    nghttp3_conn_block_stream(h3, stream)
-                    continue
-                case NGTCP2_ERR_STREAM_SHUT_WR:
-                    nghttp3_conn_shutdown_stream_write(h3, stream)
-                    continue
-                case NGTCP2_ERR_WRITE_MORE:
-                    nghttp3_conn_add_write_offset(h3, stream, Int(written))
-                    continue
-                default:
-                    flush(&batch)
-                    failed(Int32(n))
-                    return
-                }
-            }
-            if written >= 0, let h3 { nghttp3_conn_add_write_offset(h3, stream, Int(written)) }
-            if n == 0 { break }
-            packets += 1
-            if batch.bytes == 0 {
-                ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
-                batch.segment = n
-            } else if n > batch.segment || ngtcp2_path_eq(&batchPath.pointee.path, &outPath.pointee.path) == 0 {
-                // It cannot join the batch: the batch goes, and this packet starts the next one.
-                flush(&batch)
-                memmove(buffer, at, n)
-                ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
-                batch.segment = n
-            }
-            batch.bytes += n
-            batch.packets += 1
-            // A short packet ends a batch (only the last may be shorter); so does a full buffer.
-            if n < batch.segment || batch.bytes + Self.maxPacket > QUICListener.sendBufferSize || batch.packets == 64 {
-                flush(&batch)
-            }
-        }
-        flush(&batch)
-        ngtcp2_conn_update_pkt_tx_time(conn, now)
-        if packets == Self.packetsPerWrite { wake() }
-        // What the reads of response bytes set off: upstreams read again, streams ended.
-        if !drained.isEmpty || !closedStreams.isEmpty || !pending.isEmpty || !resumable.isEmpty || !endedEarly.isEmpty {
-            runStreams()
-            if !closed { wake() }
-        }
-        armTimer()
-    }
-
-    /// Packets built into the send buffer and not yet sent.
-    private struct SendBatch {
-        var bytes = 0
-        var packets = 0
-        /// The first packet's size: every other one but the last has it (GSO's segment size).
-        var segment = 0
-    }
-
-    private func flush(_ batch: inout SendBatch) {
-        guard batch.bytes > 0 else { return }
-        quic.sendBatch(quic.sendBuffer, count: batch.bytes, segment: batch.segment, packets: batch.packets,
-                       to: batchPath.pointee.path.remote.addr, length: socklen_t(batchPath.pointee.path.remote.addrlen))
-        let metrics = listener.engineMetrics.http3
-        metrics.packetsSent.increment(by: batch.packets)
-        metrics.bytesSent.increment(by: batch.bytes)
-        batch = SendBatch()
-    }
-
-    private func armTimer() {
-        guard !closed else { return }
-        var at = ngtcp2_conn_get_expiry(conn)
-        // Streams keep their own deadlines (body, send): swept every 100 ms, as HTTP/2's are.
-        if !streams.isEmpty { at = min(at, loop.now + 100_000_000) }
-        if goingAway && finalGoAwayAt != 0 { at = min(at, finalGoAwayAt) }
-        if at == UInt64.max { disarm() } else { arm(at: max(at, 1)) }
-    }
-
+    /// ngtcp2's timer (loss detection, ACK delay, idle, handshake) or the streams' sweep is due;
+    /// at the end of the closing period the connection goes.
     override func onTimer() {
         guard !closed else { return }
         let now = EventLoop.monotonicNow()
@@ -571,67 +467,6 @@ final class HTTP3Connection: LoopSource {
         write()
     }
 
-    // MARK: Ending
-
-    /// GOAWAY: a notice now, the final one (the last stream accepted) a second later; the
-    /// connection closes once its streams are done.
-    func beginShutdown() {
-        guard !goingAway, !closed, closingUntil == 0 else { return }
-        goingAway = true
-        guard let h3 else {
-            // Still in its handshake: nothing to finish.
-            closeGracefully()
-            return
-        }
-        nghttp3_conn_submit_shutdown_notice(h3)
-        finalGoAwayAt = loop.now + Timeouts.second
-        runStreams()
-        if !closed { scheduleWrite() }
-    }
-
-    private func closeGracefully() {
-        guard !closed, closingUntil == 0 else { return }
-        var error = ngtcp2_connection_close_error()
-        ngtcp2_connection_close_error_set_application_error(&error, UInt64(NGHTTP3_H3_NO_ERROR), nil, 0)
-        endReason = endReason.isEmpty ? "goaway" : endReason
-        sendClose(error)
-    }
-
-    /// Sends CONNECTION_CLOSE and waits out the closing period.
-    private func sendClose(_ error: ngtcp2_connection_close_error) {
-        var error = error
-        var info = ngtcp2_pkt_info()
-        let n = CNgtcp2_conn_write_connection_close(conn, &outPath.pointee.path, &info, quic.sendBuffer, Self.maxPacket, &error,
-                                                    EventLoop.monotonicNow())
-        if n > 0 {
-            quic.send(quic.sendBuffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
-        }
-        enterClosingPeriod()
-    }
-
-    private func enterClosingPeriod() {
-        abortStreams()
-        closingUntil = EventLoop.monotonicNow() + 3 * ngtcp2_conn_get_pto(conn)
-        arm(at: closingUntil)
-        countClosed()
-    }
-
-    /// The connection no longer counts (its streams are gone; only its IDs wait).
-    private var counted = true
-    private func countClosed() {
-        guard counted else { return }
-        counted = false
-        if !handshakeDone {
-            quic.handshakes -= 1
-            listener.engineMetrics.http3.handshakesFailed.increment()
-        }
-        listener.connectionClosed(loop)
-        listener.clientGone(peer)
-        if listener.log.level <= .debug {
-            listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason])
-        }
-    }
-
     func handshakeCompleted() {
         guard !handshakeDone else { return }
         handshakeDone = true
@@ -645,27 +480,5 @@ final class HTTP3Connection: LoopSource {
            let token = quic.shared.tokens.regularToken(client: client, now: QUICShared.wallClock()) {
             _ = token.withUnsafeBufferPointer { ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
         }
-    }
-
-    private func abortStreams() {
-        let all = Array(streams.values)
-        streams.removeAll()
-        pending.removeAll()
-        drained.removeAll()
-        closedStreams.removeAll()
-        resumable.removeAll()
-        endedEarly.removeAll()
-        for stream in all { stream.closed(errorCode: UInt64(NGHTTP3_H3_REQUEST_CANCELLED)) }
-    }
-
-    /// Gone: out of the listener's table (which held the last reference).
-    private func finish() {
-        guard !closed else { return }
-        abortStreams()
-        countClosed()
-        closed = true
-        disarm()
-        for id in ids { quic.unregister(id) }
-        ids.removeAll()
     }
 }

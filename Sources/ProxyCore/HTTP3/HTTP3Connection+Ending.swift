@@ -1,0 +1,85 @@
+import CNghttp3
+import CNgtcp2
+
+/// Ending: GOAWAY and a graceful close, CONNECTION_CLOSE on errors, the closing period that keeps
+/// the connection's IDs known for three PTOs, and the accounting of a connection that is gone.
+extension HTTP3Connection {
+    /// GOAWAY: a notice now, the final one (the last stream accepted) a second later; the
+    /// connection closes once its streams are done.
+    func beginShutdown() {
+        guard !goingAway, !closed, closingUntil == 0 else { return }
+        goingAway = true
+        guard let h3 else {
+            // Still in its handshake: nothing to finish.
+            closeGracefully()
+            return
+        }
+        nghttp3_conn_submit_shutdown_notice(h3)
+        finalGoAwayAt = loop.now + Timeouts.second
+        runStreams()
+        if !closed { scheduleWrite() }
+    }
+
+    func closeGracefully() {
+        guard !closed, closingUntil == 0 else { return }
+        var error = ngtcp2_connection_close_error()
+        ngtcp2_connection_close_error_set_application_error(&error, UInt64(NGHTTP3_H3_NO_ERROR), nil, 0)
+        endReason = endReason.isEmpty ? "goaway" : endReason
+        sendClose(error)
+    }
+
+    /// Sends CONNECTION_CLOSE and waits out the closing period.
+    func sendClose(_ error: ngtcp2_connection_close_error) {
+        var error = error
+        var info = ngtcp2_pkt_info()
+        let n = CNgtcp2_conn_write_connection_close(conn, &outPath.pointee.path, &info, quic.sendBuffer, Self.maxPacket, &error,
+                                                    EventLoop.monotonicNow())
+        if n > 0 {
+            quic.send(quic.sendBuffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
+        }
+        enterClosingPeriod()
+    }
+
+    func enterClosingPeriod() {
+        abortStreams()
+        closingUntil = EventLoop.monotonicNow() + 3 * ngtcp2_conn_get_pto(conn)
+        arm(at: closingUntil)
+        countClosed()
+    }
+
+    func countClosed() {
+        guard counted else { return }
+        counted = false
+        if !handshakeDone {
+            quic.handshakes -= 1
+            listener.engineMetrics.http3.handshakesFailed.increment()
+        }
+        listener.connectionClosed(loop)
+        listener.clientGone(peer)
+        if listener.log.level <= .debug {
+            listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason])
+        }
+    }
+
+    func abortStreams() {
+        let all = Array(streams.values)
+        streams.removeAll()
+        pending.removeAll()
+        drained.removeAll()
+        closedStreams.removeAll()
+        resumable.removeAll()
+        endedEarly.removeAll()
+        for stream in all { stream.closed(errorCode: UInt64(NGHTTP3_H3_REQUEST_CANCELLED)) }
+    }
+
+    /// Gone: out of the listener's table (which held the last reference).
+    func finish() {
+        guard !closed else { return }
+        abortStreams()
+        countClosed()
+        closed = true
+        disarm()
+        for id in ids { quic.unregister(id) }
+        ids.removeAll()
+    }
+}
