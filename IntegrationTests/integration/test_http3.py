@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from cryptography.x509.oid import NameOID
 from h3client import H3
 from test_http2 import cert  # noqa: F401 (the module's certificate fixture, shared)
 from test_observability import samples, scrape, value
@@ -404,6 +405,42 @@ def test_a_changed_config_reload_sends_goaway_streams_in_flight_finish_and_new_c
         assert c.terminated() is not None and c.terminated().error_code == 0x100
     with client(proxy, cert) as c:
         assert c.request("POST", "/echo", [("content-length", "19")], b"more than ten bytes").status == 413
+    assert proxy.proc.poll() is None
+
+
+def test_a_sighup_that_reloads_the_certificate_reaches_new_quic_connections_too(proxy_factory, upstream, tmp_path):
+    """The certificate files are re-read on SIGHUP (the configuration unchanged): new QUIC
+    handshakes present the new certificate, as new TCP handshakes do; a connection already open
+    keeps its own."""
+    def make(name):
+        key, crt = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj", f"/CN=localhost/O={name}",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+        return crt.read_bytes(), key.read_bytes()
+    first, second = make("first"), make("second")
+    crt, key = tmp_path / "live.pem", tmp_path / "live.key"
+    crt.write_bytes(first[0])
+    key.write_bytes(first[1])
+    cfg = tmp_path / "h3.yaml"
+    cfg.write_text("http3:\n  enabled: true\n")
+    proxy = proxy_factory(upstream, extra=["--tls-cert", str(crt), "--tls-key", str(key), "--config", str(cfg)])
+
+    def organisation(c):
+        return c.quic.tls._peer_certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value
+
+    with H3(proxy.port) as old:
+        assert old.request("GET", "/echo").status == 200 and organisation(old) == "first"
+        crt.write_bytes(second[0])
+        key.write_bytes(second[1])
+        proxy.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while "TLS certificates reloaded" not in proxy.stderr_text():
+            assert time.monotonic() < deadline, proxy.stderr_text()[-2000:]
+            time.sleep(0.05)
+        with H3(proxy.port) as new:
+            assert new.request("GET", "/echo").status == 200 and organisation(new) == "second"
+        assert old.request("GET", "/echo").status == 200
     assert proxy.proc.poll() is None
 
 

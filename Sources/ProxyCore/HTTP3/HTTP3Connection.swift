@@ -43,6 +43,9 @@ final class HTTP3Connection: LoopSource {
     private let client: QUICAddress
     private(set) var conn: OpaquePointer!
     private var session: gnutls_session_t?
+    /// The certificate its handshake presents (held: GnuTLS's session points into them, and a
+    /// reload may replace the listener's meanwhile).
+    private var credentials: QUICCredentials?
     private(set) var h3: OpaquePointer?
     /// GnuTLS's pointer back to the connection (ngtcp2's helper reads it): a stable address.
     private let connRef = UnsafeMutablePointer<ngtcp2_crypto_conn_ref>.allocate(capacity: 1)
@@ -102,7 +105,8 @@ final class HTTP3Connection: LoopSource {
         self.peer = peer
         client = from
         super.init(loop: quic.loop)
-        guard let credentials = listener.quicCredentials else { return nil }
+        guard let credentials = listener.quicCertificate?.credentials else { return nil }
+        self.credentials = credentials
         let settings = listener.config.http3
         var s = ngtcp2_settings()
         CNgtcp2_settings_default(&s)

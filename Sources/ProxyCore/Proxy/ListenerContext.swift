@@ -20,9 +20,9 @@ final class ListenerContext: @unchecked Sendable {
     let metrics: ListenerMetrics
     /// Set on TLS listeners: the certificates new handshakes use.
     let credentials: TLSCredentials?
-    /// The same certificate for QUIC handshakes (GnuTLS), while `http3.enabled`; nil if GnuTLS
-    /// could not load it (logged; no QUIC connection is accepted then).
-    let quicCredentials: QUICCredentials?
+    /// The same certificate for QUIC handshakes (GnuTLS), while `http3.enabled`, reloaded with
+    /// the TCP side's (`QUICCertificate`).
+    let quicCertificate: QUICCertificate?
     /// Requests arrived over TLS (`X-Forwarded-Proto: https`).
     let tls: Bool
     /// The `Strict-Transport-Security` value for every response (`tls.hsts`; TLS listeners only).
@@ -138,16 +138,7 @@ final class ListenerContext: @unchecked Sendable {
         engineMetrics = metrics
         self.metrics = metrics.listener(spec.name)
         credentials = spec.tls
-        if let tls = spec.tls, spec.config.http3.enabled {
-            quicCredentials = QUICCredentials(certFile: tls.settings.certFile, keyFile: tls.settings.keyFile)
-            if quicCredentials == nil {
-                log.error("HTTP/3: GnuTLS cannot load the certificate and key; no QUIC connection is accepted", [
-                    "listener": spec.name, "setting": "tls.cert, tls.key (or http3.enabled: false)",
-                ])
-            }
-        } else {
-            quicCredentials = nil
-        }
+        quicCertificate = spec.config.http3.enabled ? spec.tls.map { QUICCertificate(tls: $0, log: log) } : nil
         tls = spec.tls != nil
         hsts = spec.tls?.settings.hsts.map { Array($0.headerValue.utf8) }
         altSvc = Self.altSvc(tls: spec.tls != nil, address: spec.address, spec.config.http3).map { Array($0.utf8) }

@@ -262,6 +262,9 @@ final class TLSServerContext: @unchecked Sendable {
 public final class TLSCredentials: Sendable {
     public let settings: TLSServerSettings
     private let current: Mutex<TLSServerContext>
+    /// Bumped by every successful `reload`: what holds a copy of the certificate in another
+    /// library (QUIC's GnuTLS credentials, `QUICCertificate`) loads it again when it changes.
+    private let reloads = Atomic<Int>(0)
 
     /// Loads the files (each read once). Throws the first problem, naming its file.
     /// `previous`: the credentials a reload replaces (whatever settings changed): a certificate
@@ -282,7 +285,11 @@ public final class TLSCredentials: Sendable {
             fresh.adoptStaples(from: old)
             old = fresh
         }
+        reloads.add(1, ordering: .releasing)
     }
+
+    /// How many times the files were loaded again (`reload`).
+    var generation: Int { reloads.load(ordering: .acquiring) }
 
     /// The default certificate's subject and expiry, for the operator log.
     public var summary: (subject: String, notAfter: String) { current.withLock { $0.summary } }
