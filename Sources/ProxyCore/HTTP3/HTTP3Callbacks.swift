@@ -116,7 +116,7 @@ enum HTTP3Callbacks {
             let s = stream(streamUser)
             let n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value)
             s.request.field(name: UnsafeBufferPointer(start: n.base, count: n.len), value: UnsafeBufferPointer(start: v.base, count: v.len),
-                            limit: HTTP2Stream.headerListLimit(connection(user).listener.config.limits))
+                            limit: connection(user).headerListLimit)
             return 0
         }
         c.end_headers = { _, _, fin, user, streamUser in
@@ -132,7 +132,7 @@ enum HTTP3Callbacks {
             let n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value)
             stream(streamUser).request.field(name: UnsafeBufferPointer(start: n.base, count: n.len),
                                              value: UnsafeBufferPointer(start: v.base, count: v.len),
-                                             limit: HTTP2Stream.headerListLimit(connection(user).listener.config.limits))
+                                             limit: connection(user).headerListLimit)
             return 0
         }
         c.recv_data = { _, _, data, length, user, streamUser in

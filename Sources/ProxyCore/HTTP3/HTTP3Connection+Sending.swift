@@ -100,9 +100,8 @@ extension HTTP3Connection {
         guard batch.bytes > 0 else { return }
         quic.sendBatch(quic.sendBuffer, count: batch.bytes, segment: batch.segment, packets: batch.packets,
                        to: batchPath.pointee.path.remote.addr, length: socklen_t(batchPath.pointee.path.remote.addrlen))
-        let metrics = listener.engineMetrics.http3
-        metrics.packetsSent.increment(by: batch.packets)
-        metrics.bytesSent.increment(by: batch.bytes)
+        listener.engineMetrics.http3.packetsSent.increment(by: batch.packets)
+        listener.engineMetrics.http3.bytesSent.increment(by: batch.bytes)
         batch = SendBatch()
     }
 

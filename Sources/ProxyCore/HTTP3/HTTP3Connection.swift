@@ -39,6 +39,9 @@ final class HTTP3Connection: LoopSource {
     /// finish here).
     let listener: ListenerContext
     let peer: PeerAddress
+    /// The largest request field section accepted (HTTP/2's rule), read per field: computed once
+    /// rather than through `listener.config` each time.
+    let headerListLimit: Int
     /// The client's address at the first packet (its NEW_TOKEN is bound to it).
     private let client: QUICAddress
     private(set) var conn: OpaquePointer!
@@ -103,6 +106,7 @@ final class HTTP3Connection: LoopSource {
         self.quic = quic
         listener = quic.context
         self.peer = peer
+        headerListLimit = HTTP2Stream.headerListLimit(quic.context.config.limits)
         client = from
         super.init(loop: quic.loop)
         guard let credentials = listener.quicCertificate?.credentials else { return nil }
@@ -338,7 +342,7 @@ final class HTTP3Connection: LoopSource {
         var callbacks = HTTP3Callbacks.http3
         var settings = nghttp3_settings()
         CNghttp3_settings_default(&settings)
-        settings.max_field_section_size = UInt64(HTTP2Stream.headerListLimit(listener.config.limits))
+        settings.max_field_section_size = UInt64(headerListLimit)
         settings.qpack_max_dtable_capacity = 0
         settings.qpack_blocked_streams = 0
         var made: OpaquePointer?

@@ -16,7 +16,9 @@ import Glibc
 ///   descriptor; that loop answers from its own socket on the same address;
 /// - to a new connection, if it is a client's first Initial (after a Retry if the policy asks);
 /// - to a Version Negotiation reply, for a version ngtcp2 does not speak;
-/// - to a stateless reset, for a short packet naming an ID no loop knows (a restarted process);
+/// - to a stateless reset, for a short packet naming an ID of this process whose connection is gone
+///   (closed, its closing period over); another process's IDs (a restart's, another instance's)
+///   decrypt to nothing of ours and are dropped;
 /// - else nowhere (counted).
 final class QUICListener: Channel {
     /// Replaced on reload (on this loop's thread); new connections take the current one.
@@ -89,11 +91,10 @@ final class QUICListener: Channel {
 
     /// One datagram from `from`.
     func received(_ datagram: UnsafeRawBufferPointer, from: QUICAddress) {
-        let metrics = context.engineMetrics.http3
-        metrics.datagramsReceived.increment()
+        context.engineMetrics.http3.datagramsReceived.increment()
         switch QUICDatagramRoute.of(datagram, ids: shared.ids(loop), loops: shared.loops.count) {
         case .drop:
-            metrics.dropped(.malformed)
+            context.engineMetrics.http3.dropped(.malformed)
         case .loop(let other) where other != loop.index:
             hand(datagram, from: from, to: shared.loops[other])
         case .loop, .here:
@@ -104,7 +105,7 @@ final class QUICListener: Channel {
                 sendVersionNegotiation(header, to: from)
                 return
             }
-            guard rv == 0 else { return metrics.dropped(.malformed) }
+            guard rv == 0 else { return context.engineMetrics.http3.dropped(.malformed) }
             let dcidBytes = UnsafeRawBufferPointer(start: header.dcid, count: header.dcidlen)
             if let key = QUICConnectionKey(dcidBytes), let c = connections[key] {
                 c.received(datagram, from: from)

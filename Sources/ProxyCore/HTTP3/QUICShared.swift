@@ -20,7 +20,8 @@ final class QUICShared: @unchecked Sendable {
     init(loops: [EventLoop]) {
         self.loops = loops
         // Per process: a restart invalidates outstanding tokens and IDs, which costs a
-        // returning client one Retry, and a connection of the old process a stateless reset.
+        // returning client one Retry; a connection of the old process gets no answer (its IDs
+        // decrypt to nothing of ours) and times out or falls back to TCP.
         tokens = QUICTokens(secret: Self.random(32))
         let key = Self.random(16)
         perLoop = loops.map { _ in QUICConnectionIDs(key: key) }

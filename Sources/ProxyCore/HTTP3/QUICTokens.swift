@@ -13,7 +13,7 @@ import Glibc
 /// - A regular token (NEW_TOKEN) lets a returning client skip that round trip; good for
 ///   `regularLifetime`.
 /// - A stateless reset token is derived from a connection ID alone, so that a loop that lost
-///   the connection (a restart) can still end it for the client.
+///   the connection (closed and forgotten) can still end it for the client.
 struct QUICTokens: Sendable {
     static let retryLifetime: UInt64 = 10 * 1_000_000_000
     static let regularLifetime: UInt64 = 3_600 * 1_000_000_000
