@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (NoSuchElementException, StaleElementReferenceException,
+                                        TimeoutException, WebDriverException)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -18,18 +19,27 @@ PROXY_PAGES = ("Sign-in failed", "Signed in")
 GONE = (NoSuchElementException, StaleElementReferenceException)
 
 
-def text_of(driver, element_id) -> str | None:
+def _swapped_out(exc: WebDriverException) -> bool:
+    """Chromium sometimes reports an element replaced by a navigation as a generic inspector error
+    ("Node with given id does not belong to the document") instead of a stale reference."""
+    return isinstance(exc, GONE) or "does not belong to the document" in (exc.msg or "")
+
+
+def _text(driver, by, value) -> str | None:
     try:
-        return driver.find_element(By.ID, element_id).text
-    except GONE:
-        return None
+        return driver.find_element(by, value).text
+    except WebDriverException as exc:
+        if _swapped_out(exc):
+            return None
+        raise
+
+
+def text_of(driver, element_id) -> str | None:
+    return _text(driver, By.ID, element_id)
 
 
 def body(driver) -> str:
-    try:
-        return driver.find_element(By.TAG_NAME, "body").text
-    except GONE:
-        return ""
+    return _text(driver, By.TAG_NAME, "body") or ""
 
 
 def status(driver):
@@ -76,7 +86,7 @@ def wait_for(driver, predicate, what, timeout=TIMEOUT):
     try:
         return WebDriverWait(driver, timeout, poll_frequency=0.05,
                              ignored_exceptions=GONE).until(predicate)
-    except Exception as exc:
+    except TimeoutException as exc:
         raise AssertionError(f"timed out waiting for {what}; at {driver.current_url}: "
                              f"{body(driver)[:800]!r}") from exc
 
