@@ -198,6 +198,36 @@ class H3:
     def early_data_accepted(self):
         return bool(self.quic.tls.early_data_accepted)
 
+    def ping_flood(self, n):
+        """`n` packets that carry nothing but a PING, each sent on its own; then waits a moment for
+        the server's answer. Whether the connection survived: `terminated()`."""
+        async def run():
+            for i in range(n):
+                if self.proto.terminated:
+                    break
+                self.quic.send_ping(i)
+                self.proto.transmit()
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.3)
+        self._call(run())
+
+    def open_and_reset(self, n, code=0x10C):
+        """`n` request streams, each opened (its HEADERS sent) and reset at once by the client
+        (H3_REQUEST_CANCELLED by default): the "rapid reset" pattern."""
+        async def run():
+            for _ in range(n):
+                if self.proto.terminated:
+                    break
+                sid = self.quic.get_next_available_stream_id()
+                self.proto.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                                 (b":authority", self.authority.encode()), (b":path", b"/slow?ms=2000")])
+                self.proto.transmit()
+                self.quic.reset_stream(sid, code)
+                self.proto.transmit()
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.3)
+        self._call(run())
+
     def change_port(self):
         """Moves the client to a new local port mid-connection (as a NAT rebinding does)."""
         async def run():

@@ -319,6 +319,79 @@ def test_streams_past_the_connection_budget_are_rejected_and_the_connection_goes
 
 
 # ---------------------------------------------------------------------------------------------
+# Work without progress (http3.glitch_burst)
+
+H3_EXCESSIVE_LOAD = 0x107
+TIGHT_BUDGET = "  glitch_burst: 100\n  max_glitches_per_second: 1\n"
+
+
+def excessive_load_lines(proxy):
+    return [json.loads(l) for l in proxy.stderr_text().splitlines() if "too much work without progress" in l]
+
+
+def test_a_ping_flood_spends_the_budget_and_ends_the_connection_with_excessive_load(h3_proxy, cert):
+    """Packets that carry nothing but a PING cost a unit each: past http3.glitch_burst the
+    connection ends with H3_EXCESSIVE_LOAD, counted and logged naming the setting; the client's
+    next connection is served."""
+    proxy = h3_proxy(TIGHT_BUDGET)
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+        c.ping_flood(300)
+        t = c.terminated()
+        assert t is not None and t.error_code == H3_EXCESSIVE_LOAD, t
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_excessive_load_total", glitch="empty_packet") == 1
+    assert value(s, "callback_proxy_http3_excessive_load_total", glitch="stream_reset") == 0
+    lines = excessive_load_lines(proxy)
+    assert lines and lines[0]["setting"] == "http3.glitch_burst, http3.max_glitches_per_second"
+    assert lines[0]["glitch"] == "packets that carry nothing new" and lines[0]["peer"] == "127.0.0.1"
+
+
+def test_streams_opened_and_reset_at_once_spend_the_budget(h3_proxy, cert, upstream):
+    """The rapid-reset pattern: each stream the client opens and resets costs twice (the reset,
+    and the packet that carried only the reset), so the connection ends with H3_EXCESSIVE_LOAD
+    after about 50 streams, where PINGs alone would take 100 packets."""
+    proxy = h3_proxy(TIGHT_BUDGET)
+    with client(proxy, cert) as c:
+        c.open_and_reset(300)
+        t = c.terminated()
+        assert t is not None and t.error_code == H3_EXCESSIVE_LOAD, t
+    s = samples(scrape(proxy))
+    # Whichever charge found the budget empty (a connection ID made meanwhile is one too).
+    ended = {g: value(s, "callback_proxy_http3_excessive_load_total", glitch=g)
+             for g in ("empty_packet", "stream_reset", "connection_id")}
+    assert sum(ended.values()) == 1, ended
+    assert 40 <= value(s, "callback_proxy_http3_streams_total") <= 60
+
+
+def test_honest_heavy_clients_never_spend_even_a_tight_budget(h3_proxy, cert):
+    """The same tight budget (100 units, one a second: the least allowed) under real work: 100 concurrent streams, an
+    8 MiB download, a 3 MiB upload, a slow reader's 4 MiB, on one connection each. Their ACKs,
+    window updates and out-of-order packets all travel with progress, so nothing is charged
+    enough to end a connection."""
+    proxy = h3_proxy(TIGHT_BUDGET + "  stream_window: 64k\n  connection_window: 256k\n")
+    with client(proxy, cert) as c:
+        rs = c.many([("GET", f"/echo?i={i}") for i in range(100)])
+        assert all(r.status == 200 for r in rs)
+        r = c.request("GET", "/bytes?n=8388608")
+        assert r.status == 200 and len(r.body) == 8 << 20
+        body = pattern_bytes(0, 3 << 20)
+        r = c.request("POST", "/sink?pattern=1", body=body)
+        sink = json.loads(r.body)
+        assert r.status == 200 and sink["len"] == len(body) and sink["pattern_ok"] is True
+        assert c.terminated() is None
+    with client(proxy, cert, max_stream_data=32 * 1024) as c:
+        r = c.request("GET", "/bytes?n=4194304")
+        assert r.status == 200 and len(r.body) == 4 << 20 and c.terminated() is None
+    s = samples(scrape(proxy))
+    assert sum(value(s, "callback_proxy_http3_excessive_load_total", glitch=g)
+               for g in ("empty_packet", "stream_reset", "connection_id")) == 0
+    assert excessive_load_lines(proxy) == []
+
+
+# ---------------------------------------------------------------------------------------------
 # A second, independent client: Debian's ngtcp2-client (gtlsclient, ngtcp2 on GnuTLS)
 
 GTLSCLIENT = shutil.which("gtlsclient") or "/usr/bin/gtlsclient"

@@ -3,7 +3,7 @@ import ProxyCore
 /// `http3:`.
 extension ConfigLoader {
     /// `http3: { enabled, max_streams, stream_window, connection_window, idle_timeout, retry,
-    /// retry_above_handshakes, alt_svc_max_age }`: QUIC beside each TLS listener (whether there
+    /// retry_above_handshakes, alt_svc_max_age, glitch_burst, max_glitches_per_second }`: QUIC beside each TLS listener (whether there
     /// is one is checked with the flags, `TLSWiring.check`).
     func readHTTP3(_ m: MappingReader, into h: inout HTTP3Settings) {
         if let b = m.bool("enabled") { h.enabled = b }
@@ -37,6 +37,11 @@ extension ConfigLoader {
         }) {
             h.altSvcMaxAge = Int(v / Timeouts.second)
         }
+        // An honest connection's handshake and close alone cost about ten units (ACKs of the
+        // server's flight, a client's retransmitted Handshake packets arriving after their keys
+        // are gone): 100 at least.
+        if let n = m.int("glitch_burst", in: 100...1_000_000) { h.glitchBurst = n }
+        if let n = m.int("max_glitches_per_second", in: 1...1_000_000) { h.glitchesPerSecond = n }
         m.finish()
     }
 }

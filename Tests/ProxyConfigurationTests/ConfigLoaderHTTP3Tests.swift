@@ -15,6 +15,7 @@ import Testing
         #expect(h.idleTimeout == 30 * Timeouts.second)
         #expect(h.retry == QUICRetryPolicy(mode: .aboveHandshakes(512)))
         #expect(h.altSvcMaxAge == 86_400)
+        #expect(h.glitchBurst == 1000 && h.glitchesPerSecond == 100)
         // An empty section changes nothing either.
         #expect(try base.loader().load(text: upstream + "http3: {}\n").get().proxy.http3 == HTTP3Settings())
     }
@@ -22,7 +23,8 @@ import Testing
     @Test func everyKeyIsRead() throws {
         let h = try base.loader().load(text: upstream + """
             http3: { enabled: true, max_streams: 250, stream_window: 1m, connection_window: 64m, idle_timeout: 90s,
-                     retry: auto, retry_above_handshakes: 1000, alt_svc_max_age: 8760h }
+                     retry: auto, retry_above_handshakes: 1000, alt_svc_max_age: 8760h, glitch_burst: 5000,
+                     max_glitches_per_second: 400 }
             """).get().proxy.http3
         #expect(h.enabled)
         #expect(h.maxStreams == 250)
@@ -30,6 +32,7 @@ import Testing
         #expect(h.idleTimeout == 90 * Timeouts.second)
         #expect(h.retry == QUICRetryPolicy(mode: .aboveHandshakes(1000)))
         #expect(h.altSvcMaxAge == 365 * 86_400)
+        #expect(h.glitchBurst == 5000 && h.glitchesPerSecond == 400)
     }
 
     @Test func retryAlwaysAsksEveryNewConnection() throws {
@@ -42,15 +45,19 @@ import Testing
 
     @Test func theLowestAndHighestValuesAreAccepted() throws {
         let low = try base.loader().load(text: upstream + """
-            http3: { max_streams: 1, stream_window: 16k, connection_window: 16k, idle_timeout: 1s, retry_above_handshakes: 1, alt_svc_max_age: 1s }
+            http3: { max_streams: 1, stream_window: 16k, connection_window: 16k, idle_timeout: 1s, retry_above_handshakes: 1, alt_svc_max_age: 1s,
+                     glitch_burst: 100, max_glitches_per_second: 1 }
             """).get().proxy.http3
         #expect(low.maxStreams == 1 && low.streamWindow == 16_384 && low.connectionWindow == 16_384)
         #expect(low.idleTimeout == Timeouts.second && low.retry == QUICRetryPolicy(mode: .aboveHandshakes(1)) && low.altSvcMaxAge == 1)
+        #expect(low.glitchBurst == 100 && low.glitchesPerSecond == 1)
         let high = try base.loader().load(text: upstream + """
-            http3: { max_streams: 10000, stream_window: 16m, connection_window: 64m, idle_timeout: 10m, retry_above_handshakes: 1000000 }
+            http3: { max_streams: 10000, stream_window: 16m, connection_window: 64m, idle_timeout: 10m, retry_above_handshakes: 1000000,
+                     glitch_burst: 1000000, max_glitches_per_second: 1000000 }
             """).get().proxy.http3
         #expect(high.maxStreams == 10_000 && high.streamWindow == 16 << 20 && high.connectionWindow == 64 << 20)
         #expect(high.idleTimeout == 600 * Timeouts.second && high.retry == QUICRetryPolicy(mode: .aboveHandshakes(1_000_000)))
+        #expect(high.glitchBurst == 1_000_000 && high.glitchesPerSecond == 1_000_000)
     }
 
     @Test(arguments: [
@@ -69,6 +76,9 @@ import Testing
         ("retry_above_handshakes: 1000001", "http3.retry_above_handshakes: '1000001' is not a whole number from 1 to 1000000"),
         ("alt_svc_max_age: 999ms", "http3.alt_svc_max_age: '999ms' is not a duration from 1s to 365 days (8760h), like 24h"),
         ("alt_svc_max_age: 8761h", "http3.alt_svc_max_age: '8761h' is not a duration from 1s to 365 days (8760h), like 24h"),
+        ("glitch_burst: 99", "http3.glitch_burst: '99' is not a whole number from 100 to 1000000"),
+        ("glitch_burst: 1000001", "http3.glitch_burst: '1000001' is not a whole number from 100 to 1000000"),
+        ("max_glitches_per_second: 0", "http3.max_glitches_per_second: '0' is not a whole number from 1 to 1000000"),
         ("max_stream: 10", "http3.max_stream: unknown key"),
     ])
     func aValueOutOfBoundsIsRefusedNamingItsKey(_ entry: String, _ expected: String) {

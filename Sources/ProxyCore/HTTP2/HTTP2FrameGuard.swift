@@ -18,12 +18,9 @@
 /// refills at `perSecond` up to `burst`. WINDOW_UPDATEs are what a client owes for the data it
 /// receives, and the most eager clients send two for every DATA frame (stream and connection:
 /// Python's h2 acknowledging each chunk; Go sends them every 4 KiB), so every DATA frame sent
-/// refills two units too. An empty budget is `ENHANCE_YOUR_CALM`.
+/// refills two units too (`GlitchBudget`). An empty budget is `ENHANCE_YOUR_CALM`.
 struct HTTP2FrameGuard {
-    struct Limits: Equatable {
-        var burst: Int
-        var perSecond: Int
-    }
+    typealias Limits = GlitchBudget.Limits
 
     enum Verdict: Equatable {
         case pass
@@ -54,15 +51,13 @@ struct HTTP2FrameGuard {
     private static let endHeaders: UInt8 = 0x4
     private static let prefaceLength = 24
 
-    let limits: Limits
+    private var budget: GlitchBudget
     private var prefaceLeft = HTTP2FrameGuard.prefaceLength
     /// The frame header gathered so far: length, type and flags (5 bytes), then the stream id (4).
     private var head: UInt64 = 0
     private var streamID: UInt32 = 0
     private var headCount = 0
     private var payloadLeft = 0
-    private var tokens: Double
-    private var refilledAt: UInt64
     /// The highest stream id the client has opened.
     private var lastStream: Int32 = 0
     /// Streams the client may still send DATA or trailers on.
@@ -75,9 +70,7 @@ struct HTTP2FrameGuard {
     private var closedNext = 0
 
     init(limits: Limits, now: UInt64) {
-        self.limits = limits
-        tokens = Double(limits.burst)
-        refilledAt = now
+        budget = GlitchBudget(limits: limits, now: now)
     }
 
     /// Scans `bytes`, the next bytes the client sent (the connection preface first).
@@ -134,7 +127,7 @@ struct HTTP2FrameGuard {
 
     /// We sent a DATA frame: the WINDOW_UPDATEs the client owes for it are not a flood.
     mutating func sentDataFrame() {
-        tokens = min(Double(limits.burst), tokens + Self.windowUpdatesPerDataFrame)
+        budget.give(Self.windowUpdatesPerDataFrame)
     }
 
     /// Whether the client may still send on `stream` (tests).
@@ -204,14 +197,5 @@ struct HTTP2FrameGuard {
     }
 
     /// Takes one unit from the budget; false when it is empty.
-    private mutating func spend(_ now: UInt64) -> Bool {
-        if now > refilledAt {
-            let elapsed = Double(now - refilledAt) / 1e9
-            tokens = min(Double(limits.burst), tokens + elapsed * Double(limits.perSecond))
-            refilledAt = now
-        }
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
-    }
+    private mutating func spend(_ now: UInt64) -> Bool { budget.spend(now) }
 }

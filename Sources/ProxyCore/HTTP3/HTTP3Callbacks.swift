@@ -11,7 +11,10 @@ enum HTTP3Callbacks {
     static let quic: ngtcp2_callbacks = {
         var c = ngtcp2_callbacks()
         c.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb
-        c.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb
+        c.recv_crypto_data = { conn, level, offset, data, length, user in
+            connection(user).work.progress(bytes: 0)
+            return ngtcp2_crypto_recv_crypto_data_cb(conn, level, offset, data, length, user)
+        }
         c.encrypt = ngtcp2_crypto_encrypt_cb
         c.decrypt = ngtcp2_crypto_decrypt_cb
         c.hp_mask = ngtcp2_crypto_hp_mask_cb
@@ -27,6 +30,9 @@ enum HTTP3Callbacks {
         }
         c.get_new_connection_id = { _, cid, token, length, user in
             let me = connection(user)
+            // The first spares come with the handshake; later ones replace IDs the client retired.
+            me.idsIssued += 1
+            if me.idsIssued > HTTP3Connection.spareConnectionIDs { me.work.charge(.connectionID, now: me.loop.now) }
             let id = me.newConnectionID()
             guard length == id.count, let cid, let token else { return NGTCP2_ERR_CALLBACK_FAILURE }
             id.withUnsafeBufferPointer { ngtcp2_cid_init(cid, $0.baseAddress, $0.count) }
@@ -46,6 +52,7 @@ enum HTTP3Callbacks {
         }
         c.recv_stream_data = { conn, flags, stream, _, data, length, user, _ in
             let me = connection(user)
+            me.work.progress(bytes: length)
             guard let h3 = me.h3 else { return 0 }
             let fin: Int32 = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0 ? 1 : 0
             let consumed = nghttp3_conn_read_stream(h3, stream, data, length, fin)
@@ -61,6 +68,7 @@ enum HTTP3Callbacks {
         }
         c.acked_stream_data_offset = { _, stream, _, length, user, _ in
             let me = connection(user)
+            me.work.progress(bytes: Int(length))
             guard let h3 = me.h3 else { return 0 }
             let rv = nghttp3_conn_add_ack_offset(h3, stream, length)
             if rv != 0 {
@@ -82,11 +90,13 @@ enum HTTP3Callbacks {
         }
         c.stream_reset = { _, stream, _, _, user, _ in
             let me = connection(user)
+            me.work.charge(.streamReset, now: me.loop.now)
             guard let h3 = me.h3 else { return 0 }
             return nghttp3_conn_shutdown_stream_read(h3, stream) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE
         }
         c.stream_stop_sending = { _, stream, _, user, _ in
             let me = connection(user)
+            me.work.charge(.streamReset, now: me.loop.now)
             guard let h3 = me.h3 else { return 0 }
             return nghttp3_conn_shutdown_stream_read(h3, stream) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE
         }

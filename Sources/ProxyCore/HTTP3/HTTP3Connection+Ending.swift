@@ -57,7 +57,7 @@ extension HTTP3Connection {
         listener.connectionClosed(loop)
         listener.clientGone(peer)
         if listener.log.level <= .debug {
-            listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason])
+            listener.log.debug("HTTP/3 connection closed", ["peer": peer.text, "reason": endReason, "glitches": "\(work.charged)"])
         }
     }
 

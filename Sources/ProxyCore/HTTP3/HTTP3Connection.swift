@@ -93,10 +93,17 @@ final class HTTP3Connection: LoopSource {
     /// Set by a callback that failed because nghttp3 did: the error CONNECTION_CLOSE carries.
     var applicationError: Int32 = 0
     var endReason = ""
+    /// Packets, resets and connection IDs that move nothing forward (`QUICWorkGuard`).
+    var work: QUICWorkGuard
+    /// Connection IDs made after the first (the first spares are free; later ones are charged).
+    var idsIssued = 0
 
     /// The packet budget one `write` sends before it yields to the loop (it asks to run again).
     static let packetsPerWrite = 64
     static let maxPacket = Int(NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
+    /// The client's spare connection IDs we keep (`active_connection_id_limit` less the one in
+    /// use): enough for its migrations, and each is state held per connection.
+    static let spareConnectionIDs = 3
 
     /// A connection for the client Initial `header` (from `from`), on `listener`'s current
     /// configuration; nil if ngtcp2 or GnuTLS cannot set it up. `peer`: the client as the
@@ -108,6 +115,8 @@ final class HTTP3Connection: LoopSource {
         self.peer = peer
         headerListLimit = HTTP2Stream.headerListLimit(quic.context.config.limits)
         client = from
+        let h3 = quic.context.config.http3
+        work = QUICWorkGuard(limits: .init(burst: h3.glitchBurst, perSecond: h3.glitchesPerSecond), now: quic.loop.now)
         super.init(loop: quic.loop)
         guard let credentials = listener.quicCertificate?.credentials else { return nil }
         self.credentials = credentials
@@ -126,9 +135,7 @@ final class HTTP3Connection: LoopSource {
         params.initial_max_streams_bidi = UInt64(settings.maxStreams)
         params.initial_max_streams_uni = 3
         params.max_idle_timeout = settings.idleTimeout
-        // The client's spare connection IDs we keep (for its migrations): a few are enough, and
-        // each is state held per connection.
-        params.active_connection_id_limit = 4
+        params.active_connection_id_limit = UInt64(Self.spareConnectionIDs + 1)
         if let originalDCID {
             // Retried: the Initial's first ID, and the Retry's (which the client sends to now).
             params.original_dcid = QUICTokens.cid(originalDCID)
@@ -246,6 +253,7 @@ final class HTTP3Connection: LoopSource {
         listener.engineMetrics.http3.bytesReceived.increment(by: datagram.count)
         var local = quic.local, remote = from
         var info = ngtcp2_pkt_info()
+        work.packetBegins()
         let rv = Self.withPath(&local, &remote) { path in
             CNgtcp2_conn_read_pkt(conn, path, &info, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count,
                                   EventLoop.monotonicNow())
@@ -254,8 +262,26 @@ final class HTTP3Connection: LoopSource {
             failed(rv)
             return
         }
+        if let glitch = work.packetEnds(now: loop.now) {
+            excessiveLoad(glitch)
+            return
+        }
         runStreams()
         scheduleWrite()
+    }
+
+    /// The client spent its budget of work without progress: the connection ends with
+    /// H3_EXCESSIVE_LOAD (RFC 9114 §8.1), its streams with it.
+    func excessiveLoad(_ glitch: QUICWorkGuard.Glitch) {
+        listener.engineMetrics.http3.endedForLoad(glitch)
+        listener.throttle.log(.warn, "HTTP/3 connection closed: too much work without progress", key: "h3 excessive load", fields: [
+            ("listener", listener.spec.name), ("peer", peer.text), ("glitch", glitch.text),
+            ("setting", "http3.glitch_burst, http3.max_glitches_per_second"),
+        ], on: loop)
+        var error = ngtcp2_connection_close_error()
+        ngtcp2_connection_close_error_set_application_error(&error, UInt64(NGHTTP3_H3_EXCESSIVE_LOAD), nil, 0)
+        endReason = "excessive load (\(glitch.label))"
+        sendClose(error)
     }
 
     /// ngtcp2 refused a packet or a timer: the connection ends, with a CONNECTION_CLOSE that says

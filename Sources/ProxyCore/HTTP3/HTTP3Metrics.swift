@@ -40,6 +40,8 @@ struct HTTP3Metrics: Sendable {
     /// Connections ended on a protocol error (ours or the client's CONNECTION_CLOSE with an error).
     let connectionErrors: Counter
     private let drops: [Counter]
+    /// Connections ended with H3_EXCESSIVE_LOAD, by the glitch that emptied their budget.
+    private let excessiveLoad: [Counter]
 
     init(registry: MetricsRegistry) {
         connections = registry.counter("callback_proxy_http3_connections_total", "QUIC connections accepted for HTTP/3.").labels()
@@ -64,6 +66,14 @@ struct HTTP3Metrics: Sendable {
                                             "QUIC connections ended on a protocol error.").labels()
         let family = registry.counter("callback_proxy_http3_datagrams_dropped_total", "Datagrams not used, by reason.", labels: ["reason"])
         drops = DropReason.allCases.map { family.labels($0.label) }
+        let load = registry.counter("callback_proxy_http3_excessive_load_total",
+                                    "QUIC connections ended with H3_EXCESSIVE_LOAD (http3.glitch_burst), by what spent the budget.",
+                                    labels: ["glitch"])
+        excessiveLoad = QUICWorkGuard.Glitch.allCases.map { load.labels($0.label) }
+    }
+
+    func endedForLoad(_ glitch: QUICWorkGuard.Glitch) {
+        excessiveLoad[glitch.rawValue].increment()
     }
 
     func dropped(_ reason: DropReason) {

@@ -24,6 +24,12 @@ public struct HTTP3Settings: Sendable, Equatable {
     public var retry = QUICRetryPolicy()
     /// `Alt-Svc: h3=":PORT"; ma=…` on TLS responses, seconds.
     public var altSvcMaxAge = 86_400
+    /// Packets that bring nothing new, streams the client resets, connection IDs it retires:
+    /// allowed at once on one connection (`QUICWorkGuard`); past them it ends with
+    /// H3_EXCESSIVE_LOAD. The same defaults as HTTP/2's frame budget.
+    public var glitchBurst = 1000
+    /// How fast that budget refills.
+    public var glitchesPerSecond = 100
 
     public init() {}
 }
