@@ -115,6 +115,9 @@ class _Protocol(QuicConnectionProtocol):
 
 
 class H3:
+    # The protocol class a connection runs (a subclass of _Protocol may watch more events).
+    protocol = _Protocol
+
     def __init__(self, port, ca=None, host="127.0.0.1", authority=None, timeout=20, max_stream_data=None,
                  session_ticket=None):
         self.port, self.host, self.ca, self.timeout = port, host, ca, timeout
@@ -153,7 +156,7 @@ class H3:
             config.max_data = self.max_stream_data * 4
         if self.session_ticket is not None:
             config.session_ticket = self.session_ticket
-        self._cm = connect(self.host, self.port, configuration=config, create_protocol=_Protocol,
+        self._cm = connect(self.host, self.port, configuration=config, create_protocol=self.protocol,
                            session_ticket_handler=self.tickets.append)
         self.proto = await self._cm.__aenter__()
         self.proto.authority = self.authority

@@ -7,6 +7,7 @@ its address, malformed requests, GOAWAY on SIGTERM and on reload, Alt-Svc.
 
 import hashlib
 import json
+import os
 import shutil
 import socket
 import signal
@@ -30,11 +31,12 @@ H3_INTERNAL_ERROR = 0x102
 
 @pytest.fixture
 def h3_proxy(proxy_factory, upstream, cert, tmp_path):
-    def start(config="", opts=None, **kw):
+    def start(config="", opts=None, extra_listen=None, **kw):
         crt, key = cert
         cfg = tmp_path / f"h3-{time.monotonic_ns()}.yaml"
         cfg.write_text("http3:\n  enabled: true\n" + config)
-        proxy = proxy_factory(upstream, extra=["--tls-cert", crt, "--tls-key", key, "--config", str(cfg)], opts=opts, **kw)
+        more = ["--listen", extra_listen] if extra_listen else []
+        proxy = proxy_factory(upstream, extra=["--tls-cert", crt, "--tls-key", key, "--config", str(cfg), *more], opts=opts, **kw)
         proxy.cfg = cfg
         return proxy
     return start
@@ -316,6 +318,80 @@ def test_streams_past_the_connection_budget_are_rejected_and_the_connection_goes
     s = samples(scrape(proxy))
     assert value(s, "callback_proxy_http3_streams_refused_total") == 14
     assert any("HTTP/3 stream refused: connection limit reached" in l for l in proxy.stderr_text().splitlines())
+
+
+# ---------------------------------------------------------------------------------------------
+# The socket: destination addresses (IP_PKTINFO), GRO, ECN
+
+UDP_SEGMENT = 103  # linux/udp.h
+
+
+def version_negotiation_probe():
+    """A client Initial's shape with an unknown version: the listener itself answers it (Version
+    Negotiation), before any connection exists."""
+    pkt = bytes([0xC0]) + (0x1A2A3A4A).to_bytes(4, "big") + bytes([8]) + os.urandom(8) + bytes([8]) + os.urandom(8)
+    return pkt + b"\0" * (1200 - len(pkt))
+
+
+def test_a_wildcard_listener_answers_from_the_address_the_client_reached(h3_proxy, cert, tmp_path):
+    """On 0.0.0.0 every reply leaves from the address the datagram was sent to (IP_PKTINFO), not
+    from the one the routing table picks: a client that reached 127.0.0.2 gets its answers from
+    127.0.0.2. Its socket is connected, as ngtcp2's client's is, so the kernel drops anything
+    from another address: without PKTINFO neither the listener's own reply (Version
+    Negotiation) nor the connection's packets would arrive."""
+    from helpers import free_port
+    port = free_port()
+    proxy = h3_proxy(extra_listen=f"0.0.0.0:{port}")
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("127.0.0.2", port))
+        s.send(version_negotiation_probe())
+        s.settimeout(3)
+        reply = s.recv(2000)
+        assert reply[0] & 0x80 and reply[1:5] == b"\0\0\0\0", reply[:8]  # version 0: Version Negotiation
+    finally:
+        s.close()
+    out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
+                          "127.0.0.2", str(port), f"https://localhost:{port}/echo?via=127.0.0.2"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-2000:]
+    line = proxy.wait_access_log(1)[-1]
+    assert line["protocol"] == "h3" and line["status"] == 200 and line["path"] == "/echo"
+
+
+def test_datagrams_the_kernel_coalesced_are_read_one_by_one(h3_proxy, cert):
+    """UDP GRO: five datagrams sent in one GSO call reach the socket as one buffer (the kernel
+    keeps them together for a GRO socket) and are taken apart again, each routed as a datagram
+    of its own (here: short packets for no connection, each dropped)."""
+    proxy = h3_proxy()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("127.0.0.1", proxy.port))
+        packets = b"".join(bytes([0x40]) + os.urandom(99) for _ in range(5))
+        s.sendmsg([packets], [(socket.SOL_UDP, UDP_SEGMENT, (100).to_bytes(2, "little"))])
+    finally:
+        s.close()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        s = samples(scrape(proxy))
+        if value(s, "callback_proxy_http3_datagrams_received_total") >= 5:
+            break
+        time.sleep(0.05)
+    assert value(s, "callback_proxy_http3_datagrams_received_total") == 5
+    assert value(s, "callback_proxy_http3_datagrams_coalesced_total") == 5
+    dropped = sum(v for (name, _), v in s.items() if name == "callback_proxy_http3_datagrams_dropped_total")
+    assert dropped == 5
+
+
+def test_ecn_marks_of_the_clients_packets_are_read(h3_proxy, cert, tmp_path):
+    """ngtcp2's client marks its packets ECT(0) while it validates ECN; the proxy reads each
+    datagram's mark (IP_RECVTOS) and hands it to ngtcp2, which reports the counts back in its
+    ACKs (RFC 9000 §13.4)."""
+    proxy = h3_proxy()
+    gtlsclient(proxy, ["/echo"])
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_datagrams_ecn_total", mark="ect0") > 0
+    assert value(s, "callback_proxy_http3_datagrams_ecn_total", mark="ce") == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@
 #include <unistd.h>
 #include <sys/sendfile.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
@@ -47,21 +46,6 @@ long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count) {
     ssize_t n = sendfile(out, in, &o, count);
     *offset = (int64_t)o;
     return (long)n;
-}
-
-long CProxyLinux_send_segments(int fd, const void *buf, size_t len, uint16_t segment, const struct sockaddr *to,
-                               socklen_t tolen) {
-    struct iovec iov = { (void *)buf, len };
-    union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } control;
-    memset(&control, 0, sizeof control);
-    struct msghdr msg = { .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &iov, .msg_iovlen = 1,
-                          .msg_control = control.buf, .msg_controllen = sizeof control.buf };
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    memcpy(CMSG_DATA(c), &segment, sizeof segment);
-    return (long)sendmsg(fd, &msg, MSG_NOSIGNAL);
 }
 
 static void fill(sigset_t *set, const int *signals, int count) {

@@ -36,11 +36,25 @@ int CProxyLinux_open_directory(const char *path);
 // sendfile(2) (sys/sendfile.h is not in Swift's Glibc module): up to `count` bytes of `in` from
 // `*offset` (advanced) to the socket `out`. Bytes sent, or -1 with errno.
 long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count);
-// UDP GSO (Linux 4.18+): `len` bytes sent in one sendmsg as datagrams of `segment` bytes (the
-// last may be shorter), split by the kernel or the NIC. Bytes sent, or -1 with errno (EIO or
-// EINVAL where the route's device cannot segment: send them one by one).
-long CProxyLinux_send_segments(int fd, const void *buf, size_t len, uint16_t segment, const struct sockaddr *to,
-                               socklen_t tolen);
+// QUIC's UDP (UDP.c). What `CProxyLinux_udp_options` turned on, as bits: the address each
+// datagram was sent to (IP_PKTINFO / IPV6_RECVPKTINFO: a wildcard socket answers from it), its
+// ECN bits (IP_RECVTOS / IPV6_RECVTCLASS), and datagrams coalesced by the kernel (UDP_GRO).
+static const int CProxyLinux_UDP_PKTINFO = 1;
+static const int CProxyLinux_UDP_ECN = 2;
+static const int CProxyLinux_UDP_GRO = 4;
+int CProxyLinux_udp_options(int fd, int family);
+// One recvmsg: bytes received (several datagrams of `*segment` bytes each, the last maybe
+// shorter, when the kernel coalesced them; `*segment` 0: one datagram), or -1 with errno. `to`:
+// the address it was sent to, port unset (AF_UNSPEC when the kernel did not say); `ecn`: its ECN
+// bits.
+long CProxyLinux_recv_datagrams(int fd, void *buf, size_t len, struct sockaddr_storage *from, socklen_t *fromlen,
+                                struct sockaddr_storage *to, uint8_t *ecn, int *segment);
+// One sendmsg of `len` bytes: datagrams of `segment` bytes with UDP GSO (Linux 4.18+; 0: one
+// datagram; EIO or EINVAL where the route's device cannot segment: send them one by one), from the
+// address `from` when not NULL (IP_PKTINFO / IPV6_PKTINFO: a wildcard socket's reply leaves from
+// the address the client reached), with the ECN bits `ecn` (0: none). Bytes sent, or -1 with errno.
+long CProxyLinux_send_datagrams(int fd, const void *buf, size_t len, uint16_t segment, const struct sockaddr *to,
+                                socklen_t tolen, const struct sockaddr *from, uint8_t ecn);
 // SOCK_NONBLOCK / SOCK_CLOEXEC are enum members in glibc's headers that Swift
 // imports awkwardly; re-export them as plain ints.
 static const int CProxyLinux_SOCK_NONBLOCK = SOCK_NONBLOCK;

@@ -4,20 +4,37 @@ import CNgtcp2
 /// Ending: GOAWAY and a graceful close, CONNECTION_CLOSE on errors, the closing period that keeps
 /// the connection's IDs known for three PTOs, and the accounting of a connection that is gone.
 extension HTTP3Connection {
-    /// GOAWAY: a notice now, the final one (the last stream accepted) a second later; the
-    /// connection closes once its streams are done.
+    /// GOAWAY (RFC 9114 §5.2): a notice now, the final one (the last stream accepted) a second
+    /// later, so that requests the client sent before it read the notice are still served; the
+    /// connection closes once its streams are done and the final GOAWAY has had a PTO to arrive.
+    /// Never a close without a GOAWAY: the client could not tell which of its requests were
+    /// processed (§5.4), and every request it had in flight would be lost.
     func beginShutdown() {
         guard !goingAway, !closed, closingUntil == 0 else { return }
         goingAway = true
-        guard let h3 else {
-            // Still in its handshake: nothing to finish.
-            closeGracefully()
-            return
-        }
-        nghttp3_conn_submit_shutdown_notice(h3)
-        finalGoAwayAt = loop.now + Timeouts.second
+        // Still in its handshake: the notice goes once HTTP/3 is up (`setUpHTTP3`).
+        guard let h3 else { return }
+        noticeGoAway(h3)
         runStreams()
         if !closed { scheduleWrite() }
+    }
+
+    func noticeGoAway(_ h3: OpaquePointer) {
+        nghttp3_conn_submit_shutdown_notice(h3)
+        finalGoAwayAt = loop.now + Timeouts.second
+    }
+
+    /// The final GOAWAY: streams the client opens from now on are rejected (H3_REQUEST_REJECTED,
+    /// safe to retry elsewhere) by nghttp3.
+    func sendFinalGoAway(now: UInt64) {
+        finalGoAwayAt = 0
+        if let h3 { nghttp3_conn_shutdown(h3) }
+        closeNotBefore = now + ngtcp2_conn_get_pto(conn)
+    }
+
+    /// Going away, the final GOAWAY out for a PTO, no stream left: the connection closes.
+    var mayCloseGracefully: Bool {
+        goingAway && closeNotBefore != 0 && streams.isEmpty && EventLoop.monotonicNow() >= closeNotBefore
     }
 
     func closeGracefully() {
@@ -35,7 +52,9 @@ extension HTTP3Connection {
         let n = CNgtcp2_conn_write_connection_close(conn, &outPath.pointee.path, &info, quic.sendBuffer, Self.maxPacket, &error,
                                                     EventLoop.monotonicNow())
         if n > 0 {
-            quic.send(quic.sendBuffer, count: n, to: outPath.pointee.path.remote.addr, length: socklen_t(outPath.pointee.path.remote.addrlen))
+            quic.sendBatch(quic.sendBuffer, count: n, segment: n, packets: 1, to: outPath.pointee.path.remote.addr,
+                           length: socklen_t(outPath.pointee.path.remote.addrlen), from: outPath.pointee.path.local.addr,
+                           ecn: UInt8(truncatingIfNeeded: info.ecn))
         }
         enterClosingPeriod()
     }

@@ -60,15 +60,18 @@ extension HTTP3Connection {
             if written >= 0, let h3 { nghttp3_conn_add_write_offset(h3, stream, Int(written)) }
             if n == 0 { break }
             packets += 1
+            let ecn = UInt8(truncatingIfNeeded: info.ecn)
             if batch.bytes == 0 {
                 ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
                 batch.segment = n
-            } else if n > batch.segment || ngtcp2_path_eq(&batchPath.pointee.path, &outPath.pointee.path) == 0 {
+                batch.ecn = ecn
+            } else if n > batch.segment || ecn != batch.ecn || ngtcp2_path_eq(&batchPath.pointee.path, &outPath.pointee.path) == 0 {
                 // It cannot join the batch: the batch goes, and this packet starts the next one.
                 flush(&batch)
                 memmove(buffer, at, n)
                 ngtcp2_path_copy(&batchPath.pointee.path, &outPath.pointee.path)
                 batch.segment = n
+                batch.ecn = ecn
             }
             batch.bytes += n
             batch.packets += 1
@@ -94,12 +97,15 @@ extension HTTP3Connection {
         var packets = 0
         /// The first packet's size: every other one but the last has it (GSO's segment size).
         var segment = 0
+        /// The ECN bits ngtcp2 gave its packets (one value per sendmsg).
+        var ecn: UInt8 = 0
     }
 
     func flush(_ batch: inout SendBatch) {
         guard batch.bytes > 0 else { return }
         quic.sendBatch(quic.sendBuffer, count: batch.bytes, segment: batch.segment, packets: batch.packets,
-                       to: batchPath.pointee.path.remote.addr, length: socklen_t(batchPath.pointee.path.remote.addrlen))
+                       to: batchPath.pointee.path.remote.addr, length: socklen_t(batchPath.pointee.path.remote.addrlen),
+                       from: batchPath.pointee.path.local.addr, ecn: batch.ecn)
         listener.engineMetrics.http3.packetsSent.increment(by: batch.packets)
         listener.engineMetrics.http3.bytesSent.increment(by: batch.bytes)
         batch = SendBatch()
@@ -111,6 +117,7 @@ extension HTTP3Connection {
         // Streams keep their own deadlines (body, send): swept every 100 ms, as HTTP/2's are.
         if !streams.isEmpty { at = min(at, loop.now + 100_000_000) }
         if goingAway && finalGoAwayAt != 0 { at = min(at, finalGoAwayAt) }
+        if goingAway && closeNotBefore != 0 && streams.isEmpty { at = min(at, closeNotBefore) }
         if at == UInt64.max { disarm() } else { arm(at: max(at, 1)) }
     }
 }

@@ -89,7 +89,10 @@ final class HTTP3Connection: LoopSource {
     /// this deadline (three PTOs, RFC 9000 §10.2) so that late packets are not answered by a reset.
     var closingUntil: UInt64 = 0
     var goingAway = false
+    /// When the final GOAWAY is due (0: not yet noticed, or already sent).
     var finalGoAwayAt: UInt64 = 0
+    /// Once the final GOAWAY is out: the close waits for this (a PTO, for it to arrive).
+    var closeNotBefore: UInt64 = 0
     /// Set by a callback that failed because nghttp3 did: the error CONNECTION_CLOSE carries.
     var applicationError: Int32 = 0
     var endReason = ""
@@ -108,13 +111,13 @@ final class HTTP3Connection: LoopSource {
     /// A connection for the client Initial `header` (from `from`), on `listener`'s current
     /// configuration; nil if ngtcp2 or GnuTLS cannot set it up. `peer`: the client as the
     /// per-client limits counted it (`ListenerContext.clientMayConnect`).
-    init?(listener quic: QUICListener, header: ngtcp2_pkt_hd, originalDCID: [UInt8]?, token: [UInt8], from: QUICAddress,
+    init?(listener quic: QUICListener, header: ngtcp2_pkt_hd, originalDCID: [UInt8]?, token: [UInt8], arrival: QUICArrival,
           peer: PeerAddress) {
         self.quic = quic
         listener = quic.context
         self.peer = peer
         headerListLimit = HTTP2Stream.headerListLimit(quic.context.config.limits)
-        client = from
+        client = arrival.from
         let h3 = quic.context.config.http3
         work = QUICWorkGuard(limits: .init(burst: h3.glitchBurst, perSecond: h3.glitchesPerSecond), now: quic.loop.now)
         super.init(loop: quic.loop)
@@ -153,7 +156,7 @@ final class HTTP3Connection: LoopSource {
         var dcid = header.scid
         var callbacks = HTTP3Callbacks.quic
         var made: OpaquePointer?
-        var local = quic.local, remote = from
+        var local = arrival.local, remote = arrival.from
         let rv = tokenCopy.withUnsafeMutableBufferPointer { t -> Int32 in
             if !token.isEmpty {
                 s.token = ngtcp2_vec(base: t.baseAddress, len: t.count)
@@ -246,13 +249,13 @@ final class HTTP3Connection: LoopSource {
 
     // MARK: Receiving
 
-    /// One datagram for this connection, from `from` (which may be a new address: ngtcp2
-    /// validates the path before it sends there in earnest).
-    func received(_ datagram: UnsafeRawBufferPointer, from: QUICAddress) {
+    /// One datagram for this connection (from an address that may be new: ngtcp2 validates the
+    /// path before it sends there in earnest).
+    func received(_ datagram: UnsafeRawBufferPointer, _ arrival: QUICArrival) {
         guard !closed, closingUntil == 0 else { return }
         listener.engineMetrics.http3.bytesReceived.increment(by: datagram.count)
-        var local = quic.local, remote = from
-        var info = ngtcp2_pkt_info()
+        var local = arrival.local, remote = arrival.from
+        var info = ngtcp2_pkt_info(ecn: UInt32(arrival.ecn))
         work.packetBegins()
         let rv = Self.withPath(&local, &remote) { path in
             CNgtcp2_conn_read_pkt(conn, path, &info, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count,
@@ -383,6 +386,8 @@ final class HTTP3Connection: LoopSource {
               nghttp3_conn_bind_qpack_streams(made, encoder, decoder) == 0 else {
             return NGTCP2_ERR_CALLBACK_FAILURE
         }
+        // Told to go away during its handshake: the notice goes with the first 1-RTT packets.
+        if goingAway { noticeGoAway(made) }
         return 0
     }
 
@@ -427,7 +432,7 @@ final class HTTP3Connection: LoopSource {
                 for stream in ready where !stream.exchange.isClosed { stream.outputDrained() }
             }
         }
-        if goingAway && streams.isEmpty { closeGracefully() }
+        if mayCloseGracefully { closeGracefully() }
     }
 
     /// Gives the client back credit for the DATA bytes a stream has passed on, if it wants more.
@@ -494,8 +499,7 @@ final class HTTP3Connection: LoopSource {
             }
         }
         if goingAway && finalGoAwayAt != 0 && now >= finalGoAwayAt {
-            finalGoAwayAt = 0
-            if let h3 { nghttp3_conn_shutdown(h3) }
+            sendFinalGoAway(now: now)
         }
         runStreams()
         write()

@@ -40,6 +40,10 @@ struct HTTP3Metrics: Sendable {
     /// Connections ended on a protocol error (ours or the client's CONNECTION_CLOSE with an error).
     let connectionErrors: Counter
     private let drops: [Counter]
+    /// Datagrams that arrived coalesced by the kernel (UDP GRO), counted in `datagramsReceived` too.
+    let coalesced: Counter
+    /// Datagrams by their ECN mark: ECT(1), ECT(0), CE (index: the mark's value less one).
+    private let ecn: [Counter]
     /// Connections ended with H3_EXCESSIVE_LOAD, by the glitch that emptied their budget.
     private let excessiveLoad: [Counter]
 
@@ -66,10 +70,20 @@ struct HTTP3Metrics: Sendable {
                                             "QUIC connections ended on a protocol error.").labels()
         let family = registry.counter("callback_proxy_http3_datagrams_dropped_total", "Datagrams not used, by reason.", labels: ["reason"])
         drops = DropReason.allCases.map { family.labels($0.label) }
+        coalesced = registry.counter("callback_proxy_http3_datagrams_coalesced_total",
+                                     "Datagrams that arrived coalesced by the kernel (UDP GRO); counted in datagrams_received too.").labels()
+        let marks = registry.counter("callback_proxy_http3_datagrams_ecn_total", "Datagrams received with an ECN mark, by mark.",
+                                     labels: ["mark"])
+        ecn = ["ect1", "ect0", "ce"].map { marks.labels($0) }
         let load = registry.counter("callback_proxy_http3_excessive_load_total",
                                     "QUIC connections ended with H3_EXCESSIVE_LOAD (http3.glitch_burst), by what spent the budget.",
                                     labels: ["glitch"])
         excessiveLoad = QUICWorkGuard.Glitch.allCases.map { load.labels($0.label) }
+    }
+
+    /// A datagram arrived with the ECN bits `mark` (1–3).
+    func ecnMarked(_ mark: UInt8) {
+        ecn[Int(mark & 3) - 1].increment()
     }
 
     func endedForLoad(_ glitch: QUICWorkGuard.Glitch) {

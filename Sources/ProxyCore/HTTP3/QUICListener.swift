@@ -33,18 +33,29 @@ final class QUICListener: Channel {
     var handshakes = 0
     /// Draining (shutdown): no new connections; live ones finish.
     var draining = false
-    /// Where datagrams are received and packets built, reused (one loop, one thread).
+    /// Where datagrams are received, reused (one loop, one thread): 64 KiB, what the kernel
+    /// coalesces at most (UDP GRO).
     private var receiveBuffer = [UInt8](repeating: 0, count: 65_536)
+    /// Where the listener's own replies are built (Retry, Version Negotiation, stateless reset):
+    /// apart from `receiveBuffer`, which still holds the coalesced datagrams not yet read.
+    private var replyBuffer = [UInt8](repeating: 0, count: 1500)
     /// Where this loop's connections build their packets, a batch at a time.
     static let sendBufferSize = 65_536
     let sendBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: QUICListener.sendBufferSize)
     /// Whether the kernel segments UDP for us (GSO); off after the first refusal.
     private var segments = true
+    /// Bound to a wildcard address (`0.0.0.0`, `::`): each datagram's own destination address is
+    /// its path's local half, and replies leave from it (IP_PKTINFO), not from whichever address
+    /// the routing table would pick (which a client would not recognise on a multi-address host).
+    let wildcard: Bool
 
     init(fd: Int32, loop: EventLoop, context: ListenerContext, local: QUICAddress, shared: QUICShared) {
         self.context = context
         self.local = local
         self.shared = shared
+        wildcard = local.isUnspecified
+        // Destination addresses, ECN bits, GRO: each is used only where the kernel has it.
+        _ = CProxyLinux_udp_options(fd, Int32(local.storage.ss_family))
         super.init(fd: fd, loop: loop)
     }
 
@@ -78,62 +89,77 @@ final class QUICListener: Channel {
     override func onEvent(_ events: UInt32) {
         // Bounded so one busy socket cannot starve the loop's TCP connections.
         for _ in 0..<64 {
-            var from = QUICAddress()
+            var arrival = QUICArrival(local: local)
+            var to = sockaddr_storage()
+            var segment: Int32 = 0
             let n = receiveBuffer.withUnsafeMutableBytes { b in
-                withUnsafeMutablePointer(to: &from.storage) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, b.baseAddress, b.count, 0, $0, &from.length) }
-                }
+                CProxyLinux_recv_datagrams(fd, b.baseAddress, b.count, &arrival.from.storage, &arrival.from.length, &to, &arrival.ecn,
+                                           &segment)
             }
             if n < 0 { return }  // EAGAIN: read out; anything else: the next event says
-            receiveBuffer.withUnsafeBytes { received(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: from) }
+            if wildcard && to.ss_family != 0 { arrival.local.setAddress(to) }
+            if arrival.ecn != 0 { context.engineMetrics.http3.ecnMarked(arrival.ecn) }
+            // Several datagrams of one client coalesced by the kernel (GRO): `segment` bytes each,
+            // the last maybe shorter; each is a datagram of its own to QUIC.
+            let size = segment > 0 ? Int(segment) : n
+            if size < n { context.engineMetrics.http3.coalesced.increment(by: (n + size - 1) / size) }
+            receiveBuffer.withUnsafeBytes { b in
+                var offset = 0
+                while offset < n {
+                    let end = min(offset + size, n)
+                    received(UnsafeRawBufferPointer(rebasing: b[offset..<end]), arrival)
+                    offset = end
+                }
+            }
         }
     }
 
-    /// One datagram from `from`.
-    func received(_ datagram: UnsafeRawBufferPointer, from: QUICAddress) {
+    /// One datagram, as it arrived.
+    func received(_ datagram: UnsafeRawBufferPointer, _ arrival: QUICArrival) {
         context.engineMetrics.http3.datagramsReceived.increment()
         switch QUICDatagramRoute.of(datagram, ids: shared.ids(loop), loops: shared.loops.count) {
         case .drop:
             context.engineMetrics.http3.dropped(.malformed)
         case .loop(let other) where other != loop.index:
-            hand(datagram, from: from, to: shared.loops[other])
+            hand(datagram, arrival, to: shared.loops[other])
         case .loop, .here:
             var header = ngtcp2_version_cid()
             let rv = ngtcp2_pkt_decode_version_cid(&header, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count,
                                                    QUICConnectionIDs.length)
             if rv == NGTCP2_ERR_VERSION_NEGOTIATION {
-                sendVersionNegotiation(header, to: from)
+                sendVersionNegotiation(header, to: arrival)
                 return
             }
             guard rv == 0 else { return context.engineMetrics.http3.dropped(.malformed) }
             let dcidBytes = UnsafeRawBufferPointer(start: header.dcid, count: header.dcidlen)
             if let key = QUICConnectionKey(dcidBytes), let c = connections[key] {
-                c.received(datagram, from: from)
+                c.received(datagram, arrival)
                 return
             }
             if datagram[0] & 0x80 == 0 {
-                sendStatelessReset(dcid: Array(dcidBytes), answering: datagram.count, to: from)
+                sendStatelessReset(dcid: Array(dcidBytes), answering: datagram.count, to: arrival)
                 return
             }
-            accept(datagram, from: from, version: header.version)
+            accept(datagram, arrival, version: header.version)
         }
     }
 
     /// A datagram for a connection another loop owns: it goes there, copied.
-    private func hand(_ datagram: UnsafeRawBufferPointer, from: QUICAddress, to other: EventLoop) {
+    private func hand(_ datagram: UnsafeRawBufferPointer, _ arrival: QUICArrival, to other: EventLoop) {
         let copy = Array(datagram)
         let context = self.context
         context.engineMetrics.http3.handedOver.increment()
         other.execute {
             guard let listener = context.newest(other).state(other).quic else { return }
-            copy.withUnsafeBytes { listener.received($0, from: from) }
+            copy.withUnsafeBytes { listener.received($0, arrival) }
         }
     }
 
     // MARK: New connections
 
     /// A long-header packet for no connection here: a client's Initial opens one.
-    private func accept(_ datagram: UnsafeRawBufferPointer, from: QUICAddress, version: UInt32) {
+    private func accept(_ datagram: UnsafeRawBufferPointer, _ arrival: QUICArrival, version: UInt32) {
+        let from = arrival.from
         let metrics = context.engineMetrics.http3
         var header = ngtcp2_pkt_hd()
         guard ngtcp2_accept(&header, datagram.baseAddress!.assumingMemoryBound(to: UInt8.self), datagram.count) == 0 else {
@@ -170,7 +196,7 @@ final class QUICListener: Channel {
             }
         }
         if originalDCID == nil, context.config.http3.retry.asksForRetry(handshakesInProgress: handshakes, addressValidated: validated) {
-            sendRetry(header, version: version, to: from)
+            sendRetry(header, version: version, to: arrival)
             return
         }
         // limits.max_connections_per_client counts QUIC connections with TCP ones, by address.
@@ -179,20 +205,20 @@ final class QUICListener: Channel {
             return metrics.dropped(.clientLimit)
         }
         guard let c = HTTP3Connection(listener: self, header: header, originalDCID: originalDCID, token: validated ? token : [],
-                                      from: from, peer: peer) else {
+                                      arrival: arrival, peer: peer) else {
             context.clientGone(peer)
             return metrics.dropped(.handshakeSetup)
         }
-        c.received(datagram, from: from)
+        c.received(datagram, arrival)
     }
 
-    private func sendRetry(_ header: ngtcp2_pkt_hd, version: UInt32, to client: QUICAddress) {
-        guard let address = client.socketAddress else { return }
+    private func sendRetry(_ header: ngtcp2_pkt_hd, version: UInt32, to client: QUICArrival) {
+        guard let address = client.from.socketAddress else { return }
         let scid = shared.ids(loop).make(loop: loop.index, random: QUICShared.random(13))
         guard let token = shared.tokens.retryToken(client: address, originalDCID: QUICTokens.bytes(header.dcid), retrySCID: scid,
                                                    version: version, now: QUICShared.wallClock()) else { return }
         var dcid = header.scid, odcid = header.dcid, s = QUICTokens.cid(scid)
-        let n = receiveBuffer.withUnsafeMutableBytes { b in
+        let n = replyBuffer.withUnsafeMutableBytes { b in
             token.withUnsafeBufferPointer { t in
                 ngtcp2_crypto_write_retry(b.baseAddress!.assumingMemoryBound(to: UInt8.self), 1200, version, &dcid, &s, &odcid,
                                           t.baseAddress, t.count)
@@ -203,11 +229,11 @@ final class QUICListener: Channel {
         send(count: n, to: client)
     }
 
-    private func sendVersionNegotiation(_ header: ngtcp2_version_cid, to client: QUICAddress) {
+    private func sendVersionNegotiation(_ header: ngtcp2_version_cid, to client: QUICArrival) {
         var versions: [UInt32] = [UInt32(NGTCP2_PROTO_VER_V1)]
         let unused = QUICShared.random(1)[0]
-        let n = receiveBuffer.withUnsafeMutableBytes { b in
-            ngtcp2_pkt_write_version_negotiation(b.baseAddress!.assumingMemoryBound(to: UInt8.self), 1200, unused,
+        let n = replyBuffer.withUnsafeMutableBytes { b in
+            ngtcp2_pkt_write_version_negotiation(b.baseAddress!.assumingMemoryBound(to: UInt8.self), b.count, unused,
                                                  header.scid, header.scidlen, header.dcid, header.dcidlen, &versions, versions.count)
         }
         guard n > 0 else { return }
@@ -218,7 +244,7 @@ final class QUICListener: Channel {
     /// RFC 9000 §10.3: a short packet for an ID of ours no loop knows gets a reset the client
     /// can verify, smaller than what it answers (so that two endpoints cannot loop), and only
     /// for packets long enough to be a real one (§10.3.3: 21 bytes at least, 41 to hide it).
-    private func sendStatelessReset(dcid: [UInt8], answering size: Int, to client: QUICAddress) {
+    private func sendStatelessReset(dcid: [UInt8], answering size: Int, to client: QUICArrival) {
         let metrics = context.engineMetrics.http3
         guard dcid.count == QUICConnectionIDs.length, size > 41, dcid.withUnsafeBytes({ shared.ids(loop).loop(of: $0) }) != nil else {
             return metrics.dropped(.unknownConnection)
@@ -226,7 +252,7 @@ final class QUICListener: Channel {
         let token = shared.tokens.statelessResetToken(for: dcid)
         let randomLength = min(size - 1, 64) - Int(NGTCP2_STATELESS_RESET_TOKENLEN) - 1
         var random = QUICShared.random(randomLength)
-        let n = receiveBuffer.withUnsafeMutableBytes { b in
+        let n = replyBuffer.withUnsafeMutableBytes { b in
             ngtcp2_pkt_write_stateless_reset(b.baseAddress!.assumingMemoryBound(to: UInt8.self), b.count, token, &random, random.count)
         }
         guard n > 0 else { return }
@@ -234,32 +260,34 @@ final class QUICListener: Channel {
         send(count: n, to: client)
     }
 
-    /// Sends the first `count` bytes of `receiveBuffer` (a reply built there).
-    private func send(count: Int, to client: QUICAddress) {
-        var to = client
-        _ = receiveBuffer.withUnsafeBytes { b in
-            withUnsafePointer(to: &to.storage) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, count, 0, $0, to.length) }
+    /// Sends the first `count` bytes of `replyBuffer` (a reply built there) to where `client`'s
+    /// datagram came from, from the address it was sent to.
+    private func send(count: Int, to client: QUICArrival) {
+        var to = client.from, local = client.local
+        let sent = replyBuffer.withUnsafeBytes { b in
+            withUnsafePointer(to: &to.storage) { r in
+                withUnsafePointer(to: &local.storage) { l in
+                    r.withMemoryRebound(to: sockaddr.self, capacity: 1) { remote in
+                        l.withMemoryRebound(to: sockaddr.self, capacity: 1) { from in
+                            CProxyLinux_send_datagrams(fd, b.baseAddress, count, 0, remote, to.length, wildcard ? from : nil, 0)
+                        }
+                    }
+                }
             }
         }
-    }
-
-    /// Sends one packet a connection built (its CONNECTION_CLOSE). A full socket buffer drops
-    /// it: QUIC's loss recovery sends it again, as it would after a loss on the way.
-    @inline(__always)
-    func send(_ packet: UnsafeRawPointer, count: Int, to remote: UnsafePointer<sockaddr>, length: socklen_t) {
-        if sendto(fd, packet, count, 0, remote, length) < 0 {
-            context.engineMetrics.http3.dropped(.sendFailed)
-        }
+        if sent < 0 { context.engineMetrics.http3.dropped(.sendFailed) }
     }
 
     /// Sends `packets` packets built back to back (`HTTP3Connection.write`), each `segment`
-    /// bytes but the last: one `sendmsg` with UDP GSO where the kernel takes it (one system call
-    /// and one trip down the stack instead of one a packet), else one `sendto` each.
+    /// bytes but the last, from `local` (used on a wildcard socket) with the ECN bits `ecn`: one
+    /// `sendmsg` with UDP GSO where the kernel takes it (one system call and one trip down the
+    /// stack instead of one a packet), else one each. A full socket buffer drops them: QUIC's
+    /// loss recovery sends them again, as it would after a loss on the way.
     func sendBatch(_ buffer: UnsafeRawPointer, count: Int, segment: Int, packets: Int, to remote: UnsafePointer<sockaddr>,
-                   length: socklen_t) {
+                   length: socklen_t, from local: UnsafePointer<sockaddr>, ecn: UInt8) {
+        let source = wildcard ? local : nil
         if packets > 1 && segments {
-            if CProxyLinux_send_segments(fd, buffer, count, UInt16(segment), remote, length) >= 0 { return }
+            if CProxyLinux_send_datagrams(fd, buffer, count, UInt16(segment), remote, length, source, ecn) >= 0 { return }
             let e = lastErrno()
             guard e == EIO || e == EINVAL || e == ENOPROTOOPT || e == EOPNOTSUPP else {
                 context.engineMetrics.http3.dropped(.sendFailed)
@@ -272,7 +300,9 @@ final class QUICListener: Channel {
         var offset = 0
         while offset < count {
             let n = min(segment, count - offset)
-            send(buffer + offset, count: n, to: remote, length: length)
+            if CProxyLinux_send_datagrams(fd, buffer + offset, n, 0, remote, length, source, ecn) < 0 {
+                context.engineMetrics.http3.dropped(.sendFailed)
+            }
             offset += n
         }
     }
@@ -334,4 +364,42 @@ struct QUICAddress: Equatable, @unchecked Sendable {
     }
 
     var peer: PeerAddress { withUnsafeBytes(of: storage) { PeerAddress(storage: $0.baseAddress!) } }
+
+    /// `0.0.0.0` or `::`: a wildcard socket's address.
+    var isUnspecified: Bool {
+        withUnsafeBytes(of: storage) { raw in
+            switch Int32(raw.load(as: sa_family_t.self)) {
+            case AF_INET: return raw.load(as: sockaddr_in.self).sin_addr.s_addr == 0
+            case AF_INET6: return raw.load(fromByteOffset: 8, as: (UInt64, UInt64).self) == (0, 0)
+            default: return false
+            }
+        }
+    }
+
+    /// This address with `address`'s IP (a datagram's destination: the kernel names no port),
+    /// the port kept.
+    mutating func setAddress(_ address: sockaddr_storage) {
+        withUnsafeMutableBytes(of: &storage) { raw in
+            withUnsafeBytes(of: address) { source in
+                let family = Int32(source.load(as: sa_family_t.self))
+                let port = raw.load(fromByteOffset: 2, as: UInt16.self)
+                if family == AF_INET {
+                    raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<MemoryLayout<sockaddr_in>.size]))
+                    length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                } else if family == AF_INET6 {
+                    raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<MemoryLayout<sockaddr_in6>.size]))
+                    length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+                }
+                raw.storeBytes(of: port, toByteOffset: 2, as: UInt16.self)
+            }
+        }
+    }
+}
+
+/// How a datagram arrived: from which client address, to which of our addresses (the listener's
+/// own, or on a wildcard socket the one the client reached), with which ECN bits.
+struct QUICArrival: @unchecked Sendable {
+    var from = QUICAddress()
+    var local: QUICAddress
+    var ecn: UInt8 = 0
 }
