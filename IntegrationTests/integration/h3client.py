@@ -119,13 +119,14 @@ class H3:
     protocol = _Protocol
 
     def __init__(self, port, ca=None, host="127.0.0.1", authority=None, timeout=20, max_stream_data=None,
-                 session_ticket=None):
+                 session_ticket=None, server_name="localhost"):
         self.port, self.host, self.ca, self.timeout = port, host, ca, timeout
         self.authority = authority or f"localhost:{port}"
         self.max_stream_data = max_stream_data
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.session_ticket = session_ticket
+        self.server_name = server_name  # the TLS SNI (None: none sent)
         self.tickets = []  # session tickets the server issued on this connection
         self.proto = None
         self._cm = None
@@ -146,7 +147,7 @@ class H3:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout or self.timeout)
 
     async def _open(self):
-        config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+        config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=self.server_name)
         if self.ca:
             config.load_verify_locations(self.ca)
         else:
@@ -190,6 +191,10 @@ class H3:
             await asyncio.wait_for(r.done, self.timeout)
             return r
         return self._call(run(), timeout=self.timeout + 5)
+
+    def peer_certificate(self):
+        """The certificate the server presented (cryptography's x509.Certificate)."""
+        return self.quic.tls._peer_certificate
 
     def terminated(self):
         return self.proto.terminated

@@ -422,6 +422,29 @@ def test_sni_picks_the_certificate_for_the_name(proxy_factory, upstream, pki, tl
         assert c.read_response().status == 200
 
 
+@pytest.mark.parametrize("name,expected_cn", [
+    ("a.test", "a.test"),
+    ("B.TEST", "b.test"),
+    ("also-b.test", "b.test"),
+    ("x.wild.test", "wild.test"),
+    ("a.b.wild.test", "default.test"),
+    ("unknown.test", "default.test"),
+    (None, "default.test"),
+])
+def test_sni_picks_the_same_certificate_over_quic(proxy_factory, upstream, pki, tls_files, tmp_path, name, expected_cn):
+    """HTTP/3's handshake (GnuTLS) picks from the same tls.sni table by the same rules as TCP's
+    (OpenSSL): exact names without regard to case, one-label wildcards, the default otherwise."""
+    from h3client import H3
+    cfg = sni_config(tmp_path, pki, tls_files)
+    with open(cfg, "a") as f:
+        f.write("http3:\n  enabled: true\n")
+    proxy = proxy_factory(upstream, extra=["--config", cfg])
+    # No verification: an unknown name gets the default certificate, which does not match it.
+    with H3(proxy.port, ca=None, server_name=name, authority=name or "127.0.0.1") as c:
+        assert common_name(c.peer_certificate()) == expected_cn
+        assert c.request("GET", "/echo").status == 200
+
+
 def test_sni_names_are_verified_by_a_strict_client(proxy_factory, upstream, pki, tls_files, tmp_path):
     proxy = proxy_factory(upstream, extra=["--config", sni_config(tmp_path, pki, tls_files)])
     for name in ("a.test", "b.test", "deep.wild.test", "default.test"):

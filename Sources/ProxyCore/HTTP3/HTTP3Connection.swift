@@ -48,7 +48,7 @@ final class HTTP3Connection: LoopSource {
     private var session: gnutls_session_t?
     /// The certificate its handshake presents (held: GnuTLS's session points into them, and a
     /// reload may replace the listener's meanwhile).
-    private var credentials: QUICCredentials?
+    var credentials: QUICCredentials?
     private(set) var h3: OpaquePointer?
     /// GnuTLS's pointer back to the connection (ngtcp2's helper reads it): a stable address.
     private let connRef = UnsafeMutablePointer<ngtcp2_crypto_conn_ref>.allocate(capacity: 1)
@@ -211,6 +211,14 @@ final class HTTP3Connection: LoopSource {
             Unmanaged<HTTP3Connection>.fromOpaque(ref!.pointee.user_data!).takeUnretainedValue().conn
         }, user_data: Unmanaged.passUnretained(self).toOpaque()))
         gnutls_session_set_ptr(s, connRef)
+        // SNI: `tls.sni`'s certificates, picked as TCP picks them. The session's pointer is
+        // ngtcp2's connection reference, whose user data is this connection.
+        gnutls_handshake_set_post_client_hello_function(s) { session in
+            guard let session, let ref = gnutls_session_get_ptr(session)?.assumingMemoryBound(to: ngtcp2_crypto_conn_ref.self),
+                  let user = ref.pointee.user_data else { return 0 }
+            Unmanaged<HTTP3Connection>.fromOpaque(user).takeUnretainedValue().credentials?.selectCertificate(session)
+            return 0
+        }
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(s))
         return true
     }

@@ -1,23 +1,58 @@
 import CNgtcp2
 import Synchronization
 
-/// The certificate and key a TLS listener's QUIC handshakes present, loaded by GnuTLS from the
-/// same files OpenSSL loaded for TCP (`tls.cert`, `tls.key`), once per configuration.
+/// The certificates a TLS listener's QUIC handshakes present, loaded by GnuTLS from the same
+/// files OpenSSL loaded for TCP: `tls.cert`/`tls.key`, and each `tls.sni` entry's, picked by the
+/// client's server name exactly as TCP picks them (`SNINames`).
 final class QUICCredentials: @unchecked Sendable {
     // Read-only once loaded; GnuTLS allows one credentials object to serve sessions on many threads.
     let credentials: gnutls_certificate_credentials_t
+    /// The `tls.sni` entries' credentials, in configuration order.
+    private let named: [gnutls_certificate_credentials_t]
+    private let names: SNINames
 
-    init?(certFile: String, keyFile: String) {
+    /// nil, and the file that failed in `failed`, if GnuTLS cannot load one of them.
+    init?(_ settings: TLSServerSettings, failed: inout String) {
+        var loaded: [gnutls_certificate_credentials_t] = []
+        for (cert, key) in [(settings.certFile, settings.keyFile)] + settings.sni.map({ ($0.certFile, $0.keyFile) }) {
+            guard let c = Self.load(certFile: cert, keyFile: key) else {
+                loaded.forEach { gnutls_certificate_free_credentials($0) }
+                failed = cert
+                return nil
+            }
+            loaded.append(c)
+        }
+        credentials = loaded[0]
+        named = Array(loaded.dropFirst())
+        names = SNINames(settings.sni)
+    }
+
+    private static func load(certFile: String, keyFile: String) -> gnutls_certificate_credentials_t? {
         var c: gnutls_certificate_credentials_t?
         guard gnutls_certificate_allocate_credentials(&c) == 0, let c else { return nil }
         guard gnutls_certificate_set_x509_key_file(c, certFile, keyFile, GNUTLS_X509_FMT_PEM) >= 0 else {
             gnutls_certificate_free_credentials(c)
             return nil
         }
-        credentials = c
+        return c
     }
 
-    deinit { gnutls_certificate_free_credentials(credentials) }
+    deinit {
+        gnutls_certificate_free_credentials(credentials)
+        named.forEach { gnutls_certificate_free_credentials($0) }
+    }
+
+    /// After the ClientHello: the handshake switches to the certificate configured for the
+    /// client's server name, if one is (else it keeps the default set at the start).
+    func selectCertificate(_ session: gnutls_session_t) {
+        guard !named.isEmpty else { return }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        var size = buffer.count
+        var type: UInt32 = 0
+        guard gnutls_server_name_get(session, &buffer, &size, &type, 0) == 0, type == GNUTLS_NAME_DNS.rawValue,
+              let index = names.index(for: String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self)) else { return }
+        _ = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(named[index]))
+    }
 }
 
 /// A TLS listener's certificate for QUIC, following the TCP side's reloads: a SIGHUP that re-reads
@@ -33,10 +68,11 @@ final class QUICCertificate: Sendable {
         self.tls = tls
         self.log = log
         let generation = tls.generation
-        let loaded = QUICCredentials(certFile: tls.settings.certFile, keyFile: tls.settings.keyFile)
+        var failed = ""
+        let loaded = QUICCredentials(tls.settings, failed: &failed)
         if loaded == nil {
-            log.error("HTTP/3: GnuTLS cannot load the certificate and key; no QUIC connection is accepted", [
-                "cert": tls.settings.certFile, "setting": "tls.cert, tls.key (or http3.enabled: false)",
+            log.error("HTTP/3: GnuTLS cannot load a certificate and key; no QUIC connection is accepted", [
+                "cert": failed, "setting": "tls.cert, tls.key, tls.sni (or http3.enabled: false)",
             ])
         }
         current = Mutex((generation, loaded))
@@ -48,11 +84,12 @@ final class QUICCertificate: Sendable {
         return current.withLock { c -> QUICCredentials? in
             guard c.generation != generation else { return c.credentials }
             c.generation = generation
-            if let fresh = QUICCredentials(certFile: tls.settings.certFile, keyFile: tls.settings.keyFile) {
+            var failed = ""
+            if let fresh = QUICCredentials(tls.settings, failed: &failed) {
                 c.credentials = fresh
             } else {
-                log.error("HTTP/3: GnuTLS cannot load the reloaded certificate; QUIC keeps the previous one", [
-                    "cert": tls.settings.certFile, "setting": "tls.cert, tls.key",
+                log.error("HTTP/3: GnuTLS cannot load a reloaded certificate; QUIC keeps the previous ones", [
+                    "cert": failed, "setting": "tls.cert, tls.key, tls.sni",
                 ])
             }
             return c.credentials

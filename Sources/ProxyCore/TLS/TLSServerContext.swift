@@ -12,10 +12,8 @@ final class TLSServerContext: @unchecked Sendable {
     let defaultContext: OpaquePointer
     /// SSL_CTXs of the SNI entries, in configuration order.
     private let named: [OpaquePointer]
-    /// Lower-cased exact names → index in `named`.
-    private let exact: [String: Int]
-    /// Lower-cased `example.com` of a `*.example.com` pattern → index in `named`.
-    private let wildcard: [String: Int]
+    /// Server name → index in `named`.
+    private let names: SNINames
     /// The default certificate's subject and expiry, for the operator log.
     let summary: (subject: String, notAfter: String)
     /// `tls.session_ticket_keys`, installed on every context (nil: OpenSSL's random key per context).
@@ -32,14 +30,13 @@ final class TLSServerContext: @unchecked Sendable {
         "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
     ].joined(separator: ":")
 
-    private init(defaultContext: OpaquePointer, named: [OpaquePointer], exact: [String: Int], wildcard: [String: Int],
+    private init(defaultContext: OpaquePointer, named: [OpaquePointer], names: SNINames,
                  summary: (String, String), ticketKeys: TLSSessionTicketKeys?, staples: [OCSPStaple]) {
         self.ticketKeys = ticketKeys
         self.staples = staples
         self.defaultContext = defaultContext
         self.named = named
-        self.exact = exact
-        self.wildcard = wildcard
+        self.names = names
         self.summary = summary
     }
 
@@ -55,24 +52,18 @@ final class TLSServerContext: @unchecked Sendable {
         let (defaultContext, summary, defaultStaple) = try makeContext(settings, certFile: settings.certFile, keyFile: settings.keyFile)
         var staples = defaultStaple.map { [$0] } ?? []
         var named: [OpaquePointer] = []
-        var exact: [String: Int] = [:]
-        var wildcard: [String: Int] = [:]
         do throws(TLSSetupError) {
             for entry in settings.sni {
                 let (ctx, _, staple) = try makeContext(settings, certFile: entry.certFile, keyFile: entry.keyFile)
                 named.append(ctx)
                 if let staple { staples.append(staple) }
-                for name in entry.names {
-                    let lower = name.lowercased()
-                    if lower.hasPrefix("*.") { wildcard[String(lower.dropFirst(2))] = named.count - 1 } else { exact[lower] = named.count - 1 }
-                }
             }
         } catch {
             SSL_CTX_free(defaultContext)
             for ctx in named { SSL_CTX_free(ctx) }
             throw error
         }
-        let server = TLSServerContext(defaultContext: defaultContext, named: named, exact: exact, wildcard: wildcard, summary: summary,
+        let server = TLSServerContext(defaultContext: defaultContext, named: named, names: SNINames(settings.sni), summary: summary,
                                       ticketKeys: ticketKeys, staples: staples)
         if let ticketKeys {
             // OpenSSL asks the context a handshake started from (its session context), whatever
@@ -117,12 +108,7 @@ final class TLSServerContext: @unchecked Sendable {
     /// unknown name or none at all gets the default certificate.
     private func selectCertificate(_ ssl: OpaquePointer) {
         guard let raw = SSL_get_servername(ssl, Int32(TLSEXT_NAMETYPE_host_name)) else { return }
-        let name = String(cString: raw).lowercased()
-        var index = exact[name]
-        if index == nil, let dot = name.firstIndex(of: ".") {
-            index = wildcard[String(name[name.index(after: dot)...])]
-        }
-        if let index { SSL_set_SSL_CTX(ssl, named[index]) }
+        if let index = names.index(for: String(cString: raw)) { SSL_set_SSL_CTX(ssl, named[index]) }
     }
 
     private static func makeContext(_ settings: TLSServerSettings, certFile: String, keyFile: String)
