@@ -303,21 +303,38 @@ def test_quic_connections_count_towards_the_per_client_connection_limit_with_tcp
     assert lines and "limits.max_connections_per_client" in lines[0]["setting"]
 
 
-def test_streams_past_the_connection_budget_are_rejected_and_the_connection_goes_on(h3_proxy, cert):
+def test_streams_past_the_connection_budget_wait_for_a_unit_and_all_are_served(h3_proxy, cert):
     """Each running stream may hold an upstream connection, so streams beyond a connection's
     first take units of limits.max_connections (the descriptor budget): with 16, one connection's
-    30 concurrent slow requests get 16 answers and 14 H3_REQUEST_REJECTED (safe to retry), and
-    the connection serves on once they are done."""
+    30 concurrent slow requests run 16 at a time, the other 14 waiting for a unit instead of
+    being rejected (many clients do not retry), and all 30 are answered."""
     proxy = h3_proxy("limits:\n  max_connections: 16\n")
     with client(proxy, cert, timeout=20) as c:
+        started = time.monotonic()
         rs = c.many([("GET", f"/slow?ms=600&i={i}") for i in range(30)])
+        took = time.monotonic() - started
+        assert [r.status for r in rs] == [200] * 30, [(r.status, r.reset) for r in rs]
+        assert took >= 1.1, took  # two rounds of 600 ms: the waiters did wait
+        assert c.request("GET", "/echo").status == 200 and c.terminated() is None
+    s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_streams_waited_total") == 14
+    assert value(s, "callback_proxy_http3_streams_refused_total") == 0
+    assert any("HTTP/3 stream waits: connection limit reached" in l for l in proxy.stderr_text().splitlines())
+
+
+def test_a_stream_that_waits_past_the_header_timeout_is_rejected_and_the_connection_goes_on(h3_proxy, cert):
+    """A stream that waits for a unit longer than timeouts.client_header is rejected with
+    H3_REQUEST_REJECTED (nothing of it was processed: safe to retry); the others are served."""
+    proxy = h3_proxy("limits:\n  max_connections: 16\n", opts={"--client-header-timeout": "1s"})
+    with client(proxy, cert, timeout=20) as c:
+        rs = c.many([("GET", f"/slow?ms=2500&i={i}") for i in range(30)])
         answered = [r for r in rs if r.status == 200]
         rejected = [r for r in rs if r.reset == H3_REQUEST_REJECTED]
         assert (len(answered), len(rejected)) == (16, 14), [(r.status, r.reset) for r in rs]
         assert c.request("GET", "/echo").status == 200 and c.terminated() is None
     s = samples(scrape(proxy))
+    assert value(s, "callback_proxy_http3_streams_waited_total") == 14
     assert value(s, "callback_proxy_http3_streams_refused_total") == 14
-    assert any("HTTP/3 stream refused: connection limit reached" in l for l in proxy.stderr_text().splitlines())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,10 +22,8 @@ extension HTTP2Connection {
     /// A stream opened: it starts now if a unit is free and none of its connection's streams
     /// waits before it, else it waits.
     func admit(_ h2: HTTP2Stream) {
-        h2.waitingSince = loop.now
-        waiting.append(h2)
-        admitWaiting()
-        guard h2.waitingSince != 0 else { return }
+        guard admission.admit(h2, now: loop.now, budget: listener.budget, started: started) else { return }
+        scheduleAdmitRetry()
         listener.engineMetrics.http2.waitedForBudget.increment()
         let budget = listener.budget
         listener.throttle.log(.warn, "HTTP/2 stream waits: connection limit reached", key: "h2 budget wait", fields: [
@@ -34,43 +32,18 @@ extension HTTP2Connection {
         ], on: loop)
     }
 
-    /// Starts waiting streams, oldest first, while units are free.
-    func admitWaiting() {
-        let budget = listener.budget
-        while let h2 = waiting.first {
-            if !connectionUnitInUse {
-                connectionUnitInUse = true
-                h2.holdsConnectionUnit = true
-            } else if budget.hasRoom {
-                budget.opened()
-                h2.budgetUnit = budget
-            } else {
-                break
-            }
-            waiting.removeFirst()
-            h2.waitingSince = 0
-            // Its head (and any DATA) arrived while it waited: it runs with the next batch.
-            if h2.exchange.input.readable > 0 { markPending(h2) }
-        }
-        if !waiting.isEmpty { scheduleAdmitRetry() }
+    /// A waiting stream got its unit: its head (and any DATA) arrived while it waited, so it runs
+    /// with the next batch.
+    private func started(_ h2: HTTP2Stream) {
+        if h2.exchange.input.readable > 0 { markPending(h2) }
     }
 
     /// A stream ended (normally, reset, or with its connection): its unit goes back, to the
     /// next waiting stream first.
     func streamEnded(_ h2: HTTP2Stream) {
-        if h2.waitingSince != 0 {
-            h2.waitingSince = 0
-            waiting.removeAll { $0 === h2 }
-        }
-        if h2.holdsConnectionUnit {
-            h2.holdsConnectionUnit = false
-            connectionUnitInUse = false
-        }
-        if let unit = h2.budgetUnit {
-            unit.closed()
-            h2.budgetUnit = nil
-        }
-        if !waiting.isEmpty && !closed { admitWaiting() }
+        admission.ended(h2)
+        guard !admission.waiting.isEmpty, !closed else { return }
+        admission.startWaiting(budget: listener.budget, started: started)
     }
 
     private func scheduleAdmitRetry() {
@@ -79,24 +52,17 @@ extension HTTP2Connection {
             guard let self else { return }
             self.admitRetry = nil
             guard !self.closed else { return }
-            self.refuseLongWaiters()
-            self.admitWaiting()
+            // Streams that waited longer than timeouts.client_header are refused: the client may
+            // retry them, on this connection or another.
+            self.admission.takeWaiters(waitingAtLeast: self.listener.config.timeouts.clientHeader, now: self.loop.now) { h2 in
+                h2.refused = true
+                self.resetStream(h2.id, code: NGHTTP2_REFUSED_STREAM)
+                self.listener.engineMetrics.http2.refusedAtBudget.increment()
+            }
+            self.admission.startWaiting(budget: self.listener.budget, started: self.started)
+            if !self.admission.waiting.isEmpty { self.scheduleAdmitRetry() }
             self.runStreams()
             self.send()
-        }
-    }
-
-    /// Streams that waited longer than `timeouts.client_header` are refused: the client may
-    /// retry them, on this connection or another.
-    private func refuseLongWaiters() {
-        let limit = listener.config.timeouts.clientHeader
-        let now = loop.now
-        while let h2 = waiting.first, now - h2.waitingSince >= limit {
-            waiting.removeFirst()
-            h2.waitingSince = 0
-            h2.refused = true
-            resetStream(h2.id, code: NGHTTP2_REFUSED_STREAM)
-            listener.engineMetrics.http2.refusedAtBudget.increment()
         }
     }
 }

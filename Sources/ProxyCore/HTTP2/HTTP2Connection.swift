@@ -54,10 +54,8 @@ final class HTTP2Connection: Channel {
     /// Streams whose response ended before their request body: `RST_STREAM NO_ERROR` after it
     /// (RFC 9113 §8.1), so the client stops sending.
     var endedEarly: [Int32] = []
-    /// Streams waiting for a budget unit, oldest first (`HTTP2Connection+Admission`).
-    var waiting: [HTTP2Stream] = []
-    /// A stream runs on the connection's own budget unit.
-    var connectionUnitInUse = false
+    /// Which streams run on the client-connection budget, which wait (`HTTP2Connection+Admission`).
+    var admission = StreamAdmission<HTTP2Stream>()
     /// The next look at the budget while streams wait.
     var admitRetry: TimerHandle?
     private var sendScheduled = false
@@ -506,7 +504,7 @@ final class HTTP2Connection: Channel {
     private func abortStreams() {
         let all = Array(streams.values)
         streams.removeAll()
-        waiting.removeAll()
+        admission.abandonWaiters()
         admitRetry?.cancel()
         admitRetry = nil
         pending.removeAll()

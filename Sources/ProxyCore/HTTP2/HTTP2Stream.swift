@@ -5,7 +5,7 @@ import CNghttp2
 /// head), the response heads until they go out as HEADERS, the stream's flow-control and
 /// ending state, and the exchange's timer and wish to read — swept and read by its connection,
 /// since a stream has no socket of its own.
-final class HTTP2Stream {
+final class HTTP2Stream: BudgetedStream {
     unowned(unsafe) let connection: HTTP2Connection
     let id: Int32
     let exchange: ClientExchange

@@ -83,6 +83,8 @@ extension HTTP3Connection {
     func abortStreams() {
         let all = Array(streams.values)
         streams.removeAll()
+        // Streams that wait for a unit end with the rest, none admitted on the way.
+        admission.abandonWaiters()
         pending.removeAll()
         drained.removeAll()
         closedStreams.removeAll()
@@ -97,6 +99,8 @@ extension HTTP3Connection {
         abortStreams()
         countClosed()
         closed = true
+        admitRetry?.cancel()
+        admitRetry = nil
         disarm()
         for id in ids { quic.unregister(id) }
         ids.removeAll()

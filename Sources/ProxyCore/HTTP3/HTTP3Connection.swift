@@ -82,8 +82,10 @@ final class HTTP3Connection: LoopSource {
     var handshakeDone = false
     /// The connection no longer counts (its streams are gone; only its IDs wait).
     var counted = true
-    /// A stream runs on the connection's own budget unit (`streamOpened`).
-    var connectionUnitInUse = false
+    /// Which streams run on the client-connection budget, which wait (`HTTP3Connection+Admission`).
+    var admission = StreamAdmission<HTTP3Stream>()
+    /// The next look for a free unit while streams wait.
+    var admitRetry: TimerHandle?
     var closed = false
     /// After CONNECTION_CLOSE (sent or received): nothing more is sent; the IDs stay known until
     /// this deadline (three PTOs, RFC 9000 §10.2) so that late packets are not answered by a reset.
@@ -329,43 +331,14 @@ final class HTTP3Connection: LoopSource {
 
     // MARK: Streams
 
-    /// A request stream began (its HEADERS). Every stream may hold an upstream connection of its
-    /// own, so streams count in the client-connection budget as HTTP/2's do
-    /// (`HTTP2Connection+Admission`): the connection's own unit runs one, each further one takes
-    /// a unit of its own while it runs. With the budget spent the stream is refused at once with
-    /// H3_REQUEST_REJECTED (RFC 9114 §8.1: nothing of it was processed; the client may retry) —
-    /// unlike HTTP/2's streams, which wait for a unit.
+    /// A request stream began (its HEADERS): it starts, or waits for a unit of the connection
+    /// budget (`HTTP3Connection+Admission`).
     func streamOpened(_ id: Int64) -> HTTP3Stream {
         let stream = HTTP3Stream(connection: self, id: id)
         streams[id] = stream
         listener.engineMetrics.http3.streams.increment()
-        let budget = listener.budget
-        if !connectionUnitInUse {
-            connectionUnitInUse = true
-            stream.holdsConnectionUnit = true
-        } else if budget.hasRoom {
-            budget.opened()
-            stream.budgetUnit = budget
-        } else {
-            stream.refused = true
-            listener.engineMetrics.http3.refusedAtBudget.increment()
-            listener.throttle.log(.warn, "HTTP/3 stream refused: connection limit reached", key: "h3 budget stream", fields: [
-                ("listener", listener.spec.name), ("peer", peer.text), ("open", "\(budget.current)"), ("limit", "\(budget.limit)"),
-                ("setting", "limits.max_connections (and the descriptor limit: LimitNOFILE, ulimit -n)"),
-            ], on: loop)
-        }
+        admit(stream)
         return stream
-    }
-
-    /// A stream ended: its budget unit goes back.
-    func streamEnded(_ stream: HTTP3Stream) {
-        if stream.holdsConnectionUnit {
-            stream.holdsConnectionUnit = false
-            connectionUnitInUse = false
-        } else if let unit = stream.budgetUnit {
-            stream.budgetUnit = nil
-            unit.closed()
-        }
     }
 
     /// The peer address as text, formatted once per connection and shared by its streams.
@@ -430,6 +403,7 @@ final class HTTP3Connection: LoopSource {
                 pending.removeAll(keepingCapacity: true)
                 for stream in ready where !stream.exchange.isClosed {
                     stream.queued = false
+                    if stream.waitingSince != 0 { continue }  // runs once admitted
                     stream.received()
                     creditStream(stream)
                 }

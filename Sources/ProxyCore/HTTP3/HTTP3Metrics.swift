@@ -35,7 +35,9 @@ struct HTTP3Metrics: Sendable {
     let handedOver: Counter
     /// Streams the client reset while their exchange was in flight.
     let resetsReceived: Counter
-    /// Streams refused (H3_REQUEST_REJECTED) because limits.max_connections was reached.
+    /// Streams that waited to start because limits.max_connections was reached, and those of
+    /// them rejected (H3_REQUEST_REJECTED) after waiting timeouts.client_header.
+    let waitedForBudget: Counter
     let refusedAtBudget: Counter
     /// Connections ended on a protocol error (ours or the client's CONNECTION_CLOSE with an error).
     let connectionErrors: Counter
@@ -64,8 +66,10 @@ struct HTTP3Metrics: Sendable {
                                       "Datagrams received on one loop's socket for a connection of another loop.").labels()
         resetsReceived = registry.counter("callback_proxy_http3_stream_resets_received_total",
                                           "HTTP/3 streams the client reset before their response was complete.").labels()
+        waitedForBudget = registry.counter("callback_proxy_http3_streams_waited_total",
+                                           "HTTP/3 streams that waited to start because limits.max_connections was reached.").labels()
         refusedAtBudget = registry.counter("callback_proxy_http3_streams_refused_total",
-                                           "HTTP/3 streams refused (H3_REQUEST_REJECTED) because limits.max_connections was reached.").labels()
+                                           "HTTP/3 streams rejected (H3_REQUEST_REJECTED) after waiting timeouts.client_header to start.").labels()
         connectionErrors = registry.counter("callback_proxy_http3_connection_errors_total",
                                             "QUIC connections ended on a protocol error.").labels()
         let family = registry.counter("callback_proxy_http3_datagrams_dropped_total", "Datagrams not used, by reason.", labels: ["reason"])

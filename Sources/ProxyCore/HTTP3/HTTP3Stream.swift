@@ -5,7 +5,7 @@ import CNghttp3
 /// the exchange as an HTTP/1.1 head), the response heads until nghttp3 takes them, the
 /// response bytes nghttp3 holds until the client acknowledges them (`sent`), and the
 /// exchange's timer and wish to read — swept and read by its connection.
-final class HTTP3Stream {
+final class HTTP3Stream: BudgetedStream {
     unowned(unsafe) let connection: HTTP3Connection
     let id: Int64
     let exchange: ClientExchange
@@ -31,10 +31,12 @@ final class HTTP3Stream {
     /// Response bytes nghttp3 holds until the client acknowledges them (`UnackedBytes`).
     private var sent = UnackedBytes()
     var unacked: Int { sent.count }
-    /// How the stream counts in the client-connection budget (`HTTP3Connection.streamOpened`):
-    /// on its connection's own unit, or on one of its own; or it was refused (none was free).
+    /// How the stream counts in the client-connection budget (`HTTP3Connection+Admission`): on
+    /// its connection's own unit, or on one of its own; waiting for either (since
+    /// `waitingSince`); or refused after waiting too long.
     var holdsConnectionUnit = false
     var budgetUnit: ConnectionBudget? = nil
+    var waitingSince: UInt64 = 0
     var refused = false
     /// Past this many unacknowledged bytes nghttp3 gets no more until acknowledgements come:
     /// with the exchange's output, a stream's memory is bounded whatever the client's pace.
