@@ -228,6 +228,29 @@ def oauth_proxy_h3(oauth_proxy_factory, cert):
     return p
 
 
+def test_a_callback_in_early_data_gets_425_spends_nothing_and_succeeds_after_the_handshake(
+        oauth_proxy_factory, cert, idp, upstream, tmp_path):
+    """With http3.early_data on, a callback that rides in 0-RTT (which a recorder of the traffic
+    could replay) is answered 425 Too Early before anything of the OAuth layer runs: no token
+    request, the code unspent. The same callback sent after a handshake is then verified."""
+    from test_http3 import returning_client
+    crt, key = cert
+    p = oauth_proxy_factory(extra=["--tls-cert", crt, "--tls-key", key],
+                            env={"CALLBACK_PROXY_HTTP3__ENABLED": "true", "CALLBACK_PROXY_HTTP3__EARLY_DATA": "true"})
+    p.h3_ca = crt
+    early = returning_client(p, tmp_path)
+    grant = grant_for(idp, "ios")
+    target = callback_target(grant, provider=GOOGLE, platform="ios")
+    early(target)
+    line = p.wait_access_log(2)[-1]
+    assert (line["path"], line["status"], line["protocol"]) == ("/_oauth_callback", 425, "h3"), line
+    assert token_totals(idp) == (0, 0, 0, 0)
+    after = send(p, target)  # aioquic, a new session: its request waits for the handshake
+    assert_outcome(p, after, 200, "verified", VERIFIED, n=1)
+    assert token_totals(idp) == (1, 1, 0, 0)
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm"]
+
+
 def test_native_sign_in_over_http3_runs_the_same_callback(oauth_proxy_h3, idp, upstream):
     """Over HTTP/3 the callback runs on the QUIC stream as on a TCP connection: verified once,
     the replay refused without a second token request, nothing reaches the app."""

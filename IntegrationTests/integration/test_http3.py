@@ -530,6 +530,61 @@ def test_ngtcp2_client_early_data_is_rejected_and_the_request_reaches_the_app_on
     assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm", "/echo?zero-rtt"]
 
 
+def returning_client(proxy, tmp_path):
+    """gtlsclient that keeps its session ticket and the server's transport parameters: after a
+    first connection, each request goes in early data (0-RTT) with the ClientHello."""
+    session, tp = tmp_path / "session", tmp_path / "tp"
+    gtlsclient(proxy, ["/echo?warm"], f"--session-file={session}", f"--tp-file={tp}")
+    assert session.exists() and tp.exists()
+
+    def send(path, *args):
+        text = gtlsclient(proxy, [path], f"--session-file={session}", f"--tp-file={tp}", *args)
+        assert "type=0RTT" in text, "the client did not try early data"
+        return text
+    return send
+
+
+def test_with_early_data_on_a_get_in_0rtt_is_served_once_and_the_app_sees_early_data(h3_proxy, cert, tmp_path, upstream):
+    """http3.early_data: a returning client's GET rides with its ClientHello, is answered, and
+    reaches the app once, marked `Early-Data: 1` (RFC 8470 §5.1)."""
+    proxy = h3_proxy("  early_data: true\n")
+    send = returning_client(proxy, tmp_path)
+    text = send("/echo?zero-rtt")
+    assert "Early data was rejected" not in text
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm", "/echo?zero-rtt"]
+    raw = upstream.record.raw()
+    zero = raw[raw.index(b"GET /echo?zero-rtt"):]
+    assert b"\r\nEarly-Data: 1\r\n" in zero[:zero.index(b"\r\n\r\n") + 2]
+    assert b"Early-Data" not in raw[:raw.index(b"GET /echo?zero-rtt")]  # the first, at 1-RTT, is not
+    lines = proxy.wait_access_log(2)
+    assert [(l["path"], l["status"]) for l in lines] == [("/echo", 200), ("/echo", 200)]
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE", "PATCH"])
+def test_with_early_data_on_unsafe_methods_get_425_and_never_reach_the_app(h3_proxy, cert, tmp_path, upstream, method):
+    """Only GET, HEAD and OPTIONS are served from early data (a replay of them repeats a read):
+    the rest gets 425 Too Early (RFC 8470 §5.2), which tells the client to send it again after
+    the handshake. The callback's own case is in test_callback.py (it needs the OAuth layer)."""
+    path = "/echo?unsafe"
+    proxy = h3_proxy("  early_data: true\n")
+    send = returning_client(proxy, tmp_path)
+    send(path, f"--http-method={method}")
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm"]
+    line = proxy.wait_access_log(2)[-1]
+    assert line["status"] == 425 and line["method"] == method, line
+
+
+def test_a_request_completed_after_the_handshake_is_not_early_even_with_early_data_on(h3_proxy, cert, tmp_path, upstream):
+    """A client whose early data the server refuses (here: 0-RTT is off) sends its request again
+    at 1-RTT: a POST then goes through, unmarked."""
+    proxy = h3_proxy()
+    send = returning_client(proxy, tmp_path)
+    text = send("/echo?late", "--http-method=POST")
+    assert "Early data was rejected" in text
+    assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm", "/echo?late"]
+    assert b"Early-Data" not in upstream.record.raw()
+
+
 # ---------------------------------------------------------------------------------------------
 # Lifecycle
 

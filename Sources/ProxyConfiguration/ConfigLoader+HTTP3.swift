@@ -3,10 +3,11 @@ import ProxyCore
 /// `http3:`.
 extension ConfigLoader {
     /// `http3: { enabled, max_streams, stream_window, connection_window, idle_timeout, retry,
-    /// retry_above_handshakes, alt_svc_max_age, glitch_burst, max_glitches_per_second }`: QUIC beside each TLS listener (whether there
+    /// retry_above_handshakes, alt_svc_max_age, early_data, glitch_burst, max_glitches_per_second }`: QUIC beside each TLS listener (whether there
     /// is one is checked with the flags, `TLSWiring.check`).
     func readHTTP3(_ m: MappingReader, into h: inout HTTP3Settings) {
         if let b = m.bool("enabled") { h.enabled = b }
+        if let b = m.bool("early_data") { h.earlyData = b }
         if let n = m.int("max_streams", in: 1...10_000) { h.maxStreams = n }
         // Transport parameters (RFC 9000 §18.2): below 16 KiB a request body would crawl; the
         // caps bound what one stream and one connection can make the proxy hold.

@@ -135,6 +135,7 @@ extension ConfigLoader {
         ConfigKey("http3.retry"),
         ConfigKey("http3.retry_above_handshakes"),
         ConfigKey("http3.alt_svc_max_age"),
+        ConfigKey("http3.early_data"),
         ConfigKey("http3.glitch_burst"),
         ConfigKey("http3.max_glitches_per_second"),
         ConfigKey("compression", .section),

@@ -50,7 +50,7 @@ import Testing
     http2: { cleartext: true, max_concurrent_streams: 64, stream_window: 128k, connection_window: 2m, max_resets_per_second: 20, reset_burst: 200,
              glitch_burst: 500, max_glitches_per_second: 50 }
     http3: { enabled: true, max_streams: 50, stream_window: 128k, connection_window: 4m, idle_timeout: 1m, retry: auto,
-             retry_above_handshakes: 64, alt_svc_max_age: 1h, glitch_burst: 2000, max_glitches_per_second: 200 }
+             retry_above_handshakes: 64, alt_svc_max_age: 1h, early_data: true, glitch_burst: 2000, max_glitches_per_second: 200 }
     compression: { enabled: true, codings: [gzip, br], gzip_level: 6, brotli_quality: 5, min_length: 1k, types: [text/*, application/json],
                    exclude_paths: [/account], max_memory: 128m }
     error_pages: { "502": /pages/502.html, 5xx: /pages/5xx.html }

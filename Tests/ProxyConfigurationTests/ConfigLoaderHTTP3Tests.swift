@@ -16,6 +16,7 @@ import Testing
         #expect(h.retry == QUICRetryPolicy(mode: .aboveHandshakes(512)))
         #expect(h.altSvcMaxAge == 86_400)
         #expect(h.glitchBurst == 1000 && h.glitchesPerSecond == 100)
+        #expect(!h.earlyData)
         // An empty section changes nothing either.
         #expect(try base.loader().load(text: upstream + "http3: {}\n").get().proxy.http3 == HTTP3Settings())
     }
@@ -23,7 +24,7 @@ import Testing
     @Test func everyKeyIsRead() throws {
         let h = try base.loader().load(text: upstream + """
             http3: { enabled: true, max_streams: 250, stream_window: 1m, connection_window: 64m, idle_timeout: 90s,
-                     retry: auto, retry_above_handshakes: 1000, alt_svc_max_age: 8760h, glitch_burst: 5000,
+                     retry: auto, retry_above_handshakes: 1000, alt_svc_max_age: 8760h, early_data: true, glitch_burst: 5000,
                      max_glitches_per_second: 400 }
             """).get().proxy.http3
         #expect(h.enabled)
@@ -33,6 +34,7 @@ import Testing
         #expect(h.retry == QUICRetryPolicy(mode: .aboveHandshakes(1000)))
         #expect(h.altSvcMaxAge == 365 * 86_400)
         #expect(h.glitchBurst == 5000 && h.glitchesPerSecond == 400)
+        #expect(h.earlyData)
     }
 
     @Test func retryAlwaysAsksEveryNewConnection() throws {
@@ -62,6 +64,7 @@ import Testing
 
     @Test(arguments: [
         ("enabled: yes", "http3.enabled: 'yes' is not true or false"),
+        ("early_data: 1", "http3.early_data: '1' is not true or false"),
         ("max_streams: 0", "http3.max_streams: '0' is not a whole number from 1 to 10000"),
         ("max_streams: 10001", "http3.max_streams: '10001' is not a whole number from 1 to 10000"),
         ("stream_window: 8k", "http3.stream_window: '8k' is not a size from 16k to 16m, like 256k"),

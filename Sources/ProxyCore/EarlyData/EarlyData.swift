@@ -6,8 +6,8 @@
 /// exchange twice). Anything else gets 425 Too Early.
 ///
 /// Early data is off unless a downstream accepts it: a request is marked by the downstream that
-/// read it (`ClientExchange.earlyData`), and no listener accepts early data yet — HTTP/3's will,
-/// when its operator turns it on.
+/// read it (`ClientExchange.earlyData`). Only HTTP/3 does, with `http3.early_data` on (a request
+/// whose head was complete in 0-RTT packets); TCP's TLS never accepts early data.
 enum EarlyData {
     /// The methods served from early data.
     static func mayServe(_ method: HTTPMethod) -> Bool {

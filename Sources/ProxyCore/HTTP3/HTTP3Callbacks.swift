@@ -47,14 +47,17 @@ enum HTTP3Callbacks {
             return 0
         }
         c.recv_rx_key = { _, level, user in
-            guard level == NGTCP2_CRYPTO_LEVEL_APPLICATION else { return 0 }
-            return connection(user).setUpHTTP3()
+            // HTTP/3 starts with the first keys that can carry requests: 0-RTT's when early data
+            // was accepted (its requests come before the 1-RTT keys), else 1-RTT's.
+            guard level == NGTCP2_CRYPTO_LEVEL_APPLICATION || level == NGTCP2_CRYPTO_LEVEL_EARLY else { return 0 }
+            return connection(user).setUpHTTP3(withStreams: level == NGTCP2_CRYPTO_LEVEL_APPLICATION)
         }
         c.recv_stream_data = { conn, flags, stream, _, data, length, user, _ in
             let me = connection(user)
             me.work.progress(bytes: length)
             guard let h3 = me.h3 else { return 0 }
             let fin: Int32 = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0 ? 1 : 0
+            me.earlyChunk = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0
             let consumed = nghttp3_conn_read_stream(h3, stream, data, length, fin)
             if consumed < 0 {
                 me.applicationError = Int32(consumed)
@@ -132,9 +135,13 @@ enum HTTP3Callbacks {
         c.end_headers = { _, _, fin, user, streamUser in
             guard let streamUser else { return 0 }
             let s = stream(streamUser)
+            let me = connection(user)
+            // A head completed in 0-RTT is one an attacker could replay (one completed later
+            // needed the handshake): the exchange serves it only if that is safe (`EarlyData`).
+            if me.earlyChunk { s.exchange.earlyData = true }
             s.prepareInput()
             s.request.deliverHead(into: &s.exchange.input, endStream: fin != 0)
-            connection(user).markPending(s)
+            me.markPending(s)
             return 0
         }
         c.recv_trailer = { _, _, _, name, value, _, user, streamUser in

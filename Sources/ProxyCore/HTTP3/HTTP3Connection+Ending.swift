@@ -90,6 +90,7 @@ extension HTTP3Connection {
         closedStreams.removeAll()
         resumable.removeAll()
         endedEarly.removeAll()
+        heldForStreams.removeAll()
         for stream in all { stream.closed(errorCode: UInt64(NGHTTP3_H3_REQUEST_CANCELLED)) }
     }
 

@@ -95,6 +95,12 @@ final class HTTP3Connection: LoopSource {
     var finalGoAwayAt: UInt64 = 0
     /// Once the final GOAWAY is out: the close waits for this (a PTO, for it to arrive).
     var closeNotBefore: UInt64 = 0
+    /// Our control and QPACK streams are open (`setUpHTTP3`).
+    var streamsBound = false
+    /// Streams whose response waits for them to open (answered from early data).
+    var heldForStreams: [HTTP3Stream] = []
+    /// The stream bytes being passed to nghttp3 came in 0-RTT packets (`http3.early_data`).
+    var earlyChunk = false
     /// Set by a callback that failed because nghttp3 did: the error CONNECTION_CLOSE carries.
     var applicationError: Int32 = 0
     var endReason = ""
@@ -192,11 +198,19 @@ final class HTTP3Connection: LoopSource {
     /// GnuTLS as ngtcp2's helper configures it: TLS 1.3 only, ALPN `h3` required.
     private func startTLS(_ credentials: QUICCredentials) -> Bool {
         var s: gnutls_session_t?
-        // 0-RTT is not offered (no early data flag): a replayed request would reach the app twice.
-        guard gnutls_init(&s, UInt32(GNUTLS_SERVER.rawValue) | UInt32(GNUTLS_NO_AUTO_SEND_TICKET.rawValue)
-                          | UInt32(GNUTLS_NO_END_OF_EARLY_DATA.rawValue)) == 0,
-              let s else { return false }
+        // 0-RTT only with `http3.early_data` (and GnuTLS's anti-replay check): a replayed
+        // request would reach the app twice, so the exchange serves only what is safe to replay.
+        let antiReplay = listener.config.http3.earlyData ? quic.shared.antiReplay : nil
+        var flags = UInt32(GNUTLS_SERVER.rawValue) | UInt32(GNUTLS_NO_AUTO_SEND_TICKET.rawValue)
+            | UInt32(GNUTLS_NO_END_OF_EARLY_DATA.rawValue)
+        if antiReplay != nil { flags |= UInt32(GNUTLS_ENABLE_EARLY_DATA.rawValue) }
+        guard gnutls_init(&s, flags) == 0, let s else { return false }
         session = s
+        if let antiReplay {
+            gnutls_anti_replay_enable(s, antiReplay.handle)
+            // RFC 9001 §4.6.1: a QUIC ticket says 0xffffffff; QUIC's own limits bound the data.
+            _ = gnutls_record_set_max_early_data_size(s, Int(UInt32.max))
+        }
         guard gnutls_priority_set_direct(s, "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3", nil) == 0,
               ngtcp2_crypto_gnutls_configure_server_session(s) == 0,
               gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0,
@@ -344,31 +358,36 @@ final class HTTP3Connection: LoopSource {
     /// The peer address as text, formatted once per connection and shared by its streams.
     lazy var peerTextCache: [UInt8] = peer.textBytes
 
-    /// Once the 1-RTT keys are in: nghttp3, with its control and QPACK encoder and decoder
-    /// streams. No QPACK dynamic table (`qpack_max_dtable_capacity` 0): nothing a client's
-    /// encoder sends can make us hold state, and blocked streams cannot happen.
-    func setUpHTTP3() -> Int32 {
-        guard h3 == nil else { return 0 }
-        var callbacks = HTTP3Callbacks.http3
-        var settings = nghttp3_settings()
-        CNghttp3_settings_default(&settings)
-        settings.max_field_section_size = UInt64(headerListLimit)
-        settings.qpack_max_dtable_capacity = 0
-        settings.qpack_blocked_streams = 0
-        var made: OpaquePointer?
-        guard CNghttp3_conn_server_new(&made, &callbacks, &settings, Unmanaged.passUnretained(self).toOpaque()) == 0, let made else {
-            return NGTCP2_ERR_CALLBACK_FAILURE
+    /// nghttp3, once keys that can carry requests are in: 0-RTT's (early data accepted) or
+    /// 1-RTT's. No QPACK dynamic table (`qpack_max_dtable_capacity` 0): nothing a client's
+    /// encoder sends can make us hold state, and blocked streams cannot happen. Our control and
+    /// QPACK streams are opened with the 1-RTT keys (`withStreams`): with 0-RTT's the handshake
+    /// has not yet settled what the client allows.
+    func setUpHTTP3(withStreams: Bool) -> Int32 {
+        if h3 == nil {
+            var callbacks = HTTP3Callbacks.http3
+            var settings = nghttp3_settings()
+            CNghttp3_settings_default(&settings)
+            settings.max_field_section_size = UInt64(headerListLimit)
+            settings.qpack_max_dtable_capacity = 0
+            settings.qpack_blocked_streams = 0
+            var made: OpaquePointer?
+            guard CNghttp3_conn_server_new(&made, &callbacks, &settings, Unmanaged.passUnretained(self).toOpaque()) == 0, let made else {
+                return NGTCP2_ERR_CALLBACK_FAILURE
+            }
+            h3 = made
+            nghttp3_conn_set_max_client_streams_bidi(made, UInt64(listener.config.http3.maxStreams))
         }
-        h3 = made
-        nghttp3_conn_set_max_client_streams_bidi(made, UInt64(listener.config.http3.maxStreams))
+        guard withStreams, !streamsBound, let h3 else { return 0 }
+        streamsBound = true
         var control: Int64 = -1, encoder: Int64 = -1, decoder: Int64 = -1
-        guard ngtcp2_conn_open_uni_stream(conn, &control, nil) == 0, nghttp3_conn_bind_control_stream(made, control) == 0,
+        guard ngtcp2_conn_open_uni_stream(conn, &control, nil) == 0, nghttp3_conn_bind_control_stream(h3, control) == 0,
               ngtcp2_conn_open_uni_stream(conn, &encoder, nil) == 0, ngtcp2_conn_open_uni_stream(conn, &decoder, nil) == 0,
-              nghttp3_conn_bind_qpack_streams(made, encoder, decoder) == 0 else {
+              nghttp3_conn_bind_qpack_streams(h3, encoder, decoder) == 0 else {
             return NGTCP2_ERR_CALLBACK_FAILURE
         }
         // Told to go away during its handshake: the notice goes with the first 1-RTT packets.
-        if goingAway { noticeGoAway(made) }
+        if goingAway { noticeGoAway(h3) }
         return 0
     }
 
@@ -380,6 +399,11 @@ final class HTTP3Connection: LoopSource {
 
     /// Runs the streams the callbacks touched.
     func runStreams() {
+        if _slowPath(!heldForStreams.isEmpty) && streamsBound {
+            let held = heldForStreams
+            heldForStreams.removeAll()
+            for stream in held where !stream.exchange.isClosed { stream.flush() }
+        }
         while !closedStreams.isEmpty || !pending.isEmpty || !drained.isEmpty || !resumable.isEmpty || !endedEarly.isEmpty {
             if !endedEarly.isEmpty {
                 for id in endedEarly { stopReading(id) }

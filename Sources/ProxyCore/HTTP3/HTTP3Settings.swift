@@ -24,6 +24,10 @@ public struct HTTP3Settings: Sendable, Equatable {
     public var retry = QUICRetryPolicy()
     /// `Alt-Svc: h3=":PORT"; ma=…` on TLS responses, seconds.
     public var altSvcMaxAge = 86_400
+    /// Accept requests in early data (0-RTT) from returning clients: a round trip saved, at the
+    /// price of requests an attacker could replay. Only safe methods are served from it, never
+    /// an endpoint of the OAuth layer (425 Too Early: `EarlyData`); the app sees `Early-Data: 1`.
+    public var earlyData = false
     /// Packets that bring nothing new, streams the client resets, connection IDs it retires:
     /// allowed at once on one connection (`QUICWorkGuard`); past them it ends with
     /// H3_EXCESSIVE_LOAD. The same defaults as HTTP/2's frame budget.

@@ -95,6 +95,12 @@ final class HTTP3Stream: BudgetedStream {
         let c = connection
         if !responseSubmitted {
             guard !heads.isEmpty else { return }
+            // A request from early data answered before the 1-RTT keys: nghttp3 takes a
+            // response only once our QPACK streams are open; it waits for them.
+            guard c.streamsBound else {
+                c.heldForStreams.append(self)
+                return
+            }
             guard HTTP3Response.submitHeads(self, c) else {
                 x.logProblem(.warn, "cannot send the response head over HTTP/3", key: "h3 head", [])
                 x.abort(.invalidStreamHead)

@@ -16,6 +16,9 @@ final class QUICShared: @unchecked Sendable {
     /// client skips the certificate's signature). The process's: a restart means a full
     /// handshake, as a new TCP ticket key does. Never freed (lives as long as the server).
     let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    /// The anti-replay check for early data (`http3.early_data`; nil: GnuTLS could not make one,
+    /// and early data stays off).
+    let antiReplay = QUICAntiReplay()
 
     init(loops: [EventLoop]) {
         self.loops = loops
