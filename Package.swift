@@ -18,7 +18,9 @@ let package = Package(
     ],
     targets: [
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, accept4, signalfd).
-        .target(name: "CProxyLinux", path: "Sources/CProxyLinux"),
+        // DWARF 4 for the C helpers: valgrind 3.19 (Debian 12's, bench/instructions) cannot read
+        // clang's DWARF 5 location lists in UDP.c and gives up on the whole binary.
+        .target(name: "CProxyLinux", path: "Sources/CProxyLinux", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
         // The commit the binary was built from (scripts/build writes it; see CBuildInfo.c).
         .target(name: "CBuildInfo", path: "Sources/CBuildInfo"),
         // OpenSSL 3 (libssl-dev): hashes, MAC, AES-GCM, RSA/ECDSA verification, TLS.
