@@ -55,8 +55,13 @@ final class QUICListener: Channel {
         self.shared = shared
         wildcard = local.isUnspecified
         // Destination addresses, ECN bits, GRO: each is used only where the kernel has it.
-        _ = CProxyLinux_udp_options(fd, Int32(local.storage.ss_family))
+        let options = CProxyLinux_udp_options(fd, Int32(local.storage.ss_family))
         super.init(fd: fd, loop: loop)
+        if wildcard && options & CProxyLinux_UDP_PKTINFO == 0 && loop.index == 0 {
+            context.log.warn("HTTP/3: the kernel does not say which address a datagram was sent to; on this wildcard listener, replies leave from the address routing picks", [
+                "listener": context.spec.name, "setting": "listen (bind HTTP/3's listener to the public address)",
+            ])
+        }
     }
 
     deinit { sendBuffer.deallocate() }
