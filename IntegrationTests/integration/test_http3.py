@@ -376,6 +376,29 @@ def test_a_wildcard_listener_answers_from_the_address_the_client_reached(h3_prox
     assert line["protocol"] == "h3" and line["status"] == 200 and line["path"] == "/echo"
 
 
+def test_a_dual_stack_wildcard_listener_answers_ipv4_and_ipv6_clients_from_the_addresses_they_reached(h3_proxy, cert):
+    """On `[::]` (dual-stack) an IPv4 client's datagrams arrive IPv4-mapped with an IPv4
+    destination (IP_PKTINFO on an IPv6 socket), and the reply must leave through IPv4's own
+    control message from that address; an IPv6 client's go through IPV6_PKTINFO."""
+    from helpers import free_port
+    port = free_port()
+    h3_proxy(extra_listen=f"[::]:{port}")
+    for family, address in ((socket.AF_INET, "127.0.0.2"), (socket.AF_INET6, "::1")):
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            s.connect((address, port))
+            s.send(version_negotiation_probe())
+            s.settimeout(3)
+            reply = s.recv(2000)
+            assert reply[0] & 0x80 and reply[1:5] == b"\0\0\0\0", (address, reply[:8])
+        finally:
+            s.close()
+    out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
+                          "127.0.0.2", str(port), f"https://localhost:{port}/echo?via=mapped"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-2000:]
+
+
 def test_datagrams_the_kernel_coalesced_are_read_one_by_one(h3_proxy, cert):
     """UDP GRO: five datagrams sent in one GSO call reach the socket as one buffer (the kernel
     keeps them together for a GRO socket) and are taken apart again, each routed as a datagram
