@@ -21,6 +21,7 @@ from cryptography.x509.oid import NameOID
 from h3client import H3
 from test_http2 import cert  # noqa: F401 (the module's certificate fixture, shared)
 from test_observability import samples, scrape, value
+from helpers import free_port
 from upstream import pattern_bytes
 
 # RFC 9114 §8.1
@@ -343,11 +344,20 @@ def test_a_stream_that_waits_past_the_header_timeout_is_rejected_and_the_connect
 UDP_SEGMENT = 103  # linux/udp.h
 
 
-def version_negotiation_probe():
-    """A client Initial's shape with an unknown version: the listener itself answers it (Version
-    Negotiation), before any connection exists."""
+def version_negotiation_from(family, address, port):
+    """Sends, from a socket connected to `address` (so the kernel drops replies from any other
+    address), a client Initial's shape with an unknown version, which the listener itself answers
+    with Version Negotiation before any connection exists; asserts that the answer came."""
     pkt = bytes([0xC0]) + (0x1A2A3A4A).to_bytes(4, "big") + bytes([8]) + os.urandom(8) + bytes([8]) + os.urandom(8)
-    return pkt + b"\0" * (1200 - len(pkt))
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        s.connect((address, port))
+        s.send(pkt + b"\0" * (1200 - len(pkt)))
+        s.settimeout(3)
+        reply = s.recv(2000)
+        assert reply[0] & 0x80 and reply[1:5] == b"\0\0\0\0", (address, reply[:8])  # version 0
+    finally:
+        s.close()
 
 
 def test_a_wildcard_listener_answers_from_the_address_the_client_reached(h3_proxy, cert, tmp_path):
@@ -356,22 +366,12 @@ def test_a_wildcard_listener_answers_from_the_address_the_client_reached(h3_prox
     127.0.0.2. Its socket is connected, as ngtcp2's client's is, so the kernel drops anything
     from another address: without PKTINFO neither the listener's own reply (Version
     Negotiation) nor the connection's packets would arrive."""
-    from helpers import free_port
     port = free_port()
     proxy = h3_proxy(extra_listen=f"0.0.0.0:{port}")
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.connect(("127.0.0.2", port))
-        s.send(version_negotiation_probe())
-        s.settimeout(3)
-        reply = s.recv(2000)
-        assert reply[0] & 0x80 and reply[1:5] == b"\0\0\0\0", reply[:8]  # version 0: Version Negotiation
-    finally:
-        s.close()
-    out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
-                          "127.0.0.2", str(port), f"https://localhost:{port}/echo?via=127.0.0.2"],
-                         capture_output=True, timeout=30)
-    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-2000:]
+    version_negotiation_from(socket.AF_INET, "127.0.0.2", port)
+    gtlsclient(proxy, ["/echo?via=127.0.0.2"], host="127.0.0.2", port=port, timeout=30)
+    line = proxy.wait_access_log(1)[-1]
+    assert line["protocol"] == "h3" and line["status"] == 200 and line["path"] == "/echo"
     line = proxy.wait_access_log(1)[-1]
     assert line["protocol"] == "h3" and line["status"] == 200 and line["path"] == "/echo"
 
@@ -380,23 +380,11 @@ def test_a_dual_stack_wildcard_listener_answers_ipv4_and_ipv6_clients_from_the_a
     """On `[::]` (dual-stack) an IPv4 client's datagrams arrive IPv4-mapped with an IPv4
     destination (IP_PKTINFO on an IPv6 socket), and the reply must leave through IPv4's own
     control message from that address; an IPv6 client's go through IPV6_PKTINFO."""
-    from helpers import free_port
     port = free_port()
-    h3_proxy(extra_listen=f"[::]:{port}")
-    for family, address in ((socket.AF_INET, "127.0.0.2"), (socket.AF_INET6, "::1")):
-        s = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            s.connect((address, port))
-            s.send(version_negotiation_probe())
-            s.settimeout(3)
-            reply = s.recv(2000)
-            assert reply[0] & 0x80 and reply[1:5] == b"\0\0\0\0", (address, reply[:8])
-        finally:
-            s.close()
-    out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
-                          "127.0.0.2", str(port), f"https://localhost:{port}/echo?via=mapped"],
-                         capture_output=True, timeout=30)
-    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-2000:]
+    proxy = h3_proxy(extra_listen=f"[::]:{port}")
+    version_negotiation_from(socket.AF_INET, "127.0.0.2", port)
+    version_negotiation_from(socket.AF_INET6, "::1", port)
+    gtlsclient(proxy, ["/echo?via=mapped"], host="127.0.0.2", port=port, timeout=30)
 
 
 def test_datagrams_the_kernel_coalesced_are_read_one_by_one(h3_proxy, cert):
@@ -513,10 +501,13 @@ def test_honest_heavy_clients_never_spend_even_a_tight_budget(h3_proxy, cert):
 GTLSCLIENT = shutil.which("gtlsclient") or "/usr/bin/gtlsclient"
 
 
-def gtlsclient(proxy, paths, *args, download=None, timeout=60):
+def gtlsclient(proxy, paths, *args, download=None, timeout=60, host="127.0.0.1", port=None):
+    """Debian's ngtcp2 client: GETs `paths` on one connection to `host` (the proxy's port unless
+    `port`); its whole output, once it exited 0."""
+    port = port or proxy.port
     out = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump",
                           *(["--download", str(download)] if download else []), *args,
-                          "127.0.0.1", str(proxy.port), *[f"https://localhost:{proxy.port}{p}" for p in paths]],
+                          host, str(port), *[f"https://localhost:{port}{p}" for p in paths]],
                          capture_output=True, timeout=timeout)
     text = out.stdout.decode("utf-8", "replace") + out.stderr.decode("utf-8", "replace")
     assert out.returncode == 0, text[-3000:]

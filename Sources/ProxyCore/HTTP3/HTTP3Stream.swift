@@ -98,7 +98,8 @@ final class HTTP3Stream: BudgetedStream {
             // A request from early data answered before the 1-RTT keys: nghttp3 takes a
             // response only once our QPACK streams are open; it waits for them.
             guard c.streamsBound else {
-                c.heldForStreams.append(self)
+                // Once: a stream may flush again before they open.
+                if !c.heldForStreams.contains(where: { $0 === self }) { c.heldForStreams.append(self) }
                 return
             }
             guard HTTP3Response.submitHeads(self, c) else {
