@@ -18,9 +18,9 @@ public final class EmbeddedExchange {
     let loop: EventLoop
     let listener: ListenerContext
     let exchange: ClientExchange
-    private let upstreamListener: Int32
-    private var upstreamPeers: [Int32] = []
-    private let directory: String
+    private let upstream: EmbeddedUpstream
+    /// How much of what the app was sent `upstreamRequest` has returned.
+    private var upstreamRead = 0
 
     /// With the default settings, the client at 192.0.2.10.
     ///
@@ -35,29 +35,15 @@ public final class EmbeddedExchange {
     /// - phases: the phases under test; config: the listener's settings (its upstream is
     ///   replaced by this object's socket); peer: the client's address.
     public init(phases: any HTTPPhases, config: ProxyConfig, peer: String = "192.0.2.10") throws {
-        var template = Array("/tmp/embedded-exchange.XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw SystemError(call: "mkdtemp", errno: errno) }
-        directory = String(cString: made)
-        let path = directory + "/upstream.sock"
-        upstreamListener = try Socket.makeListener(.unix(path: path), backlog: 16, reusePort: false)
+        upstream = try EmbeddedUpstream()
         loop = try EventLoop(index: 0)
-        var config = config
-        config.upstream = UpstreamTarget(address: .unix(path: path))
-        config.upstreamServers = []
-        let spec = ListenerSpec(name: "embedded", address: .ipv4(host: "127.0.0.1", port: 0), config: config,
-                                phases: phases, accessLogged: false)
-        listener = ListenerContext(spec: spec, loops: 1, log: Logger(level: .error), accessLog: nil,
-                                   metrics: EngineMetrics(registry: MetricsRegistry()))
+        listener = upstream.listener(named: "embedded", phases: phases, config: config)
         exchange = ClientExchange(loop: loop, listener: listener, peer: PeerAddress(text: peer) ?? PeerAddress(text: "192.0.2.10")!)
         exchange.opened()
     }
 
     deinit {
         exchange.close()
-        for fd in upstreamPeers { close(fd) }
-        close(upstreamListener)
-        unlink(directory + "/upstream.sock")
-        rmdir(directory)
     }
 
     // MARK: The client's side
@@ -120,23 +106,17 @@ public final class EmbeddedExchange {
 
     // MARK: The app's side
 
-    /// The bytes the app has been sent on its connections so far (the upstream request: its
-    /// head with the phases' edits, then any body), or nil if none reached it within `seconds`.
+    /// The bytes the app has been sent on its connections since the last call (the upstream
+    /// request: its head with the phases' edits, then any body), or nil if none reached it
+    /// within `seconds`.
     public func upstreamRequest(seconds: Double = 5) -> String? {
-        var received: [UInt8] = []
         run(until: {
-            var peer = PeerAddress(text: "127.0.0.1")!
-            if let fd = try? Socket.accept(upstreamListener, peer: &peer) { upstreamPeers.append(fd) }
-            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-            for fd in upstreamPeers {
-                while case .done(let n)? = try? chunk.withUnsafeMutableBytes({ try Socket.read(fd, into: $0.baseAddress!, count: $0.count) }),
-                      n > 0 {
-                    received += chunk[0..<n]
-                }
-            }
+            upstream.pump()
             // A whole head is enough to look at (the tests send no bodies upstream).
-            return received.count >= 4 && received.suffix(4) == [13, 10, 13, 10]
+            return upstream.received.count >= upstreamRead + 4 && upstream.received.suffix(4) == [13, 10, 13, 10]
         }, seconds: seconds)
+        let received = upstream.received[upstreamRead...]
+        upstreamRead = upstream.received.count
         return received.isEmpty ? nil : String(decoding: received, as: UTF8.self)
     }
 
@@ -145,9 +125,10 @@ public final class EmbeddedExchange {
     /// proxied, or `seconds` pass. Returns whether the exchange is done with it.
     @discardableResult
     public func upstreamResponds(_ bytes: String, seconds: Double = 5) -> Bool {
-        guard let fd = upstreamPeers.last else { return false }
-        var bytes = bytes
-        _ = bytes.withUTF8 { write(fd, $0.baseAddress!, $0.count) }
-        return run(until: { !exchange.isProxying || exchange.isClosed }, seconds: seconds)
+        guard upstream.respond(Array(bytes.utf8)) else { return false }
+        return run(until: {
+            upstream.pump()
+            return !exchange.isProxying || exchange.isClosed
+        }, seconds: seconds)
     }
 }

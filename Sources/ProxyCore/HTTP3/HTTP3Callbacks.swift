@@ -64,7 +64,7 @@ enum HTTP3Callbacks {
                 return NGTCP2_ERR_CALLBACK_FAILURE
             }
             // What nghttp3 consumed itself (frame headers, QPACK); DATA payloads are credited
-            // once their exchange has passed them on (`HTTP3Connection.creditStream`).
+            // once their exchange has passed them on (`HTTP3Stream.creditIfWanted`).
             ngtcp2_conn_extend_max_stream_offset(conn, stream, UInt64(consumed))
             ngtcp2_conn_extend_max_offset(conn, UInt64(consumed))
             return 0
@@ -134,14 +134,7 @@ enum HTTP3Callbacks {
         }
         c.end_headers = { _, _, fin, user, streamUser in
             guard let streamUser else { return 0 }
-            let s = stream(streamUser)
-            let me = connection(user)
-            // A head completed in 0-RTT is one an attacker could replay (one completed later
-            // needed the handshake): the exchange serves it only if that is safe (`EarlyData`).
-            if me.earlyChunk { s.exchange.earlyData = true }
-            s.prepareInput()
-            s.request.deliverHead(into: &s.exchange.input, endStream: fin != 0)
-            me.markPending(s)
+            stream(streamUser).receivedHead(endStream: fin != 0, early: connection(user).earlyChunk)
             return 0
         }
         c.recv_trailer = { _, _, _, name, value, _, user, streamUser in
@@ -155,18 +148,10 @@ enum HTTP3Callbacks {
         c.recv_data = { _, _, data, length, user, streamUser in
             guard let streamUser else { return 0 }
             let s = stream(streamUser)
-            let me = connection(user)
-            guard !s.exchange.isClosed else {
+            if !s.receivedData(UnsafeRawBufferPointer(start: data, count: length)) {
                 // A stream the exchange is done with: its bytes go back to the windows at once.
-                ngtcp2_conn_extend_max_stream_offset(me.conn, s.id, UInt64(length))
-                ngtcp2_conn_extend_max_offset(me.conn, UInt64(length))
-                return 0
+                connection(user).credit(s.id, bytes: length)
             }
-            s.prepareInput()
-            s.request.deliverData(UnsafeRawBufferPointer(start: data, count: length), into: &s.exchange.input)
-            s.unconsumed += length
-            s.exchange.bytesIn += UInt64(length)
-            me.markPending(s)
             return 0
         }
         c.deferred_consume = { _, id, consumed, user, _ in
@@ -175,12 +160,9 @@ enum HTTP3Callbacks {
             ngtcp2_conn_extend_max_offset(me.conn, UInt64(consumed))
             return 0
         }
-        c.end_stream = { _, _, user, streamUser in
+        c.end_stream = { _, _, _, streamUser in
             guard let streamUser else { return 0 }
-            let s = stream(streamUser)
-            s.prepareInput()
-            s.request.deliverEnd(into: &s.exchange.input)
-            connection(user).markPending(s)
+            stream(streamUser).receivedEnd()
             return 0
         }
         c.acked_stream_data = { _, _, length, user, streamUser in
@@ -208,37 +190,16 @@ enum HTTP3Callbacks {
         return c
     }()
 
-    /// The response body source: the exchange's output, moved into the stream's unacknowledged
-    /// chunks as far as `HTTP3Stream.unackedLimit` allows.
-    static let readBody: nghttp3_read_data_callback = { _, _, vec, _, flags, user, streamUser in
+    /// The response body source: the exchange's output, as `HTTP3Stream.pullBody` gives it.
+    static let readBody: nghttp3_read_data_callback = { _, _, vec, _, flags, _, streamUser in
         guard let streamUser, let vec, let flags else { return nghttp3_ssize(NGHTTP3_ERR_CALLBACK_FAILURE) }
-        let s = stream(streamUser)
-        let me = connection(user)
-        let x = s.exchange
-        guard !x.isClosed || s.responseDone else {
-            // Aborted mid-response: its reset is on the way (`exchangeClosed`); nothing more comes.
-            // A failure here would end the whole connection.
-            s.deferred = true
-            return nghttp3_ssize(NGHTTP3_ERR_WOULDBLOCK)
-        }
+        guard let pulled = stream(streamUser).pullBody() else { return nghttp3_ssize(NGHTTP3_ERR_WOULDBLOCK) }
         var count = 0
-        if let chunk = s.takeOutput() {
+        if let chunk = pulled.chunk {
             vec.pointee = nghttp3_vec(base: chunk.baseAddress!.assumingMemoryBound(to: UInt8.self), len: chunk.count)
             count = 1
         }
-        if x.output.isEmpty {
-            x.output.clear()
-            if s.responseDone {
-                flags.pointee |= UInt32(NGHTTP3_DATA_FLAG_EOF)
-                if !x.requestBodyDone { me.endedEarly.append(s.id) }
-                return nghttp3_ssize(count)
-            }
-            me.drained.append(s)
-        }
-        if count == 0 {
-            s.deferred = true
-            return nghttp3_ssize(NGHTTP3_ERR_WOULDBLOCK)
-        }
+        if pulled.end { flags.pointee |= UInt32(NGHTTP3_DATA_FLAG_EOF) }
         return nghttp3_ssize(count)
     }
 }

@@ -23,7 +23,7 @@ import Glibc
 /// exchange never calls into a library from inside one of its callbacks.
 ///
 /// **Flow control.** A stream's DATA is credited back to the client (`extend_max_stream_offset`)
-/// only once the exchange has passed it on and wants more (`creditStream`), as over HTTP/2.
+/// only once the exchange has passed it on and wants more (`HTTP3Stream.creditIfWanted`), as over HTTP/2.
 /// Response bytes nghttp3 takes are copied out of the exchange's output into `HTTP3Stream.sent`,
 /// where they stay until the client acknowledges them (nghttp3 may send them again until
 /// then); past `HTTP3Stream.unackedLimit` the stream waits for acknowledgements, and the
@@ -348,7 +348,7 @@ final class HTTP3Connection: LoopSource {
     /// A request stream began (its HEADERS): it starts, or waits for a unit of the connection
     /// budget (`HTTP3Connection+Admission`).
     func streamOpened(_ id: Int64) -> HTTP3Stream {
-        let stream = HTTP3Stream(connection: self, id: id)
+        let stream = HTTP3Stream(host: self, id: id)
         streams[id] = stream
         listener.engineMetrics.http3.streams.increment()
         admit(stream)
@@ -391,12 +391,6 @@ final class HTTP3Connection: LoopSource {
         return 0
     }
 
-    func markPending(_ stream: HTTP3Stream) {
-        guard !stream.queued else { return }
-        stream.queued = true
-        pending.append(stream)
-    }
-
     /// Runs the streams the callbacks touched.
     func runStreams() {
         if _slowPath(!heldForStreams.isEmpty) && streamsBound {
@@ -412,10 +406,7 @@ final class HTTP3Connection: LoopSource {
             if !resumable.isEmpty {
                 let ready = resumable
                 resumable.removeAll(keepingCapacity: true)
-                for stream in ready where stream.deferred && !stream.finished {
-                    stream.deferred = false
-                    if let h3 { nghttp3_conn_resume_stream(h3, stream.id) }
-                }
+                for stream in ready { stream.resume() }
             }
             if !closedStreams.isEmpty {
                 let closing = closedStreams
@@ -425,12 +416,7 @@ final class HTTP3Connection: LoopSource {
             if !pending.isEmpty {
                 let ready = pending
                 pending.removeAll(keepingCapacity: true)
-                for stream in ready where !stream.exchange.isClosed {
-                    stream.queued = false
-                    if stream.waitingSince != 0 { continue }  // runs once admitted
-                    stream.received()
-                    creditStream(stream)
-                }
+                for stream in ready where !stream.exchange.isClosed { stream.run() }
             }
             if !drained.isEmpty {
                 let ready = drained
@@ -441,40 +427,7 @@ final class HTTP3Connection: LoopSource {
         if mayCloseGracefully { closeGracefully() }
     }
 
-    /// Gives the client back credit for the DATA bytes a stream has passed on, if it wants more.
-    func creditStream(_ stream: HTTP3Stream) {
-        guard stream.unconsumed > 0, stream.exchange.input.isEmpty, !stream.exchange.isClosed, stream.wantsRead, !closed else { return }
-        ngtcp2_conn_extend_max_stream_offset(conn, stream.id, UInt64(stream.unconsumed))
-        ngtcp2_conn_extend_max_offset(conn, UInt64(stream.unconsumed))
-        stream.unconsumed = 0
-        scheduleWrite()
-    }
-
-    /// nghttp3 is done with a stream: it leaves the table, and the client may open another.
-    func forget(_ stream: HTTP3Stream) {
-        streams[stream.id] = nil
-    }
-
-    /// The exchange ended a stream early (an abort): both directions are reset.
-    func resetStream(_ id: Int64, code: UInt64) {
-        guard !closed, closingUntil == 0 else { return }
-        ngtcp2_conn_shutdown_stream(conn, id, code)
-        scheduleWrite()
-    }
-
-    /// The response is complete and the request body was not read to its end: the client is
-    /// told to stop sending it (RFC 9114 §4.1, H3_NO_ERROR).
-    func stopReading(_ id: Int64) {
-        guard !closed, closingUntil == 0 else { return }
-        ngtcp2_conn_shutdown_stream_read(conn, id, UInt64(NGHTTP3_H3_NO_ERROR))
-    }
-
     // MARK: Sending
-
-    func scheduleWrite() {
-        guard !closed else { return }
-        wake()
-    }
 
     /// Woken once after a batch of events: send what it has (`HTTP3Connection+Sending`).
     override func onWake() {

@@ -5,8 +5,12 @@ import CNghttp3
 /// the exchange as an HTTP/1.1 head), the response heads until nghttp3 takes them, the
 /// response bytes nghttp3 holds until the client acknowledges them (`sent`), and the
 /// exchange's timer and wish to read — swept and read by its connection.
+///
+/// What the libraries report arrives through the `received…`, `pullBody`, `acknowledged` and
+/// `closed` members (called from `HTTP3Callbacks`, or from a test's host); what the stream asks
+/// of them goes through its host (`HTTP3StreamHost`).
 final class HTTP3Stream: BudgetedStream {
-    unowned(unsafe) let connection: HTTP3Connection
+    unowned(unsafe) let host: any HTTP3StreamHost
     let id: Int64
     let exchange: ClientExchange
     var request = HTTP3RequestHead()
@@ -15,19 +19,19 @@ final class HTTP3Stream: BudgetedStream {
     /// The exchange wants request bytes: DATA it passed on is credited back to the client.
     private(set) var wantsRead = false
     /// DATA bytes delivered to the exchange and not yet credited back.
-    var unconsumed = 0
+    private(set) var unconsumed = 0
     /// In the connection's `pending` list.
     var queued = false
     /// Response heads written and not yet submitted (1xx ones, then the final one).
     var heads: [StreamHeadWriter] = []
-    var responseSubmitted = false
+    private(set) var responseSubmitted = false
     /// The exchange finished its response: the stream's FIN follows its last byte.
-    var responseDone = false
+    private(set) var responseDone = false
     /// nghttp3 closed the stream.
-    var finished = false
+    private(set) var finished = false
     /// nghttp3 asked for body bytes and got none (`NGHTTP3_ERR_WOULDBLOCK`): it asks again
-    /// only after `nghttp3_conn_resume_stream`.
-    var deferred = false
+    /// only after `resume`.
+    private(set) var deferred = false
     /// Response bytes nghttp3 holds until the client acknowledges them (`UnackedBytes`).
     private var sent = UnackedBytes()
     var unacked: Int { sent.count }
@@ -42,11 +46,11 @@ final class HTTP3Stream: BudgetedStream {
     /// with the exchange's output, a stream's memory is bounded whatever the client's pace.
     static let unackedLimit = UnackedBytes.limit
 
-    init(connection: HTTP3Connection, id: Int64) {
-        self.connection = connection
+    init(host: any HTTP3StreamHost, id: Int64) {
+        self.host = host
         self.id = id
-        exchange = ClientExchange(loop: connection.loop, listener: connection.listener, peer: connection.peer)
-        exchange.peerText = connection.peerTextCache
+        exchange = ClientExchange(loop: host.loop, listener: host.listener, peer: host.peer)
+        exchange.peerText = host.peerTextCache
         exchange.downstream = .quicStream(.init(self))
     }
 
@@ -55,14 +59,60 @@ final class HTTP3Stream: BudgetedStream {
     @inline(__always)
     func want(read: Bool, write: Bool) {
         wantsRead = read
-        if read && unconsumed > 0 { connection.creditStream(self) }
+        if read && unconsumed > 0 { creditIfWanted() }
     }
 
-    // MARK: Request bytes
+    /// Gives the client back credit for the DATA bytes the exchange has passed on, if it wants
+    /// more (as over HTTP/2: a stream that is not read holds the client to its window).
+    func creditIfWanted() {
+        guard unconsumed > 0, exchange.input.isEmpty, !exchange.isClosed, wantsRead else { return }
+        host.credit(id, bytes: unconsumed)
+        unconsumed = 0
+    }
+
+    // MARK: Request bytes (from nghttp3's callbacks)
 
     @inline(__always)
-    func prepareInput() {
-        if exchange.input.base == nil { exchange.input = connection.loop.buffers.take() }
+    private func prepareInput() {
+        if exchange.input.base == nil { exchange.input = host.loop.buffers.take() }
+    }
+
+    /// The request's HEADERS are complete (`endStream`: FIN came with them). `early`: they
+    /// completed in 0-RTT packets, which an attacker could replay (ones completed later needed
+    /// the handshake): the exchange serves such a request only if that is safe (`EarlyData`).
+    func receivedHead(endStream: Bool, early: Bool) {
+        if early { exchange.earlyData = true }
+        prepareInput()
+        request.deliverHead(into: &exchange.input, endStream: endStream)
+        host.markPending(self)
+    }
+
+    /// Request DATA. False if the exchange is done with the stream: the bytes are dropped, and
+    /// the caller gives their credit back at once.
+    func receivedData(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard !exchange.isClosed else { return false }
+        prepareInput()
+        request.deliverData(data, into: &exchange.input)
+        unconsumed += data.count
+        exchange.bytesIn += UInt64(data.count)
+        host.markPending(self)
+        return true
+    }
+
+    /// The request stream's FIN.
+    func receivedEnd() {
+        prepareInput()
+        request.deliverEnd(into: &exchange.input)
+        host.markPending(self)
+    }
+
+    /// The stream was marked pending and the library has returned: its exchange reads what
+    /// arrived (unless it still waits for a budget unit).
+    func run() {
+        queued = false
+        if waitingSince != 0 { return }  // runs once admitted
+        received()
+        creditIfWanted()
     }
 
     /// Request bytes (the head, DATA, the end) arrived.
@@ -71,7 +121,7 @@ final class HTTP3Stream: BudgetedStream {
         if refused {
             x.input.clear()
             guard !x.isClosed else { return }
-            connection.resetStream(id, code: UInt64(NGHTTP3_H3_REQUEST_REJECTED))
+            host.resetStream(id, code: UInt64(NGHTTP3_H3_REQUEST_REJECTED))
             x.end(.downstreamGone)
             return
         }
@@ -79,7 +129,7 @@ final class HTTP3Stream: BudgetedStream {
             // RFC 9114 §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
             x.input.clear()
             x.logProblem(.info, "malformed HTTP/3 request", key: "h3 malformed", [("reason", "\(malformed)")])
-            connection.resetStream(id, code: UInt64(NGHTTP3_H3_MESSAGE_ERROR))
+            host.resetStream(id, code: UInt64(NGHTTP3_H3_MESSAGE_ERROR))
             x.end(.downstreamGone)
             return
         }
@@ -89,31 +139,55 @@ final class HTTP3Stream: BudgetedStream {
     // MARK: Response
 
     /// The response heads go to nghttp3, the body waits in the exchange's output for nghttp3
-    /// to pull it (`HTTP3Callbacks.readBody`) as QUIC's flow control allows.
+    /// to pull it (`pullBody`) as QUIC's flow control allows.
     func flush() {
         let x = exchange
-        let c = connection
         if !responseSubmitted {
             guard !heads.isEmpty else { return }
             // A request from early data answered before the 1-RTT keys: nghttp3 takes a
             // response only once our QPACK streams are open; it waits for them.
-            guard c.streamsBound else {
-                // Once: a stream may flush again before they open.
-                if !c.heldForStreams.contains(where: { $0 === self }) { c.heldForStreams.append(self) }
+            guard host.streamsBound else {
+                host.holdForStreams(self)
                 return
             }
-            guard HTTP3Response.submitHeads(self, c) else {
+            guard submitHeads() else {
                 x.logProblem(.warn, "cannot send the response head over HTTP/3", key: "h3 head", [])
                 x.abort(.invalidStreamHead)
                 return
             }
-            if !responseSubmitted { c.scheduleWrite(); return }  // 1xx only so far
+            if !responseSubmitted { host.scheduleWrite(); return }  // 1xx only so far
         } else if deferred && (!x.output.isEmpty || responseDone) && unacked < Self.unackedLimit {
-            deferred = false
-            if let h3 = c.h3 { nghttp3_conn_resume_stream(h3, id) }
+            resume()
         }
-        c.scheduleWrite()
+        host.scheduleWrite()
         x.streamFlushed()
+    }
+
+    /// Submits the heads written so far (1xx ones, then the final one). With the response
+    /// complete and no body left, the final one goes without a body (FIN on HEADERS). False if
+    /// nghttp3 refused one.
+    private func submitHeads() -> Bool {
+        let x = exchange
+        let written = heads
+        heads.removeAll()
+        for head in written {
+            guard head.isFinal else {
+                guard host.submitInformational(head, on: id) else { return false }
+                continue
+            }
+            let bodiless = responseDone && x.output.isEmpty
+            guard host.submitResponse(head, withBody: !bodiless, on: id) else { return false }
+            responseSubmitted = true
+            if bodiless && !x.requestBodyDone { host.stopReading(id) }
+        }
+        return true
+    }
+
+    /// nghttp3 may ask for body bytes again.
+    func resume() {
+        guard deferred, !finished else { return }
+        deferred = false
+        host.resumeBody(id)
     }
 
     func outputDrained() {
@@ -127,9 +201,35 @@ final class HTTP3Stream: BudgetedStream {
         flush()
     }
 
+    /// What nghttp3 sends next of the body (`HTTP3Callbacks.readBody`): a chunk of the exchange's
+    /// output, moved into `sent` as far as `unackedLimit` allows, and whether the body ends with
+    /// it. Nil: nothing now (nghttp3 waits for `resume`).
+    func pullBody() -> (chunk: UnsafeMutableRawBufferPointer?, end: Bool)? {
+        let x = exchange
+        guard !x.isClosed || responseDone else {
+            // Aborted mid-response: its reset is on the way (`exchangeClosed`); nothing more comes.
+            deferred = true
+            return nil
+        }
+        let chunk = takeOutput()
+        if x.output.isEmpty {
+            x.output.clear()
+            if responseDone {
+                if !x.requestBodyDone { host.endedEarly(self) }
+                return (chunk, true)
+            }
+            host.drained(self)
+        }
+        guard chunk != nil else {
+            deferred = true
+            return nil
+        }
+        return (chunk, false)
+    }
+
     /// Moves what `sent` has room for of the exchange's output into it; the chunk nghttp3 is to
     /// send (nil: nothing to send, or no room until acknowledgements come).
-    func takeOutput() -> UnsafeMutableRawBufferPointer? {
+    private func takeOutput() -> UnsafeMutableRawBufferPointer? {
         let x = exchange
         let n = min(x.output.readable, sent.room)
         guard n > 0 else { return nil }
@@ -152,11 +252,10 @@ final class HTTP3Stream: BudgetedStream {
     func closed(errorCode: UInt64) {
         guard !finished else { return }
         finished = true
-        connection.forget(self)
-        connection.streamEnded(self)
+        host.streamClosed(self)
         sent.release()
         if exchange.streamClosed(errorCode: errorCode == UInt64(NGHTTP3_H3_NO_ERROR) ? 0 : 1, responseDone: responseDone) {
-            connection.listener.engineMetrics.http3.resetsReceived.increment()
+            host.listener.engineMetrics.http3.resetsReceived.increment()
         }
     }
 
@@ -166,6 +265,6 @@ final class HTTP3Stream: BudgetedStream {
     func exchangeClosed() {
         guard !finished else { return }
         if responseDone && responseSubmitted && exchange.output.isEmpty { return }
-        connection.resetStream(id, code: UInt64(NGHTTP3_H3_INTERNAL_ERROR))
+        host.resetStream(id, code: UInt64(NGHTTP3_H3_INTERNAL_ERROR))
     }
 }

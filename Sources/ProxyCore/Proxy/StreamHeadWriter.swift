@@ -3,7 +3,7 @@
 /// connection-specific ones (RFC 9113 §8.2.2, RFC 9114 §4.2: the same list) and the reason
 /// phrase. It waits in the stream (`HTTP2Stream.heads`, `HTTP3Stream.heads`) until the stream
 /// flushes, then goes to nghttp2 as HEADERS (`HTTP2Response.submitHeads`) or to nghttp3
-/// (`HTTP3Response.submitHeads`).
+/// (`HTTP3Stream.flush`).
 struct StreamHeadWriter: ResponseHeadWriter {
     /// Where one name and its value sit in `block`.
     struct Span {
