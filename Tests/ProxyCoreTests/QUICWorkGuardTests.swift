@@ -84,6 +84,22 @@ import Testing
         #expect(g.packetEnds(now: 1) == .connectionID)
     }
 
+    /// ngtcp2 issues up to seven spare IDs when the handshake completes (eight, its pool, less the
+    /// handshake's own), to a client that allows eight (aioquic, ngtcp2's client): an honest
+    /// connection's IDs cost nothing. Each replacement for an ID the client retired costs a unit.
+    @Test func theHandshakesSpareConnectionIDsAreFreeAndEachReplacementCosts() {
+        var g = QUICWorkGuard(limits: limits, now: 1)
+        for _ in 0..<7 { g.connectionIDIssued(now: 1) }
+        #expect(g.charged == 0)
+        g.connectionIDIssued(now: 1)
+        g.connectionIDIssued(now: 1)
+        #expect(g.charged == 2)
+        for _ in 0..<8 { g.connectionIDIssued(now: 1) }
+        #expect(g.exhausted == nil)  // ten units: the burst
+        g.connectionIDIssued(now: 1)
+        #expect(g.exhausted == .connectionID)
+    }
+
     @Test func theFirstGlitchToFindTheBudgetEmptyIsTheOneReported() {
         var g = QUICWorkGuard(limits: limits, now: 1)
         g.packetBegins()

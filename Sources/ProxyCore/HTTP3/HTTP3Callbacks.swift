@@ -30,9 +30,7 @@ enum HTTP3Callbacks {
         }
         c.get_new_connection_id = { _, cid, token, length, user in
             let me = connection(user)
-            // The first spares come with the handshake; later ones replace IDs the client retired.
-            me.idsIssued += 1
-            if me.idsIssued > HTTP3Connection.spareConnectionIDs { me.work.charge(.connectionID, now: me.loop.now) }
+            me.work.connectionIDIssued(now: me.loop.now)
             let id = me.newConnectionID()
             guard length == id.count, let cid, let token else { return NGTCP2_ERR_CALLBACK_FAILURE }
             id.withUnsafeBufferPointer { ngtcp2_cid_init(cid, $0.baseAddress, $0.count) }

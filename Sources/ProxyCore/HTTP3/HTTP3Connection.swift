@@ -106,15 +106,13 @@ final class HTTP3Connection: LoopSource {
     var endReason = ""
     /// Packets, resets and connection IDs that move nothing forward (`QUICWorkGuard`).
     var work: QUICWorkGuard
-    /// Connection IDs made after the first (the first spares are free; later ones are charged).
-    var idsIssued = 0
 
     /// The packet budget one `write` sends before it yields to the loop (it asks to run again).
     static let packetsPerWrite = 64
     static let maxPacket = Int(NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
-    /// The client's spare connection IDs we keep (`active_connection_id_limit` less the one in
-    /// use): enough for its migrations, and each is state held per connection.
-    static let spareConnectionIDs = 3
+    /// The `active_connection_id_limit` we advertise: how many connection IDs the client may
+    /// give us (ngtcp2 0.12 keeps at most eight), enough for its migrations.
+    static let clientConnectionIDLimit = 4
 
     /// A connection for the client Initial `header` (from `from`), on `listener`'s current
     /// configuration; nil if ngtcp2 or GnuTLS cannot set it up. `peer`: the client as the
@@ -146,7 +144,7 @@ final class HTTP3Connection: LoopSource {
         params.initial_max_streams_bidi = UInt64(settings.maxStreams)
         params.initial_max_streams_uni = 3
         params.max_idle_timeout = settings.idleTimeout
-        params.active_connection_id_limit = UInt64(Self.spareConnectionIDs + 1)
+        params.active_connection_id_limit = UInt64(Self.clientConnectionIDLimit)
         if let originalDCID {
             // Retried: the Initial's first ID, and the Retry's (which the client sends to now).
             params.original_dcid = QUICTokens.cid(originalDCID)

@@ -65,6 +65,18 @@ struct QUICWorkGuard {
         if bytes > 0 { budget.give(Double(bytes) / Self.bytesPerUnit) }
     }
 
+    /// ngtcp2 issued a connection ID (`get_new_connection_id`). Its first batch, when the
+    /// handshake completes, is at most seven spares (NGTCP2_MAX_SCID_POOL_SIZE, eight, less the
+    /// handshake's own ID) and free; every later one replaces an ID the client retired, and costs
+    /// a unit.
+    mutating func connectionIDIssued(now: UInt64) {
+        idsIssued += 1
+        if idsIssued > Self.freeConnectionIDs { charge(.connectionID, now: now) }
+    }
+
+    static let freeConnectionIDs = 7
+    private var idsIssued = 0
+
     /// One unit for `glitch`; the first that finds the budget empty is kept in `exhausted`.
     mutating func charge(_ glitch: Glitch, now: UInt64) {
         charged += 1
