@@ -23,6 +23,7 @@ from test_http2 import cert  # noqa: F401 (the module's certificate fixture, sha
 from test_observability import samples, scrape, value
 from helpers import free_port
 from upstream import pattern_bytes
+from test_reload import reload
 
 # RFC 9114 §8.1
 H3_MESSAGE_ERROR = 0x10E
@@ -592,6 +593,29 @@ def test_with_early_data_on_unsafe_methods_get_425_and_never_reach_the_app(h3_pr
     assert [r["target"] for r in upstream.record.requests()] == ["/echo?warm"]
     line = proxy.wait_access_log(2)[-1]
     assert line["status"] == 425 and line["method"] == method, line
+
+
+@pytest.mark.parametrize("change, early", [("  max_streams: 1\n", False), ("  alt_svc_max_age: 60s\n", True)])
+def test_a_reload_that_lowers_a_limit_refuses_early_data_under_the_old_one(h3_proxy, cert, tmp_path, upstream, change, early):
+    """A returning client sends its 0-RTT requests under the limits it remembers from its ticket,
+    so a server that accepts them must not have lowered one (RFC 9000 §7.4.1). Lowering
+    `http3.max_streams` to 1 under three early requests ended the connection with
+    STREAM_LIMIT_ERROR, and none of the three reached the app. The ticket key now follows the
+    limits: after such a reload the ticket does not resume, the early data is rejected, and the
+    three are sent again at 1-RTT, one stream at a time. A reload that changes no limit keeps
+    resumption and early data."""
+    proxy = h3_proxy("  early_data: true\n")
+    session, tp = tmp_path / "session", tmp_path / "tp"
+    gtlsclient(proxy, ["/echo?warm"], f"--session-file={session}", f"--tp-file={tp}")
+    proxy.cfg.write_text(proxy.cfg.read_text() + change)
+    reload(proxy, "configuration reloaded")
+    paths = ["/echo?a", "/echo?b", "/echo?c"]
+    text = gtlsclient(proxy, paths, f"--session-file={session}", f"--tp-file={tp}")
+    assert "type=0RTT" in text, "the client did not try early data"
+    assert ("Early data was rejected" not in text) == early
+    assert "STREAM_LIMIT_ERROR" not in text
+    assert text.count(":status: 200") == 3
+    assert sorted(r["target"] for r in upstream.record.requests()) == sorted(["/echo?warm", *paths])
 
 
 def test_a_request_completed_after_the_handshake_is_not_early_even_with_early_data_on(h3_proxy, cert, tmp_path, upstream):

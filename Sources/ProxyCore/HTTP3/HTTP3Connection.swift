@@ -212,7 +212,7 @@ final class HTTP3Connection: LoopSource {
         guard gnutls_priority_set_direct(s, "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3", nil) == 0,
               ngtcp2_crypto_gnutls_configure_server_session(s) == 0,
               gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0,
-              gnutls_session_ticket_enable_server(s, quic.shared.ticketKey) == 0 else {
+              gnutls_session_ticket_enable_server(s, quic.ticketKey.datum) == 0 else {
             return false
         }
         var alpn = Array("h3".utf8)

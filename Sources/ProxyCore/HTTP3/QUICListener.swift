@@ -22,7 +22,11 @@ import Glibc
 /// - else nowhere (counted).
 final class QUICListener: Channel {
     /// Replaced on reload (on this loop's thread); new connections take the current one.
-    var context: ListenerContext
+    var context: ListenerContext {
+        didSet { ticketKey.use(context.config) }
+    }
+    /// The session-ticket key for the current configuration's limits.
+    let ticketKey: QUICTicketKey
     /// This socket's own address: every path's local half.
     let local: QUICAddress
     let shared: QUICShared
@@ -51,6 +55,7 @@ final class QUICListener: Channel {
 
     init(fd: Int32, loop: EventLoop, context: ListenerContext, local: QUICAddress, shared: QUICShared) {
         self.context = context
+        ticketKey = QUICTicketKey(secret: shared.ticketSecret, config: context.config)
         self.local = local
         self.shared = shared
         wildcard = local.isUnspecified

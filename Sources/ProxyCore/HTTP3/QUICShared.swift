@@ -12,10 +12,10 @@ final class QUICShared: @unchecked Sendable {
     let loops: [EventLoop]
     let tokens: QUICTokens
     private let perLoop: [QUICConnectionIDs]
-    /// GnuTLS's key for the session tickets QUIC handshakes issue (resumption: a returning
-    /// client skips the certificate's signature). The process's: a restart means a full
-    /// handshake, as a new TCP ticket key does. Never freed (lives as long as the server).
-    let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    /// The secret the session-ticket keys are derived from (resumption: a returning client skips
+    /// the certificate's signature; `QUICTicketKey`). The process's: a restart means a full
+    /// handshake, as a new TCP ticket key does.
+    let ticketSecret = QUICShared.random(QUICTicketKey.length)
     /// The anti-replay check for early data (`http3.early_data`; nil: GnuTLS could not make one,
     /// and early data stays off).
     let antiReplay = QUICAntiReplay()
@@ -28,9 +28,6 @@ final class QUICShared: @unchecked Sendable {
         tokens = QUICTokens(secret: Self.random(32))
         let key = Self.random(16)
         perLoop = loops.map { _ in QUICConnectionIDs(key: key) }
-        ticketKey = .allocate(capacity: 1)
-        ticketKey.initialize(to: gnutls_datum_t())
-        precondition(gnutls_session_ticket_key_generate(ticketKey) == 0, "GnuTLS cannot make a session ticket key")
     }
 
     @inline(__always) func ids(_ loop: EventLoop) -> QUICConnectionIDs { perLoop[loop.index] }
