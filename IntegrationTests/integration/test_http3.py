@@ -595,6 +595,53 @@ def test_with_early_data_on_unsafe_methods_get_425_and_never_reach_the_app(h3_pr
     assert line["status"] == 425 and line["method"] == method, line
 
 
+def test_datagrams_the_kernel_drops_with_the_receive_buffer_full_are_counted_and_named(h3_proxy, cert):
+    """A full socket receive buffer drops datagrams in the kernel, where the proxy never sees
+    them; QUIC recovers, slowly. SO_RXQ_OVFL makes each datagram queued after a drop say how many
+    the kernel has dropped so far: the proxy counts them (`reason="receive_buffer_full"`) and logs,
+    once a second, the setting that bounds the buffer. Here the proxy is stopped (SIGSTOP) while
+    30,000 datagrams of 1,200 bytes arrive, more than a buffer of `net.core.rmem_max` holds; the
+    drops are seen with the next datagram after them."""
+    proxy = h3_proxy()
+    assert "HTTP/3: the UDP receive buffer is smaller than asked" in proxy.stderr_text() \
+        or int(open("/proc/sys/net/core/rmem_max").read()) >= 4 << 20
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("127.0.0.1", proxy.port))
+    junk = bytes([0x40]) + os.urandom(1199)
+    proxy.signal(signal.SIGSTOP)
+    try:
+        for _ in range(30000):
+            s.send(junk)
+    finally:
+        proxy.signal(signal.SIGCONT)
+
+    def counts():
+        m = samples(scrape(proxy))
+        return (value(m, "callback_proxy_http3_datagrams_received_total"),
+                value(m, "callback_proxy_http3_datagrams_dropped_total", reason="receive_buffer_full"))
+    received, dropped = counts()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the buffered ones are read
+        time.sleep(0.2)
+        now = counts()
+        if now[0] == received:
+            break
+        received, dropped = now
+    assert received < 30000 and dropped == 0  # the kernel dropped some; nothing has said so yet
+    s.send(junk)
+    s.close()
+    while time.monotonic() < deadline + 5:
+        received, dropped = counts()
+        if dropped > 0:
+            break
+        time.sleep(0.05)
+    assert received + dropped == 30001
+    lines = [json.loads(l) for l in proxy.stderr_text().splitlines() if "receive buffer full" in l]
+    assert len(lines) == 1 and "net.core.rmem_max" in lines[0]["setting"] and int(lines[0]["dropped"]) == dropped
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+
+
 @pytest.mark.parametrize("change, early", [("  max_streams: 1\n", False), ("  alt_svc_max_age: 60s\n", True)])
 def test_a_reload_that_lowers_a_limit_refuses_early_data_under_the_old_one(h3_proxy, cert, tmp_path, upstream, change, early):
     """A returning client sends its 0-RTT requests under the limits it remembers from its ticket,

@@ -21,13 +21,16 @@ int CProxyLinux_udp_options(int fd, int family) {
     if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) == 0) got |= CProxyLinux_UDP_PKTINFO;
     if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) == 0) got |= CProxyLinux_UDP_ECN;
     if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0) got |= CProxyLinux_UDP_GRO;
+    // Linux since 2.6.33: each datagram says how many the kernel had dropped (`dropped` below).
+    setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
     return got;
 }
 
 long CProxyLinux_recv_datagrams(int fd, void *buf, size_t len, struct sockaddr_storage *from, socklen_t *fromlen,
-                                struct sockaddr_storage *to, uint8_t *ecn, int *segment) {
+                                struct sockaddr_storage *to, uint8_t *ecn, int *segment, uint32_t *dropped) {
     struct iovec iov = { buf, len };
-    union { char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) * 2]; struct cmsghdr align; } control;
+    union { char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(uint32_t))];
+            struct cmsghdr align; } control;
     struct msghdr msg = { .msg_name = from, .msg_namelen = sizeof *from, .msg_iov = &iov, .msg_iovlen = 1,
                           .msg_control = control.buf, .msg_controllen = sizeof control.buf };
     ssize_t n = recvmsg(fd, &msg, 0);
@@ -36,6 +39,7 @@ long CProxyLinux_recv_datagrams(int fd, void *buf, size_t len, struct sockaddr_s
     to->ss_family = AF_UNSPEC;
     *ecn = 0;
     *segment = 0;
+    *dropped = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
             struct in_pktinfo info;
@@ -69,6 +73,8 @@ long CProxyLinux_recv_datagrams(int fd, void *buf, size_t len, struct sockaddr_s
             int size;
             memcpy(&size, CMSG_DATA(c), sizeof size);
             *segment = size;
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+            memcpy(dropped, CMSG_DATA(c), sizeof *dropped);
         }
     }
     return (long)n;

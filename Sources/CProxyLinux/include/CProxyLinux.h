@@ -38,7 +38,9 @@ int CProxyLinux_open_directory(const char *path);
 long CProxyLinux_sendfile(int out, int in, int64_t *offset, size_t count);
 // QUIC's UDP (UDP.c). What `CProxyLinux_udp_options` turned on, as bits: the address each
 // datagram was sent to (IP_PKTINFO / IPV6_RECVPKTINFO: a wildcard socket answers from it), its
-// ECN bits (IP_RECVTOS / IPV6_RECVTCLASS), and datagrams coalesced by the kernel (UDP_GRO).
+// ECN bits (IP_RECVTOS / IPV6_RECVTCLASS), and datagrams coalesced by the kernel (UDP_GRO). It
+// also asks for the count of datagrams the kernel dropped with the receive buffer full
+// (SO_RXQ_OVFL), which every Linux since 2.6.33 gives.
 static const int CProxyLinux_UDP_PKTINFO = 1;
 static const int CProxyLinux_UDP_ECN = 2;
 static const int CProxyLinux_UDP_GRO = 4;
@@ -46,9 +48,10 @@ int CProxyLinux_udp_options(int fd, int family);
 // One recvmsg: bytes received (several datagrams of `*segment` bytes each, the last maybe
 // shorter, when the kernel coalesced them; `*segment` 0: one datagram), or -1 with errno. `to`:
 // the address it was sent to, port unset (AF_UNSPEC when the kernel did not say); `ecn`: its ECN
-// bits.
+// bits; `dropped`: how many datagrams the kernel had dropped on this socket, its receive buffer
+// full, when this one was queued (SO_RXQ_OVFL: a running count, 0 while there were none).
 long CProxyLinux_recv_datagrams(int fd, void *buf, size_t len, struct sockaddr_storage *from, socklen_t *fromlen,
-                                struct sockaddr_storage *to, uint8_t *ecn, int *segment);
+                                struct sockaddr_storage *to, uint8_t *ecn, int *segment, uint32_t *dropped);
 // One sendmsg of `len` bytes: datagrams of `segment` bytes with UDP GSO (Linux 4.18+; 0: one
 // datagram; EIO or EINVAL where the route's device cannot segment: send them one by one), from the
 // address `from` when not NULL (IP_PKTINFO / IPV6_PKTINFO: a wildcard socket's reply leaves from

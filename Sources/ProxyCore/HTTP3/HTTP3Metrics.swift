@@ -3,7 +3,7 @@
 struct HTTP3Metrics: Sendable {
     enum DropReason: Int, CaseIterable {
         case malformed, notInitial, draining, connectionLimit, clientLimit, invalidToken, handshakeSetup, versionNegotiation
-        case unknownConnection, sendFailed
+        case unknownConnection, sendFailed, receiveBufferFull
 
         var label: String {
             switch self {
@@ -17,6 +17,7 @@ struct HTTP3Metrics: Sendable {
             case .versionNegotiation: return "version_negotiation"
             case .unknownConnection: return "unknown_connection"
             case .sendFailed: return "send_failed"
+            case .receiveBufferFull: return "receive_buffer_full"
             }
         }
     }
@@ -94,7 +95,7 @@ struct HTTP3Metrics: Sendable {
         excessiveLoad[glitch.rawValue].increment()
     }
 
-    func dropped(_ reason: DropReason) {
-        drops[reason.rawValue].increment()
+    func dropped(_ reason: DropReason, count: Int = 1) {
+        drops[reason.rawValue].increment(by: count)
     }
 }

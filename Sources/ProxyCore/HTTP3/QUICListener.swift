@@ -45,6 +45,11 @@ final class QUICListener: Channel {
     private var replyBuffer = [UInt8](repeating: 0, count: 1500)
     /// Where this loop's connections build their packets, a batch at a time.
     static let sendBufferSize = 65_536
+    /// The socket buffer each direction asks the kernel for; Linux grants at most
+    /// `net.core.rmem_max` / `wmem_max`.
+    static let socketBuffer = 4 << 20
+    /// The receive buffer the kernel granted (what it counts against, its bookkeeping included).
+    let receiveBufferBytes: Int
     let sendBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: QUICListener.sendBufferSize)
     /// Whether the kernel segments UDP for us (GSO); off after the first refusal.
     private var segments = true
@@ -61,7 +66,18 @@ final class QUICListener: Channel {
         wildcard = local.isUnspecified
         // Destination addresses, ECN bits, GRO: each is used only where the kernel has it.
         let options = CProxyLinux_udp_options(fd, Int32(local.storage.ss_family))
+        var granted: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        _ = getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &length)
+        receiveBufferBytes = Int(granted)
         super.init(fd: fd, loop: loop)
+        // Linux reports twice what it granted (the half it keeps for its own bookkeeping).
+        if receiveBufferBytes / 2 < Self.socketBuffer && loop.index == 0 {
+            context.log.info("HTTP/3: the UDP receive buffer is smaller than asked; bursts may be dropped", [
+                "listener": context.spec.name, "buffer": "\(receiveBufferBytes / 2)", "asked": "\(Self.socketBuffer)",
+                "setting": "net.core.rmem_max (sysctl), and net.core.wmem_max",
+            ])
+        }
         if wildcard && options & CProxyLinux_UDP_PKTINFO == 0 && loop.index == 0 {
             context.log.warn("HTTP/3: the kernel does not say which address a datagram was sent to; on this wildcard listener, replies leave from the address routing picks", [
                 "listener": context.spec.name, "setting": "listen (bind HTTP/3's listener to the public address)",
@@ -74,6 +90,7 @@ final class QUICListener: Channel {
     /// A UDP socket on `address` for loop use (non-blocking, `SO_REUSEPORT`), and the address
     /// it is bound to.
     static func bind(_ address: SocketAddress) throws(SystemError) -> (Int32, QUICAddress) {
+        let socketBuffer = Self.socketBuffer
         let fd = try syscallValue("socket(udp)") {
             socket(address.family, CProxyLinux_SOCK_DGRAM | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
         }
@@ -83,7 +100,7 @@ final class QUICListener: Channel {
         let size = socklen_t(MemoryLayout<Int32>.size)
         try syscallValue("setsockopt(SO_REUSEPORT)") { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size) }
         // Bursts of Initials and ACK-eliciting packets arrive faster than one batch reads them.
-        var buffer: Int32 = 4 << 20
+        var buffer = Int32(socketBuffer)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, size)
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, size)
         let bound = address.withSockAddr { Glibc.bind(fd, $0, $1) }
@@ -102,11 +119,13 @@ final class QUICListener: Channel {
             var arrival = QUICArrival(local: local)
             var to = sockaddr_storage()
             var segment: Int32 = 0
+            var dropped: UInt32 = 0
             let n = receiveBuffer.withUnsafeMutableBytes { b in
                 CProxyLinux_recv_datagrams(fd, b.baseAddress, b.count, &arrival.from.storage, &arrival.from.length, &to, &arrival.ecn,
-                                           &segment)
+                                           &segment, &dropped)
             }
             if n < 0 { return }  // EAGAIN: read out; anything else: the next event says
+            if dropped != kernelDrops { kernelDropped(dropped) }
             if wildcard && to.ss_family != 0 { arrival.local.setAddress(to) }
             if arrival.ecn != 0 { context.engineMetrics.http3.ecnMarked(arrival.ecn) }
             // Several datagrams of one client coalesced by the kernel (GRO): `segment` bytes each,
@@ -122,6 +141,22 @@ final class QUICListener: Channel {
                 }
             }
         }
+    }
+
+    /// The kernel's running count of datagrams it dropped on this socket, its receive buffer
+    /// full (SO_RXQ_OVFL), as last seen.
+    private var kernelDrops: UInt32 = 0
+
+    /// The kernel dropped datagrams since the last look (`count`: its running count): counted,
+    /// and logged (at most once a second) with the settings that bound the buffer.
+    private func kernelDropped(_ count: UInt32) {
+        let new = Int(count &- kernelDrops)
+        kernelDrops = count
+        context.engineMetrics.http3.dropped(.receiveBufferFull, count: new)
+        context.throttle.log(.warn, "HTTP/3: the kernel dropped datagrams, the socket's receive buffer full", key: "h3 rcvbuf", fields: [
+            ("listener", context.spec.name), ("dropped", "\(new)"), ("buffer", "\(receiveBufferBytes)"),
+            ("setting", "net.core.rmem_max (sysctl; the socket asks for \(Self.socketBuffer))"),
+        ], on: loop)
     }
 
     /// One datagram, as it arrived.
