@@ -209,7 +209,7 @@ final class HTTP3Connection: LoopSource {
             // RFC 9001 §4.6.1: a QUIC ticket says 0xffffffff; QUIC's own limits bound the data.
             _ = gnutls_record_set_max_early_data_size(s, Int(UInt32.max))
         }
-        guard gnutls_priority_set_direct(s, "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3", nil) == 0,
+        guard gnutls_priority_set(s, quic.shared.priority) == 0,
               ngtcp2_crypto_gnutls_configure_server_session(s) == 0,
               gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.credentials)) == 0,
               gnutls_session_ticket_enable_server(s, quic.ticketKey.datum) == 0 else {
