@@ -53,7 +53,7 @@ public struct ProxyConfig: Sendable, Equatable {
     /// idle and busy ones together never outnumber the requests once in flight at the same
     /// time, and those are bounded by `limits.max_connections` (an HTTP/1.1 connection has one
     /// request in flight; an HTTP/2 stream beyond a connection's first takes a budget unit of
-    /// its own, `HTTP2Connection+Admission`). A fixed cap below the
+    /// its own, `StreamAdmitting`). A fixed cap below the
     /// concurrency makes the proxy close and reopen upstream connections under load (a
     /// loop finishes hundreds of responses in one pass before their clients send the next
     /// request): at 1,000 keep-alive clients a cap of 128 per loop halved the throughput.

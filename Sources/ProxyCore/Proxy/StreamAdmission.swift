@@ -10,7 +10,7 @@ protocol BudgetedStream: AnyObject {
 }
 
 /// Which of one connection's streams run on the client-connection budget and which wait: the
-/// rule both `HTTP2Connection+Admission` and `HTTP3Connection+Admission` follow (the first says
+/// rule both `HTTP2Connection` and `HTTP3Connection` follow (`StreamAdmitting`, which says
 /// why streams wait rather than being refused). The connection's own unit runs one stream; every
 /// further stream takes a unit of its own while it runs; streams that find none wait, oldest
 /// first. A state machine without the loop: the connection brings the clock, the timer that

@@ -11,7 +11,7 @@ import Glibc
 /// client to have its one outbound connection (upstream, IdP or store) at the same moment, and
 /// resumes as connections close. Connections wait in the kernel's backlog meanwhile. An
 /// HTTP/2 connection may have many requests in flight: each stream beyond one takes a unit of
-/// its own while it runs, and waits for one when none is left (`HTTP2Connection+Admission`).
+/// its own while it runs, and waits for one when none is left (`StreamAdmitting`).
 ///
 /// The internal listener has a budget of its own, never taken by the public side: `/healthz`
 /// and `/readyz` answer in milliseconds while a flood saturates the public listener (a liveness
