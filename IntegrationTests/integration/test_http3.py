@@ -286,6 +286,23 @@ def test_a_returning_client_resumes_its_session_and_early_data_is_refused(h3_pro
     assert [r["target"] for r in upstream.record.requests()] == ["/echo?first", "/echo?second"]
 
 
+def test_a_ticket_from_one_loop_resumes_on_every_loop(h3_proxy, cert):
+    """Each loop derives its ticket key itself (`QUICTicketKey`), from the process's secret and
+    the same limits, so a ticket issued on one loop resumes on the other: the kernel puts each new
+    connection (a new source port) on either loop's socket."""
+    proxy = h3_proxy(opts={"--loops": "2"})
+    with client(proxy, cert) as c:
+        assert c.request("GET", "/echo").status == 200
+        deadline = time.monotonic() + 3
+        while not c.tickets and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert c.tickets, "no session ticket"
+    for _ in range(8):  # each lands on the other loop with one chance in two
+        with client(proxy, cert, session_ticket=c.tickets[-1]) as again:
+            assert again.resumed()
+            assert again.request("GET", "/echo").status == 200
+
+
 def test_quic_connections_count_towards_the_per_client_connection_limit_with_tcp_ones(h3_proxy, cert):
     """limits.max_connections_per_client counts a client's QUIC and TCP connections together, by
     address: past it, a new QUIC connection's Initial goes unanswered (counted, logged naming the
