@@ -267,6 +267,15 @@ def test_a_client_that_changes_its_port_mid_connection_keeps_its_connection(h3_p
     assert value(s, "callback_proxy_http3_connection_errors_total") == 0
 
 
+def session_ticket(c):
+    """The last session ticket the server issued on `c` (it comes just after the handshake)."""
+    deadline = time.monotonic() + 3
+    while not c.tickets and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert c.tickets, "no session ticket"
+    return c.tickets[-1]
+
+
 def test_a_returning_client_resumes_its_session_and_early_data_is_refused(h3_proxy, cert, upstream):
     """Session tickets (GnuTLS, issued after the handshake) let a returning client skip the full
     handshake. Early data is never accepted: a replayed 0-RTT request must not reach the app
@@ -274,12 +283,9 @@ def test_a_returning_client_resumes_its_session_and_early_data_is_refused(h3_pro
     proxy = h3_proxy()
     with client(proxy, cert) as c:
         assert c.request("GET", "/echo?first").status == 200
-        deadline = time.monotonic() + 3
-        while not c.tickets and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert c.tickets, "no session ticket"
+        ticket = session_ticket(c)
         assert not c.resumed()
-    with client(proxy, cert, session_ticket=c.tickets[-1]) as again:
+    with client(proxy, cert, session_ticket=ticket) as again:
         assert again.resumed()
         assert not again.early_data_accepted()
         assert echo(again.request("GET", "/echo?second"))["target"] == "/echo?second"
@@ -293,12 +299,9 @@ def test_a_ticket_from_one_loop_resumes_on_every_loop(h3_proxy, cert):
     proxy = h3_proxy(opts={"--loops": "2"})
     with client(proxy, cert) as c:
         assert c.request("GET", "/echo").status == 200
-        deadline = time.monotonic() + 3
-        while not c.tickets and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert c.tickets, "no session ticket"
+        ticket = session_ticket(c)
     for _ in range(8):  # each lands on the other loop with one chance in two
-        with client(proxy, cert, session_ticket=c.tickets[-1]) as again:
+        with client(proxy, cert, session_ticket=ticket) as again:
             assert again.resumed()
             assert again.request("GET", "/echo").status == 200
 
