@@ -48,7 +48,7 @@ final class QUICListener: Channel {
     /// The socket buffer each direction asks the kernel for; Linux grants at most
     /// `net.core.rmem_max` / `wmem_max`.
     static let socketBuffer = 4 << 20
-    /// The receive buffer the kernel granted (what it counts against, its bookkeeping included).
+    /// The receive buffer the kernel granted.
     let receiveBufferBytes: Int
     let sendBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: QUICListener.sendBufferSize)
     /// Whether the kernel segments UDP for us (GSO); off after the first refusal.
@@ -69,12 +69,12 @@ final class QUICListener: Channel {
         var granted: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         _ = getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &length)
-        receiveBufferBytes = Int(granted)
+        // Linux reports twice what it granted (the other half is for its own bookkeeping).
+        receiveBufferBytes = Int(granted) / 2
         super.init(fd: fd, loop: loop)
-        // Linux reports twice what it granted (the half it keeps for its own bookkeeping).
-        if receiveBufferBytes / 2 < Self.socketBuffer && loop.index == 0 {
+        if receiveBufferBytes < Self.socketBuffer && loop.index == 0 {
             context.log.info("HTTP/3: the UDP receive buffer is smaller than asked; bursts may be dropped", [
-                "listener": context.spec.name, "buffer": "\(receiveBufferBytes / 2)", "asked": "\(Self.socketBuffer)",
+                "listener": context.spec.name, "buffer": "\(receiveBufferBytes)", "asked": "\(Self.socketBuffer)",
                 "setting": "net.core.rmem_max (sysctl), and net.core.wmem_max",
             ])
         }
@@ -90,7 +90,6 @@ final class QUICListener: Channel {
     /// A UDP socket on `address` for loop use (non-blocking, `SO_REUSEPORT`), and the address
     /// it is bound to.
     static func bind(_ address: SocketAddress) throws(SystemError) -> (Int32, QUICAddress) {
-        let socketBuffer = Self.socketBuffer
         let fd = try syscallValue("socket(udp)") {
             socket(address.family, CProxyLinux_SOCK_DGRAM | CProxyLinux_SOCK_NONBLOCK | CProxyLinux_SOCK_CLOEXEC, 0)
         }
@@ -100,7 +99,7 @@ final class QUICListener: Channel {
         let size = socklen_t(MemoryLayout<Int32>.size)
         try syscallValue("setsockopt(SO_REUSEPORT)") { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size) }
         // Bursts of Initials and ACK-eliciting packets arrive faster than one batch reads them.
-        var buffer = Int32(socketBuffer)
+        var buffer = Int32(Self.socketBuffer)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, size)
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, size)
         let bound = address.withSockAddr { Glibc.bind(fd, $0, $1) }

@@ -40,6 +40,9 @@ final class QUICShared: @unchecked Sendable {
         perLoop = loops.map { _ in QUICConnectionIDs(key: key) }
     }
 
+    /// Sessions under way hold references of their own to the priority cache.
+    deinit { gnutls_priority_deinit(priority) }
+
     @inline(__always) func ids(_ loop: EventLoop) -> QUICConnectionIDs { perLoop[loop.index] }
 
     static func random(_ count: Int) -> [UInt8] {
