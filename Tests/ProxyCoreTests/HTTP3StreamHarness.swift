@@ -216,8 +216,8 @@ final class HTTP3StreamHarness: HTTP3StreamHost {
         if !held.contains(where: { $0 === stream }) { held.append(stream) }
     }
 
-    func drained(_ stream: HTTP3Stream) { drainedStreams.append(stream) }
-    func endedEarly(_ stream: HTTP3Stream) { ended.append(stream) }
+    func markDrained(_ stream: HTTP3Stream) { drainedStreams.append(stream) }
+    func markEndedEarly(_ stream: HTTP3Stream) { ended.append(stream) }
 
     func streamClosed(_ stream: HTTP3Stream) {
         closedStreams.insert(stream.id)

@@ -60,9 +60,9 @@ extension HTTP3Connection: HTTP3StreamHost {
         if !heldForStreams.contains(where: { $0 === stream }) { heldForStreams.append(stream) }
     }
 
-    func drained(_ stream: HTTP3Stream) { drained.append(stream) }
+    func markDrained(_ stream: HTTP3Stream) { drained.append(stream) }
 
-    func endedEarly(_ stream: HTTP3Stream) { endedEarly.append(stream.id) }
+    func markEndedEarly(_ stream: HTTP3Stream) { endedEarly.append(stream.id) }
 
     /// nghttp3 is done with a stream: it leaves the table, and its budget unit goes back.
     func streamClosed(_ stream: HTTP3Stream) {

@@ -215,10 +215,10 @@ final class HTTP3Stream: BudgetedStream {
         if x.output.isEmpty {
             x.output.clear()
             if responseDone {
-                if !x.requestBodyDone { host.endedEarly(self) }
+                if !x.requestBodyDone { host.markEndedEarly(self) }
                 return (chunk, true)
             }
-            host.drained(self)
+            host.markDrained(self)
         }
         guard chunk != nil else {
             deferred = true

@@ -44,9 +44,9 @@ protocol HTTP3StreamHost: AnyObject {
     /// Its response waits for `streamsBound`; it flushes again then.
     func holdForStreams(_ stream: HTTP3Stream)
     /// nghttp3 emptied its output: its upstream may be read again (`HTTP3Stream.outputDrained`).
-    func drained(_ stream: HTTP3Stream)
+    func markDrained(_ stream: HTTP3Stream)
     /// Its response ended before its request body: `stopReading` follows.
-    func endedEarly(_ stream: HTTP3Stream)
+    func markEndedEarly(_ stream: HTTP3Stream)
     /// nghttp3 closed it: it leaves the connection's table and gives back its budget unit.
     func streamClosed(_ stream: HTTP3Stream)
 }
